@@ -1,0 +1,23 @@
+#include "base/error.hpp"
+
+namespace cortiq {
+
+namespace {
+std::string format_error_message(std::string_view file, std::string_view field, uint64_t offset,
+                                 std::string_view problem) {
+  std::string m;
+  m.append(file).append(": ").append(field).append(" at offset ");
+  m.append(std::to_string(offset)).append(": ").append(problem);
+  return m;
+}
+}  // namespace
+
+FormatError::FormatError(std::string_view file, std::string_view field, uint64_t offset,
+                         std::string_view problem)
+    : Error(format_error_message(file, field, offset, problem)),
+      file_(file),
+      field_(field),
+      offset_(offset),
+      problem_(problem) {}
+
+}  // namespace cortiq

@@ -1,0 +1,14 @@
+#include "cli/commands.hpp"
+
+namespace cortiq::cli {
+
+std::span<const Command> commands() {
+  static constexpr Command kCommands[] = {
+      {"inspect", "show a GGUF file's metadata and tensors", run_inspect},
+      {"quantize", "convert a GGUF model to another weight type", run_quantize},
+      {"gen-model", "write a deterministic random-weight model for tests", run_gen_model},
+  };
+  return kCommands;
+}
+
+}  // namespace cortiq::cli

@@ -1,0 +1,22 @@
+// The table of `cortiq` subcommands. Each command lives in its own
+// cmd_NAME.cpp and declares its options with cli::ArgParser.
+#pragma once
+
+#include <span>
+#include <string>
+
+namespace cortiq::cli {
+
+struct Command {
+  const char* name;
+  const char* summary;
+  int (*run)(std::span<const std::string> args);  // args after the command name
+};
+
+std::span<const Command> commands();
+
+int run_inspect(std::span<const std::string> args);
+int run_quantize(std::span<const std::string> args);
+int run_gen_model(std::span<const std::string> args);
+
+}  // namespace cortiq::cli

@@ -1,0 +1,63 @@
+// Helpers shared by the tests: where data lives, temporary files, a seeded
+// generator.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace cortiq::test {
+
+// ../shared/data, or $CORTIQ_SHARED_DATA; empty when absent.
+std::filesystem::path shared_data_dir();
+// Skips the current test with a clear message when shared data is absent.
+#define CORTIQ_REQUIRE_SHARED_DATA()                                                \
+  do {                                                                              \
+    if (::cortiq::test::shared_data_dir().empty())                                  \
+      GTEST_SKIP() << "../shared/data not found (set CORTIQ_SHARED_DATA to run this)"; \
+  } while (0)
+
+std::filesystem::path golden_dir();
+
+// A fresh directory under the system temp dir, removed at destruction.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::filesystem::path& path() const { return path_; }
+  std::filesystem::path operator/(const std::string& name) const { return path_ / name; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+std::vector<uint8_t> read_file_bytes(const std::filesystem::path& path);
+void write_file_bytes(const std::filesystem::path& path, const std::vector<uint8_t>& bytes);
+
+// Runs the cortiq CLI with the given argument string; returns the exit code
+// and fills `output` with stdout+stderr.
+int run_cli(const std::string& args, std::string* output = nullptr);
+
+// SplitMix64: small, fast, and the same everywhere.
+class SplitMix64 {
+ public:
+  explicit SplitMix64(uint64_t seed) : state_(seed) {}
+  uint64_t next() {
+    uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  }
+  // Uniform in [0, 1).
+  double uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }
+
+ private:
+  uint64_t state_;
+};
+
+}  // namespace cortiq::test
