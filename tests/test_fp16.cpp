@@ -23,14 +23,34 @@ std::vector<uint16_t> all_halves() {
 // Random floats over the whole range plus the awkward ones: ties, subnormal
 // boundaries, overflow edges, infinities, NaNs.
 std::vector<float> interesting_floats(size_t n_random) {
-  std::vector<float> v = {0.0f, -0.0f, 1.0f, -1.0f, 65504.0f, 65519.0f, 65520.0f, 1e10f, -1e10f,
-                          6.1035156e-05f, 5.9604645e-08f, 2.9802322e-08f, 2.9802326e-08f,
-                          1.0009765625f /* tie */, 1.00048828125f, INFINITY, -INFINITY, NAN,
-                          -NAN, std::bit_cast<float>(0x7f800001u), std::bit_cast<float>(0xffc00123u),
-                          3.3895314e38f, 1e-45f};
+  std::vector<float> v = {0.0f,
+                          -0.0f,
+                          1.0f,
+                          -1.0f,
+                          65504.0f,
+                          65519.0f,
+                          65520.0f,
+                          1e10f,
+                          -1e10f,
+                          6.1035156e-05f,
+                          5.9604645e-08f,
+                          2.9802322e-08f,
+                          2.9802326e-08f,
+                          1.0009765625f /* tie */,
+                          1.00048828125f,
+                          INFINITY,
+                          -INFINITY,
+                          NAN,
+                          -NAN,
+                          std::bit_cast<float>(0x7f800001u),
+                          std::bit_cast<float>(0xffc00123u),
+                          3.3895314e38f,
+                          1e-45f};
   test::SplitMix64 rng(42);
-  for (size_t i = 0; i < n_random; ++i) v.push_back(std::bit_cast<float>(static_cast<uint32_t>(rng.next())));
-  for (size_t i = 0; i < n_random; ++i) v.push_back(static_cast<float>(rng.uniform() * 200.0 - 100.0));
+  for (size_t i = 0; i < n_random; ++i)
+    v.push_back(std::bit_cast<float>(static_cast<uint32_t>(rng.next())));
+  for (size_t i = 0; i < n_random; ++i)
+    v.push_back(static_cast<float>(rng.uniform() * 200.0 - 100.0));
   return v;
 }
 
@@ -74,8 +94,10 @@ class ConvertKernels : public ::testing::TestWithParam<SimdLevel> {
   void SetUp() override {
     const SimdLevel level = GetParam();
     const CpuFeatures& f = cpu_features();
-    if (level == SimdLevel::avx2 && !(f.avx2 && f.fma && f.f16c)) GTEST_SKIP() << "no AVX2 on this CPU";
-    if (level == SimdLevel::avx512 && !(f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq && f.avx512vnni))
+    if (level == SimdLevel::avx2 && !(f.avx2 && f.fma && f.f16c))
+      GTEST_SKIP() << "no AVX2 on this CPU";
+    if (level == SimdLevel::avx512 &&
+        !(f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq && f.avx512vnni))
       GTEST_SKIP() << "no AVX-512 on this CPU";
     saved_ = simd_level();
     set_simd_level(level);
@@ -89,24 +111,30 @@ TEST_P(ConvertKernels, MatchScalarReference) {
   const std::vector<uint16_t> halves = all_halves();
   std::vector<float> got(halves.size()), want(halves.size());
   kernels::fp16_to_fp32_row(halves, got);
-  kernels::scalar::fp16_to_fp32_row(halves.data(), want.data(), static_cast<int64_t>(halves.size()));
+  kernels::scalar::fp16_to_fp32_row(halves.data(), want.data(),
+                                    static_cast<int64_t>(halves.size()));
   ASSERT_EQ(std::memcmp(got.data(), want.data(), got.size() * 4), 0) << "fp16 -> fp32";
   kernels::bf16_to_fp32_row(halves, got);
-  kernels::scalar::bf16_to_fp32_row(halves.data(), want.data(), static_cast<int64_t>(halves.size()));
+  kernels::scalar::bf16_to_fp32_row(halves.data(), want.data(),
+                                    static_cast<int64_t>(halves.size()));
   ASSERT_EQ(std::memcmp(got.data(), want.data(), got.size() * 4), 0) << "bf16 -> fp32";
 
   // Odd lengths exercise the scalar tails after the vector loop.
   const std::vector<float> floats = interesting_floats(100003);
   std::vector<uint16_t> got16(floats.size()), want16(floats.size());
   kernels::fp32_to_fp16_row(floats, got16);
-  kernels::scalar::fp32_to_fp16_row(floats.data(), want16.data(), static_cast<int64_t>(floats.size()));
+  kernels::scalar::fp32_to_fp16_row(floats.data(), want16.data(),
+                                    static_cast<int64_t>(floats.size()));
   for (size_t i = 0; i < floats.size(); ++i) {
-    ASSERT_EQ(got16[i], want16[i]) << "fp32 -> fp16 of 0x" << std::hex << std::bit_cast<uint32_t>(floats[i]);
+    ASSERT_EQ(got16[i], want16[i])
+        << "fp32 -> fp16 of 0x" << std::hex << std::bit_cast<uint32_t>(floats[i]);
   }
   kernels::fp32_to_bf16_row(floats, got16);
-  kernels::scalar::fp32_to_bf16_row(floats.data(), want16.data(), static_cast<int64_t>(floats.size()));
+  kernels::scalar::fp32_to_bf16_row(floats.data(), want16.data(),
+                                    static_cast<int64_t>(floats.size()));
   for (size_t i = 0; i < floats.size(); ++i) {
-    ASSERT_EQ(got16[i], want16[i]) << "fp32 -> bf16 of 0x" << std::hex << std::bit_cast<uint32_t>(floats[i]);
+    ASSERT_EQ(got16[i], want16[i])
+        << "fp32 -> bf16 of 0x" << std::hex << std::bit_cast<uint32_t>(floats[i]);
   }
 }
 

@@ -13,13 +13,16 @@ namespace cortiq::test {
 
 std::filesystem::path shared_data_dir() {
   if (const char* env = std::getenv("CORTIQ_SHARED_DATA"); env != nullptr && *env != '\0') {
-    return std::filesystem::is_directory(env) ? std::filesystem::path(env) : std::filesystem::path();
+    return std::filesystem::is_directory(env) ? std::filesystem::path(env)
+                                              : std::filesystem::path();
   }
   const std::filesystem::path dir = CORTIQ_DEFAULT_SHARED_DATA;
   return std::filesystem::is_directory(dir) ? dir : std::filesystem::path();
 }
 
-std::filesystem::path golden_dir() { return CORTIQ_GOLDEN_DIR; }
+std::filesystem::path golden_dir() {
+  return CORTIQ_GOLDEN_DIR;
+}
 
 TempDir::TempDir() {
   std::string pattern = (std::filesystem::temp_directory_path() / "cortiq-test-XXXXXX").string();
@@ -40,7 +43,8 @@ std::vector<uint8_t> read_file_bytes(const std::filesystem::path& path) {
 
 void write_file_bytes(const std::filesystem::path& path, const std::vector<uint8_t>& bytes) {
   std::ofstream out(path, std::ios::binary);
-  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  out.write(reinterpret_cast<const char*>(bytes.data()),
+            static_cast<std::streamsize>(bytes.size()));
   if (!out) throw std::runtime_error("cannot write " + path.string());
 }
 

@@ -9,14 +9,16 @@
 #include <string>
 #include <vector>
 
+#include "base/random.hpp"
+
 namespace cortiq::test {
 
 // ../shared/data, or $CORTIQ_SHARED_DATA; empty when absent.
 std::filesystem::path shared_data_dir();
 // Skips the current test with a clear message when shared data is absent.
-#define CORTIQ_REQUIRE_SHARED_DATA()                                                \
-  do {                                                                              \
-    if (::cortiq::test::shared_data_dir().empty())                                  \
+#define CORTIQ_REQUIRE_SHARED_DATA()                                                   \
+  do {                                                                                 \
+    if (::cortiq::test::shared_data_dir().empty())                                     \
       GTEST_SKIP() << "../shared/data not found (set CORTIQ_SHARED_DATA to run this)"; \
   } while (0)
 
@@ -43,21 +45,7 @@ void write_file_bytes(const std::filesystem::path& path, const std::vector<uint8
 // and fills `output` with stdout+stderr.
 int run_cli(const std::string& args, std::string* output = nullptr);
 
-// SplitMix64: small, fast, and the same everywhere.
-class SplitMix64 {
- public:
-  explicit SplitMix64(uint64_t seed) : state_(seed) {}
-  uint64_t next() {
-    uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
-  // Uniform in [0, 1).
-  double uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }
-
- private:
-  uint64_t state_;
-};
+// The library's seeded generator (base/random.hpp), used for test data.
+using SplitMix64 = ::cortiq::SplitMix64;
 
 }  // namespace cortiq::test

@@ -18,7 +18,9 @@ TEST(ThreadPool, SplitCoversRangeExactlyOnce) {
           const auto r = ThreadPool::split_range(n, grain, t, threads);
           EXPECT_EQ(r.begin, expected_begin);
           EXPECT_LE(r.begin, r.end);
-          if (r.end < n) EXPECT_EQ(r.end % grain, 0);
+          if (r.end < n) {
+            EXPECT_EQ(r.end % grain, 0);
+          }
           expected_begin = r.end;
         }
         EXPECT_EQ(expected_begin, n);
@@ -57,8 +59,8 @@ TEST(ThreadPool, RunUsesEveryThread) {
 TEST(ThreadPool, RethrowsWorkerExceptionAndStaysUsable) {
   ThreadPool pool(3);
   EXPECT_THROW(pool.run([](int thread, int) {
-                 if (thread == 2) throw std::runtime_error("boom");
-               }),
+    if (thread == 2) throw std::runtime_error("boom");
+  }),
                std::runtime_error);
   std::atomic<int> count{0};
   pool.run([&](int, int) { count++; });

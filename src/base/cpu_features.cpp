@@ -72,7 +72,9 @@ const CpuFeatures& cpu_features() {
   return features;
 }
 
-SimdLevel simd_level() { return level_storage().load(std::memory_order_relaxed); }
+SimdLevel simd_level() {
+  return level_storage().load(std::memory_order_relaxed);
+}
 
 void set_simd_level(SimdLevel level) {
   level_storage().store(clamp_level(level, best_level(cpu_features())), std::memory_order_relaxed);
@@ -80,10 +82,14 @@ void set_simd_level(SimdLevel level) {
 
 const char* simd_level_name(SimdLevel level) {
   switch (level) {
-    case SimdLevel::scalar: return "scalar";
-    case SimdLevel::avx2: return "avx2";
-    case SimdLevel::avx512: return "avx512";
-    case SimdLevel::neon: return "neon";
+    case SimdLevel::scalar:
+      return "scalar";
+    case SimdLevel::avx2:
+      return "avx2";
+    case SimdLevel::avx512:
+      return "avx512";
+    case SimdLevel::neon:
+      return "neon";
   }
   return "?";
 }

@@ -49,7 +49,9 @@ inline uint16_t fp32_to_fp16(float f) {
 }
 
 // bf16 -> fp32 is a shift: bf16 is the top half of an fp32.
-inline float bf16_to_fp32(uint16_t b) { return std::bit_cast<float>(static_cast<uint32_t>(b) << 16); }
+inline float bf16_to_fp32(uint16_t b) {
+  return std::bit_cast<float>(static_cast<uint32_t>(b) << 16);
+}
 
 // fp32 -> bf16 with round-to-nearest-even; NaN is kept quiet (never rounds to inf).
 inline uint16_t fp32_to_bf16(float f) {

@@ -28,20 +28,29 @@ std::atomic<LogLevel>& level_storage() {
 
 const char* level_name(LogLevel level) {
   switch (level) {
-    case LogLevel::debug: return "debug";
-    case LogLevel::info: return "info";
-    case LogLevel::warn: return "warn";
-    case LogLevel::error: return "error";
-    case LogLevel::off: break;
+    case LogLevel::debug:
+      return "debug";
+    case LogLevel::info:
+      return "info";
+    case LogLevel::warn:
+      return "warn";
+    case LogLevel::error:
+      return "error";
+    case LogLevel::off:
+      break;
   }
   return "";
 }
 
 }  // namespace
 
-LogLevel log_level() { return level_storage().load(std::memory_order_relaxed); }
+LogLevel log_level() {
+  return level_storage().load(std::memory_order_relaxed);
+}
 
-void set_log_level(LogLevel level) { level_storage().store(level, std::memory_order_relaxed); }
+void set_log_level(LogLevel level) {
+  level_storage().store(level, std::memory_order_relaxed);
+}
 
 bool parse_log_level(const char* name, LogLevel& out) {
   struct Entry {

@@ -16,8 +16,8 @@ void log_message(LogLevel level, const char* fmt, ...) __attribute__((format(pri
 }  // namespace cortiq
 
 // The macros skip formatting the arguments when the level is filtered out.
-#define CORTIQ_LOG_AT(level, ...)                                               \
-  do {                                                                          \
+#define CORTIQ_LOG_AT(level, ...)                                                    \
+  do {                                                                               \
     if ((level) >= ::cortiq::log_level()) ::cortiq::log_message(level, __VA_ARGS__); \
   } while (0)
 #define LOG_DEBUG(...) CORTIQ_LOG_AT(::cortiq::LogLevel::debug, __VA_ARGS__)

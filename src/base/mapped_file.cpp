@@ -60,7 +60,9 @@ MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
   return *this;
 }
 
-MappedFile::~MappedFile() { release(); }
+MappedFile::~MappedFile() {
+  release();
+}
 
 void MappedFile::release() {
   if (data_ != nullptr) ::munmap(const_cast<std::byte*>(data_), size_);

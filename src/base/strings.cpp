@@ -40,9 +40,9 @@ std::string human_bytes(uint64_t n) {
 std::string with_commas(uint64_t n) {
   std::string digits = std::to_string(n);
   std::string out;
-  const size_t lead = digits.size() % 3;
   for (size_t i = 0; i < digits.size(); ++i) {
-    if (i != 0 && (i - lead) % 3 == 0) out.push_back(',');
+    // A separator wherever a whole number of digit triples remains.
+    if (i != 0 && (digits.size() - i) % 3 == 0) out.push_back(',');
     out.push_back(digits[i]);
   }
   return out;
@@ -62,8 +62,12 @@ std::vector<std::string_view> split(std::string_view s, char sep) {
   }
 }
 
-bool starts_with(std::string_view s, std::string_view prefix) { return s.starts_with(prefix); }
-bool ends_with(std::string_view s, std::string_view suffix) { return s.ends_with(suffix); }
+bool starts_with(std::string_view s, std::string_view prefix) {
+  return s.starts_with(prefix);
+}
+bool ends_with(std::string_view s, std::string_view suffix) {
+  return s.ends_with(suffix);
+}
 
 bool parse_int64(std::string_view s, int64_t& out) {
   if (s.empty()) return false;

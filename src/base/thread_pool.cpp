@@ -25,8 +25,13 @@ constexpr int kSpinIterations = 1 << 14;
 }  // namespace
 
 ThreadPool::ThreadPool(int n_threads) {
-  if (n_threads <= 0) n_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (n_threads <= 0)
+    n_threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   n_threads_ = n_threads;
+  // With more threads than cores a spinning thread only steals the core of
+  // the one it waits for: give the CPU away almost at once instead.
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  spin_limit_ = n_threads <= cores ? kSpinIterations : 16;
   workers_.reserve(static_cast<size_t>(n_threads - 1));
   for (int i = 1; i < n_threads; ++i) workers_.emplace_back([this, i] { worker_main(i); });
 }
@@ -72,7 +77,7 @@ void ThreadPool::dispatch(Job job, void* ctx) {
   if (n_threads_ > 1) {
     int spins = 0;
     while (pending_.load(std::memory_order_acquire) != 0) {
-      if (++spins < kSpinIterations) {
+      if (++spins < spin_limit_) {
         cpu_relax();
       } else {
         std::this_thread::yield();
@@ -86,7 +91,7 @@ void ThreadPool::worker_main(int index) {
   uint32_t seen = 0;
   for (;;) {
     uint32_t epoch = epoch_.load(std::memory_order_acquire);
-    for (int spins = 0; epoch == seen && spins < kSpinIterations; ++spins) {
+    for (int spins = 0; epoch == seen && spins < spin_limit_; ++spins) {
       cpu_relax();
       epoch = epoch_.load(std::memory_order_acquire);
     }

@@ -29,9 +29,9 @@ class ThreadPool {
   // all have finished. An exception thrown by fn is rethrown here.
   template <class Fn>
   void run(Fn&& fn) {
-    dispatch(
-        [](void* ctx, int thread, int n) { (*static_cast<std::remove_reference_t<Fn>*>(ctx))(thread, n); },
-        &fn);
+    dispatch([](void* ctx, int thread,
+                int n) { (*static_cast<std::remove_reference_t<Fn>*>(ctx))(thread, n); },
+             &fn);
   }
 
   // Splits [0, n) into one contiguous range per thread (ranges are multiples
@@ -64,6 +64,7 @@ class ThreadPool {
   void run_job(int index) noexcept;
 
   int n_threads_;
+  int spin_limit_;  // pause iterations before yielding or sleeping
   std::vector<std::thread> workers_;
   std::mutex dispatch_mutex_;  // one fork/join at a time
 

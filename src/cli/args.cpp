@@ -71,7 +71,8 @@ std::string ArgParser::help() const {
     names += o.long_name;
     if (!o.metavar.empty()) names += " " + o.metavar;
     std::string text = o.help;
-    if (o.default_value && !o.default_value->empty()) text += " (default: " + *o.default_value + ")";
+    if (o.default_value && !o.default_value->empty())
+      text += " (default: " + *o.default_value + ")";
     h += strfmt("  %-24s %s\n", names.c_str(), text.c_str());
   }
   h += strfmt("  %-24s %s\n", "-h, --help", "show this help");
@@ -109,7 +110,8 @@ std::optional<ParsedArgs> ArgParser::parse(std::span<const std::string> args) co
       }
       if (o->metavar.empty()) {
         if (inline_value) throw UsageError("option " + name + " takes no value");
-        parsed.values_[o->key] = "1";
+        parsed.values_[o->key] =
+            std::string(1, '1');  // not = "1": GCC 12 -Wrestrict false positive
         continue;
       }
       if (inline_value) {

@@ -16,6 +16,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "base/mapped_file.hpp"
@@ -31,6 +32,7 @@ inline constexpr int kMaxDims = 4;  // GGML_MAX_DIMS
 struct KeyValue {
   std::string key;
   Value value;
+  uint64_t offset = 0;  // where the key starts in its file (for error messages)
 };
 
 struct TensorInfo {
@@ -40,7 +42,7 @@ struct TensorInfo {
   uint64_t offset = 0;         // from the start of its split's data section
   uint64_t n_bytes = 0;
   uint32_t split = 0;               // which file of a split model holds it
-  std::span<const std::byte> data;  // view into the mapping (empty if parse() got no data)
+  std::span<const std::byte> data;  // view into the mapping, n_bytes long
 
   int64_t n_elements() const;
   int64_t row_length() const { return shape.empty() ? 1 : shape[0]; }
@@ -54,6 +56,7 @@ class GgufFile {
   static GgufFile open(const std::filesystem::path& path);
   // Parses bytes already in memory (tests, fuzzing). `bytes` must outlive
   // the result; `name` stands for the file name in error messages.
+  // A split model's part parsed this way holds only its own tensors.
   static GgufFile parse(std::span<const std::byte> bytes, std::string name = "<memory>");
 
   GgufFile(GgufFile&&) noexcept;
@@ -88,12 +91,16 @@ class GgufFile {
  private:
   struct Part;
   GgufFile();
+  void add_part_tensors(std::vector<TensorInfo> tensors, uint32_t split, const std::string& file);
+  void open_other_splits(uint32_t n_splits);
+  [[noreturn]] void throw_wrong_type(const KeyValue& kv, const char* expected) const;
 
   std::string path_;
   uint32_t version_ = 0;
   uint64_t alignment_ = kDefaultAlignment;
   std::vector<KeyValue> metadata_;
   std::vector<TensorInfo> tensors_;
+  std::unordered_map<std::string, size_t> tensor_index_;  // name -> index into tensors_
   std::vector<std::unique_ptr<Part>> parts_;
 };
 

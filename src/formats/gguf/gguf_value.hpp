@@ -36,9 +36,8 @@ struct Array {
   ValueType element_type = ValueType::u8;
   std::variant<std::vector<uint8_t>, std::vector<int8_t>, std::vector<uint16_t>,
                std::vector<int16_t>, std::vector<uint32_t>, std::vector<int32_t>,
-               std::vector<float>, std::vector<bool>, std::vector<std::string>,
-               std::vector<Array>, std::vector<uint64_t>, std::vector<int64_t>,
-               std::vector<double>>
+               std::vector<float>, std::vector<bool>, std::vector<std::string>, std::vector<Array>,
+               std::vector<uint64_t>, std::vector<int64_t>, std::vector<double>>
       items;
 
   size_t size() const;
@@ -58,8 +57,8 @@ class Value {
 
   Value() : storage_(uint8_t{0}) {}
   template <class T>
-    requires std::is_constructible_v<Storage, T&&>
-  Value(T&& v) : storage_(std::forward<T>(v)) {}  // NOLINT: implicit by design
+  requires std::is_constructible_v<Storage, T&&> Value(T&& v)
+      : storage_(std::forward<T>(v)) {}  // NOLINT: implicit by design
   Value(const char* s) : storage_(std::string(s)) {}
 
   ValueType type() const { return static_cast<ValueType>(storage_.index()); }

@@ -9,6 +9,10 @@
 //   w.begin("out.gguf");
 //   w.write_tensor_data(bytes);  // once per tensor, in the order added
 //   w.finish();
+//
+// Files open in the peer (llama.cpp) unchanged as long as they hold no
+// arrays of arrays: those are valid GGUF and we read them, but the peer
+// refuses them.
 #pragma once
 
 #include <cstdint>
@@ -32,7 +36,10 @@ class GgufWriter {
   GgufWriter& operator=(const GgufWriter&) = delete;
 
   // Adds or replaces (in place, keeping the order) a metadata key.
-  // general.alignment is written automatically when alignment != 32.
+  // general.alignment is written automatically when alignment != 32;
+  // setting it (any unsigned integer type, stored as u32) changes the
+  // alignment, so metadata copied from another file keeps its alignment.
+  // Metadata and tensors are fixed once begin() has been called.
   void set(const std::string& key, Value value);
   void remove(const std::string& key);
   const Value* find(const std::string& key) const;
@@ -50,6 +57,13 @@ class GgufWriter {
   void write_tensor_data(std::span<const std::byte> data);
   // Checks every tensor was written, flushes, closes and renames into place.
   void finish();
+
+  // The same stream into memory instead of a file (tests, fuzzing seeds):
+  // begin_in_memory(), write_tensor_data() per tensor, finish_in_memory().
+  void begin_in_memory();
+  std::vector<std::byte> finish_in_memory();
+
+  uint64_t alignment() const;
 
  private:
   struct Impl;

@@ -25,11 +25,14 @@ void fp32_to_bf16_row(const float* src, uint16_t* dst, int64_t n) {
 // Picks the kernel of the active SIMD level; the x86 SIMD namespaces exist
 // only in x86 builds.
 #if defined(__x86_64__)
-#define CORTIQ_DISPATCH(fn, ...)                                 \
-  switch (simd_level()) {                                        \
-    case SimdLevel::avx512: return avx512::fn(__VA_ARGS__);      \
-    case SimdLevel::avx2: return avx2::fn(__VA_ARGS__);          \
-    default: return scalar::fn(__VA_ARGS__);                     \
+#define CORTIQ_DISPATCH(fn, ...)      \
+  switch (simd_level()) {             \
+    case SimdLevel::avx512:           \
+      return avx512::fn(__VA_ARGS__); \
+    case SimdLevel::avx2:             \
+      return avx2::fn(__VA_ARGS__);   \
+    default:                          \
+      return scalar::fn(__VA_ARGS__); \
   }
 #else
 #define CORTIQ_DISPATCH(fn, ...) return scalar::fn(__VA_ARGS__);

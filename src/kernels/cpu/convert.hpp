@@ -16,10 +16,10 @@ void fp32_to_bf16_row(std::span<const float> src, std::span<uint16_t> dst);
 
 // One namespace per SIMD level, each compiled with its own target flags.
 // Only the dispatcher and the tests call these directly.
-#define CORTIQ_DECLARE_CONVERT_KERNELS                                   \
-  void fp16_to_fp32_row(const uint16_t* src, float* dst, int64_t n);     \
-  void fp32_to_fp16_row(const float* src, uint16_t* dst, int64_t n);     \
-  void bf16_to_fp32_row(const uint16_t* src, float* dst, int64_t n);     \
+#define CORTIQ_DECLARE_CONVERT_KERNELS                               \
+  void fp16_to_fp32_row(const uint16_t* src, float* dst, int64_t n); \
+  void fp32_to_fp16_row(const float* src, uint16_t* dst, int64_t n); \
+  void bf16_to_fp32_row(const uint16_t* src, float* dst, int64_t n); \
   void fp32_to_bf16_row(const float* src, uint16_t* dst, int64_t n);
 namespace scalar {
 CORTIQ_DECLARE_CONVERT_KERNELS

@@ -39,7 +39,8 @@ void fp32_to_fp16_row(const float* src, uint16_t* dst, int64_t n) {
 void bf16_to_fp32_row(const uint16_t* src, float* dst, int64_t n) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i)));
+    const __m256i w =
+        _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i)));
     _mm256_storeu_ps(dst + i, _mm256_castsi256_ps(_mm256_slli_epi32(w, 16)));
   }
   for (; i < n; ++i) dst[i] = bf16_to_fp32(src[i]);
@@ -56,7 +57,8 @@ void fp32_to_bf16_row(const float* src, uint16_t* dst, int64_t n) {
     const __m256i u = _mm256_castps_si256(_mm256_loadu_ps(src + i));
     const __m256i is_nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, abs_mask), inf);
     const __m256i lsb = _mm256_and_si256(_mm256_srli_epi32(u, 16), one);
-    const __m256i rounded = _mm256_srli_epi32(_mm256_add_epi32(u, _mm256_add_epi32(round, lsb)), 16);
+    const __m256i rounded =
+        _mm256_srli_epi32(_mm256_add_epi32(u, _mm256_add_epi32(round, lsb)), 16);
     const __m256i nan = _mm256_or_si256(_mm256_srli_epi32(u, 16), quiet);
     const __m256i r = _mm256_blendv_epi8(rounded, nan, is_nan);
     // Pack the low 16 bits of the eight lanes (values fit in 16 bits, so the

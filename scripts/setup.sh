@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages Cortiq needs (skipping those already
+# present) and builds everything into ./build, plus the test program with
+# AddressSanitizer and UndefinedBehaviorSanitizer into ./build-asan.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(g++ cmake ninja-build git libgtest-dev libbenchmark-dev)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo=sudo
+  echo "setup: installing ${missing[*]}"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release
+cmake --build build
+# The tests again under the sanitizers: the file parsers must survive the
+# corruption tests without a single report.
+cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Release -DCORTIQ_SANITIZE=ON \
+  -DCORTIQ_BUILD_BENCH=OFF
+cmake --build build-asan --target cortiq_tests

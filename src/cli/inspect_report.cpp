@@ -1,0 +1,279 @@
+#include "cli/inspect_report.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <map>
+#include <type_traits>
+#include <variant>
+
+#include "base/json_writer.hpp"
+#include "base/strings.hpp"
+
+namespace cortiq::cli {
+
+namespace {
+
+using gguf::Array;
+using gguf::Value;
+using gguf::ValueType;
+
+// The longest prefix of `text` of at most max_bytes that does not end inside
+// a UTF-8 sequence.
+std::string_view utf8_prefix(std::string_view text, size_t max_bytes) {
+  if (text.size() <= max_bytes) return text;
+  size_t end = max_bytes;
+  while (end > 0 && (static_cast<uint8_t>(text[end]) & 0xC0) == 0x80) --end;
+  return text.substr(0, end);
+}
+
+template <class Float>
+std::string shortest(Float x) {
+  char buffer[64];
+  const auto result = std::to_chars(buffer, buffer + sizeof(buffer), x);
+  return std::string(buffer, result.ptr);
+}
+
+// "array[string]", "array[array]", or the scalar type's name.
+std::string type_text(const Value& value) {
+  if (const Array* array = value.as_array()) {
+    return std::string("array[") + gguf::value_type_name(array->element_type) + "]";
+  }
+  return gguf::value_type_name(value.type());
+}
+
+// ---- text -----------------------------------------------------------------
+
+class TextValueFormatter {
+ public:
+  explicit TextValueFormatter(const InspectOptions& options) : options_(options) {}
+
+  std::string format(const Value& value) const {
+    return std::visit([&](const auto& v) { return item(v); }, value.storage());
+  }
+
+ private:
+  std::string item(const std::string& s) const {
+    const size_t limit = options_.full ? s.size() : options_.max_string_bytes;
+    const std::string_view shown = utf8_prefix(s, limit);
+    std::string out = JsonWriter::quote(shown);  // escapes newlines and quotes readably
+    if (shown.size() < s.size()) out += strfmt("... (%s bytes)", with_commas(s.size()).c_str());
+    return out;
+  }
+  std::string item(bool b) const { return b ? "true" : "false"; }
+  std::string item(float x) const { return shortest(x); }
+  std::string item(double x) const { return shortest(x); }
+  template <class Int>
+  requires std::is_integral_v<Int> std::string item(Int n)
+  const { return std::to_string(n); }
+  std::string item(const Array& array) const {
+    return std::visit([&](const auto& items) { return list(items); }, array.items);
+  }
+  template <class T>
+  std::string list(const std::vector<T>& items) const {
+    const size_t shown = options_.full ? items.size() : std::min(items.size(), options_.max_items);
+    std::string out = "[";
+    for (size_t i = 0; i < shown; ++i) {
+      if (i != 0) out += ", ";
+      out += item(static_cast<const T&>(items[i]));
+    }
+    if (shown < items.size()) {
+      out += shown == 0 ? "..." : ", ...";
+      out += " (" + with_commas(items.size()) + " items)";
+    }
+    return out + "]";
+  }
+
+  const InspectOptions& options_;
+};
+
+std::string shape_text(const std::vector<int64_t>& shape) {
+  std::string out = "[";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i != 0) out += ", ";
+    out += std::to_string(shape[i]);
+  }
+  return out + "]";
+}
+
+std::string header_text(const gguf::GgufFile& file) {
+  std::string out = strfmt("file        %s\n", file.path().c_str());
+  out += strfmt("size        %s bytes (%s)\n", with_commas(file.file_size()).c_str(),
+                human_bytes(file.file_size()).c_str());
+  out += strfmt("gguf        version %u, alignment %llu, %u split%s\n", file.version(),
+                static_cast<unsigned long long>(file.alignment()), file.n_splits(),
+                file.n_splits() == 1 ? "" : "s");
+  return out;
+}
+
+std::string metadata_text(const gguf::GgufFile& file, const InspectOptions& options) {
+  const TextValueFormatter formatter(options);
+  std::string out = strfmt("\nmetadata    %zu keys\n", file.metadata().size());
+  for (const gguf::KeyValue& kv : file.metadata()) {
+    out += strfmt("  %-44s %-14s %s\n", kv.key.c_str(), type_text(kv.value).c_str(),
+                  formatter.format(kv.value).c_str());
+  }
+  return out;
+}
+
+std::string tensors_text(const gguf::GgufFile& file) {
+  std::string out = strfmt("\ntensors     %zu\n", file.tensors().size());
+  if (file.tensors().empty()) return out;
+  const bool split = file.n_splits() > 1;
+  out += strfmt("  %5s  %-40s %-7s %-22s %14s %14s%s\n", "#", "name", "type", "shape", "bytes",
+                "offset", split ? "  split" : "");
+  for (size_t i = 0; i < file.tensors().size(); ++i) {
+    const gguf::TensorInfo& t = file.tensors()[i];
+    out += strfmt("  %5zu  %-40s %-7s %-22s %14llu %14llu", i, t.name.c_str(),
+                  std::string(ggml_type_name(t.type)).c_str(), shape_text(t.shape).c_str(),
+                  static_cast<unsigned long long>(t.n_bytes),
+                  static_cast<unsigned long long>(t.offset));
+    out += split ? strfmt("  %5u\n", t.split) : "\n";
+  }
+  return out;
+}
+
+std::string totals_text(const gguf::GgufFile& file) {
+  std::string out = "\ntypes\n";
+  for (const TypeTotal& total : type_totals(file)) {
+    out += strfmt("  %-7s %6zu tensors %16s bytes (%s)\n",
+                  std::string(ggml_type_name(total.type)).c_str(), total.count,
+                  with_commas(total.bytes).c_str(), human_bytes(total.bytes).c_str());
+  }
+  const uint64_t params = parameter_count(file);
+  out += strfmt("\nparameters  %s (%.2f M)\n", with_commas(params).c_str(),
+                static_cast<double>(params) / 1e6);
+  return out;
+}
+
+// ---- JSON -----------------------------------------------------------------
+
+class JsonValueWriter {
+ public:
+  JsonValueWriter(JsonWriter& json, const InspectOptions& options)
+      : json_(json), options_(options) {}
+
+  // The members "type", "value" (and "element_type", "count", "length",
+  // "truncated" where they apply) of one metadata entry.
+  void members(const Value& value) {
+    json_.key("type").value(gguf::value_type_name(value.type()));
+    if (const Array* array = value.as_array()) {
+      json_.key("element_type").value(gguf::value_type_name(array->element_type));
+      json_.key("count").value(static_cast<uint64_t>(array->size()));
+      json_.key("value");
+      write(*array);
+      if (!options_.full && array->size() > options_.max_items) json_.key("truncated").value(true);
+    } else if (const std::string* s = value.as_string()) {
+      const std::string_view shown =
+          options_.full ? *s : utf8_prefix(*s, options_.max_string_bytes);
+      json_.key("value").value(shown);
+      if (shown.size() < s->size()) {
+        json_.key("length").value(static_cast<uint64_t>(s->size()));
+        json_.key("truncated").value(true);
+      }
+    } else {
+      json_.key("value");
+      std::visit([&](const auto& v) { write(v); }, value.storage());
+    }
+  }
+
+ private:
+  void write(const std::string& s) { json_.value(std::string_view(s)); }
+  void write(bool b) { json_.value(b); }
+  void write(float x) { json_.value(x); }
+  void write(double x) { json_.value(x); }
+  template <class Int>
+  requires std::is_integral_v<Int>
+  void write(Int n) {
+    if constexpr (std::is_signed_v<Int>) {
+      json_.value(static_cast<int64_t>(n));
+    } else {
+      json_.value(static_cast<uint64_t>(n));
+    }
+  }
+  void write(const Array& array) {
+    std::visit([&](const auto& items) { write_items(items); }, array.items);
+  }
+  template <class T>
+  void write_items(const std::vector<T>& items) {
+    const size_t shown = options_.full ? items.size() : std::min(items.size(), options_.max_items);
+    json_.begin_array();
+    for (size_t i = 0; i < shown; ++i) write(static_cast<const T&>(items[i]));
+    json_.end_array();
+  }
+
+  JsonWriter& json_;
+  const InspectOptions& options_;
+};
+
+}  // namespace
+
+std::vector<TypeTotal> type_totals(const gguf::GgufFile& file) {
+  std::map<uint32_t, TypeTotal> by_id;
+  for (const gguf::TensorInfo& t : file.tensors()) {
+    TypeTotal& total =
+        by_id.try_emplace(static_cast<uint32_t>(t.type), TypeTotal{t.type}).first->second;
+    ++total.count;
+    total.bytes += t.n_bytes;
+  }
+  std::vector<TypeTotal> totals;
+  for (const auto& [id, total] : by_id) totals.push_back(total);
+  return totals;
+}
+
+uint64_t parameter_count(const gguf::GgufFile& file) {
+  uint64_t n = 0;
+  for (const gguf::TensorInfo& t : file.tensors()) n += static_cast<uint64_t>(t.n_elements());
+  return n;
+}
+
+std::string inspect_text(const gguf::GgufFile& file, const InspectOptions& options) {
+  return header_text(file) + metadata_text(file, options) + tensors_text(file) + totals_text(file);
+}
+
+std::string inspect_json(const gguf::GgufFile& file, const InspectOptions& options) {
+  JsonWriter json(2);
+  JsonValueWriter values(json, options);
+  json.begin_object();
+  json.key("file").value(file.path());
+  json.key("file_size").value(file.file_size());
+  json.key("version").value(file.version());
+  json.key("alignment").value(file.alignment());
+  json.key("splits").value(file.n_splits());
+  json.key("metadata").begin_array();
+  for (const gguf::KeyValue& kv : file.metadata()) {
+    json.begin_object().key("key").value(kv.key);
+    values.members(kv.value);
+    json.end_object();
+  }
+  json.end_array();
+  json.key("tensors").begin_array();
+  for (const gguf::TensorInfo& t : file.tensors()) {
+    json.begin_object();
+    json.key("name").value(t.name);
+    json.key("type").value(ggml_type_name(t.type));
+    json.key("shape").begin_array();
+    for (const int64_t d : t.shape) json.value(d);
+    json.end_array();
+    json.key("n_elements").value(static_cast<int64_t>(t.n_elements()));
+    json.key("bytes").value(t.n_bytes);
+    json.key("offset").value(t.offset);
+    json.key("split").value(t.split);
+    json.end_object();
+  }
+  json.end_array();
+  json.key("types").begin_array();
+  for (const TypeTotal& total : type_totals(file)) {
+    json.begin_object();
+    json.key("type").value(ggml_type_name(total.type));
+    json.key("count").value(static_cast<uint64_t>(total.count));
+    json.key("bytes").value(total.bytes);
+    json.end_object();
+  }
+  json.end_array();
+  json.key("n_tensors").value(static_cast<uint64_t>(file.tensors().size()));
+  json.key("parameters").value(parameter_count(file));
+  json.end_object();
+  return json.take() + "\n";
+}
+
+}  // namespace cortiq::cli
