@@ -10,43 +10,45 @@ namespace cortiq {
 
 namespace {
 
-// Block geometry as the GGUF format defines it (ggml's type traits).
+// Block geometry as the GGUF format defines it (ggml's type traits), and
+// what this engine can compute with. Columns: type, name, elements per
+// block, bytes per block, quantized, dequantizable, quantizable.
 constexpr GgmlTypeTraits kTypes[] = {
-    {GgmlType::F32, "F32", 1, 4, false},
-    {GgmlType::F16, "F16", 1, 2, false},
-    {GgmlType::Q4_0, "Q4_0", 32, 18, true},
-    {GgmlType::Q4_1, "Q4_1", 32, 20, true},
-    {GgmlType::Q5_0, "Q5_0", 32, 22, true},
-    {GgmlType::Q5_1, "Q5_1", 32, 24, true},
-    {GgmlType::Q8_0, "Q8_0", 32, 34, true},
-    {GgmlType::Q8_1, "Q8_1", 32, 36, true},
-    {GgmlType::Q2_K, "Q2_K", 256, 84, true},
-    {GgmlType::Q3_K, "Q3_K", 256, 110, true},
-    {GgmlType::Q4_K, "Q4_K", 256, 144, true},
-    {GgmlType::Q5_K, "Q5_K", 256, 176, true},
-    {GgmlType::Q6_K, "Q6_K", 256, 210, true},
-    {GgmlType::Q8_K, "Q8_K", 256, 292, true},
-    {GgmlType::IQ2_XXS, "IQ2_XXS", 256, 66, true},
-    {GgmlType::IQ2_XS, "IQ2_XS", 256, 74, true},
-    {GgmlType::IQ3_XXS, "IQ3_XXS", 256, 98, true},
-    {GgmlType::IQ1_S, "IQ1_S", 256, 50, true},
-    {GgmlType::IQ4_NL, "IQ4_NL", 32, 18, true},
-    {GgmlType::IQ3_S, "IQ3_S", 256, 110, true},
-    {GgmlType::IQ2_S, "IQ2_S", 256, 82, true},
-    {GgmlType::IQ4_XS, "IQ4_XS", 256, 136, true},
-    {GgmlType::I8, "I8", 1, 1, false},
-    {GgmlType::I16, "I16", 1, 2, false},
-    {GgmlType::I32, "I32", 1, 4, false},
-    {GgmlType::I64, "I64", 1, 8, false},
-    {GgmlType::F64, "F64", 1, 8, false},
-    {GgmlType::IQ1_M, "IQ1_M", 256, 56, true},
-    {GgmlType::BF16, "BF16", 1, 2, false},
-    {GgmlType::TQ1_0, "TQ1_0", 256, 54, true},
-    {GgmlType::TQ2_0, "TQ2_0", 256, 66, true},
-    {GgmlType::MXFP4, "MXFP4", 32, 17, true},
-    {GgmlType::NVFP4, "NVFP4", 64, 36, true},
-    {GgmlType::Q1_0, "Q1_0", 128, 18, true},
-    {GgmlType::Q2_0, "Q2_0", 64, 18, true},
+    {GgmlType::F32, "F32", 1, 4, false, true, true},
+    {GgmlType::F16, "F16", 1, 2, false, true, true},
+    {GgmlType::Q4_0, "Q4_0", 32, 18, true, true, true},
+    {GgmlType::Q4_1, "Q4_1", 32, 20, true, true, true},
+    {GgmlType::Q5_0, "Q5_0", 32, 22, true, true, true},
+    {GgmlType::Q5_1, "Q5_1", 32, 24, true, true, true},
+    {GgmlType::Q8_0, "Q8_0", 32, 34, true, true, true},
+    {GgmlType::Q8_1, "Q8_1", 32, 36, true, false, false},
+    {GgmlType::Q2_K, "Q2_K", 256, 84, true, true, true},
+    {GgmlType::Q3_K, "Q3_K", 256, 110, true, true, true},
+    {GgmlType::Q4_K, "Q4_K", 256, 144, true, true, true},
+    {GgmlType::Q5_K, "Q5_K", 256, 176, true, true, true},
+    {GgmlType::Q6_K, "Q6_K", 256, 210, true, true, true},
+    {GgmlType::Q8_K, "Q8_K", 256, 292, true, false, false},
+    {GgmlType::IQ2_XXS, "IQ2_XXS", 256, 66, true, false, false},
+    {GgmlType::IQ2_XS, "IQ2_XS", 256, 74, true, false, false},
+    {GgmlType::IQ3_XXS, "IQ3_XXS", 256, 98, true, false, false},
+    {GgmlType::IQ1_S, "IQ1_S", 256, 50, true, false, false},
+    {GgmlType::IQ4_NL, "IQ4_NL", 32, 18, true, true, true},
+    {GgmlType::IQ3_S, "IQ3_S", 256, 110, true, false, false},
+    {GgmlType::IQ2_S, "IQ2_S", 256, 82, true, false, false},
+    {GgmlType::IQ4_XS, "IQ4_XS", 256, 136, true, true, false},
+    {GgmlType::I8, "I8", 1, 1, false, true, false},
+    {GgmlType::I16, "I16", 1, 2, false, true, false},
+    {GgmlType::I32, "I32", 1, 4, false, true, false},
+    {GgmlType::I64, "I64", 1, 8, false, false, false},
+    {GgmlType::F64, "F64", 1, 8, false, false, false},
+    {GgmlType::IQ1_M, "IQ1_M", 256, 56, true, false, false},
+    {GgmlType::BF16, "BF16", 1, 2, false, true, true},
+    {GgmlType::TQ1_0, "TQ1_0", 256, 54, true, false, false},
+    {GgmlType::TQ2_0, "TQ2_0", 256, 66, true, false, false},
+    {GgmlType::MXFP4, "MXFP4", 32, 17, true, true, true},
+    {GgmlType::NVFP4, "NVFP4", 64, 36, true, false, false},
+    {GgmlType::Q1_0, "Q1_0", 128, 18, true, false, false},
+    {GgmlType::Q2_0, "Q2_0", 64, 18, true, false, false},
 };
 
 constexpr uint32_t kMaxId = 42;
@@ -107,53 +109,13 @@ std::optional<uint64_t> ggml_row_bytes(GgmlType type, uint64_t n_elements) {
 }
 
 bool can_dequantize(GgmlType type) {
-  switch (type) {
-    case GgmlType::F32:
-    case GgmlType::F16:
-    case GgmlType::BF16:
-    case GgmlType::Q4_0:
-    case GgmlType::Q4_1:
-    case GgmlType::Q5_0:
-    case GgmlType::Q5_1:
-    case GgmlType::Q8_0:
-    case GgmlType::Q2_K:
-    case GgmlType::Q3_K:
-    case GgmlType::Q4_K:
-    case GgmlType::Q5_K:
-    case GgmlType::Q6_K:
-    case GgmlType::IQ4_NL:
-    case GgmlType::IQ4_XS:
-    case GgmlType::MXFP4:
-    case GgmlType::I8:
-    case GgmlType::I16:
-    case GgmlType::I32:
-      return true;
-    default:
-      return false;
-  }
+  const GgmlTypeTraits* t = ggml_type_traits(static_cast<uint32_t>(type));
+  return t != nullptr && t->dequantizable;
 }
 
 bool can_quantize(GgmlType type) {
-  switch (type) {
-    case GgmlType::F32:
-    case GgmlType::F16:
-    case GgmlType::BF16:
-    case GgmlType::Q4_0:
-    case GgmlType::Q4_1:
-    case GgmlType::Q5_0:
-    case GgmlType::Q5_1:
-    case GgmlType::Q8_0:
-    case GgmlType::Q2_K:
-    case GgmlType::Q3_K:
-    case GgmlType::Q4_K:
-    case GgmlType::Q5_K:
-    case GgmlType::Q6_K:
-    case GgmlType::IQ4_NL:
-    case GgmlType::MXFP4:
-      return true;
-    default:
-      return false;
-  }
+  const GgmlTypeTraits* t = ggml_type_traits(static_cast<uint32_t>(type));
+  return t != nullptr && t->quantizable;
 }
 
 void require_supported_weight_type(GgmlType type, std::string_view tensor_name) {

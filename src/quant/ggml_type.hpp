@@ -54,6 +54,8 @@ struct GgmlTypeTraits {
   uint32_t block_elems;   // elements per block (1 for plain types)
   uint32_t block_bytes;   // bytes per block
   bool quantized;         // a block format with scales
+  bool dequantizable;     // dequantize_row decodes it
+  bool quantizable;       // quantize_row encodes it (reference quantizer)
 };
 
 // Traits of a type id read from a file; nullptr for ids the format does not

@@ -154,6 +154,9 @@ for job in $(for r in $recipes; do echo "base:$r"; done) odd:Q4_K_M odd:Q2_K odd
   case $job in base:Q4_K_M|base:Q2_K|base:Q4_0|base:IQ4_NL|base:Q8_0|odd:*) check_peer_runs "$ours" "cortiq quantize $recipe_label" ;; esac
 done
 compare_with_llama_gguf "$work/ours-base-Q4_K_M.gguf" "quantize Q4_K_M output"
+for recipe in Q4_K_M Q6_K IQ4_NL; do  # files the peer wrote
+  compare_with_llama_gguf "$work/peer-base-$recipe.gguf" "llama-quantize $recipe output"
+done
 
 echo
 echo "passed $n_pass, failed $n_fail, notes $n_note"
