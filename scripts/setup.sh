@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages Cortiq needs (skipping those already
-# present) and builds everything into ./build, plus the test program with
-# AddressSanitizer and UndefinedBehaviorSanitizer into ./build-asan.
+# present) and builds everything into ./build, the test program with
+# AddressSanitizer and UndefinedBehaviorSanitizer into ./build-asan, and the
+# libFuzzer targets (clang) into ./build-fuzz.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(g++ cmake ninja-build git libgtest-dev libbenchmark-dev)
+packages=(g++ cmake ninja-build git libgtest-dev libbenchmark-dev clang libclang-rt-14-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -25,3 +26,7 @@ cmake --build build
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Release -DCORTIQ_SANITIZE=ON \
   -DCORTIQ_BUILD_BENCH=OFF
 cmake --build build-asan --target cortiq_tests
+# The parsers' fuzz targets, with clang's libFuzzer.
+cmake -S . -B build-fuzz -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DCORTIQ_FUZZ=ON -DCORTIQ_BUILD_TESTS=OFF -DCORTIQ_BUILD_BENCH=OFF
+cmake --build build-fuzz --target gguf_fuzzer

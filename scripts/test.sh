@@ -1,11 +1,23 @@
 #!/usr/bin/env bash
-# Runs the test suite of the builds made by scripts/setup.sh: under
-# ASan+UBSan first, then the release build. Tests that need ../shared/data
+# Runs the checks of the builds made by scripts/setup.sh: a short seeded
+# fuzzing run of the GGUF parser, the test suite under ASan+UBSan, then the
+# test suite of the release build. Tests that need ../shared/data
 # skip with a message when it is absent.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+echo "== fuzzing the GGUF parser for 30 s (build-fuzz)"
+corpus=$(mktemp -d)
+log=$(mktemp)
+trap 'rm -rf "$corpus" "$log"' EXIT
+if ! build-fuzz/fuzz/gguf_fuzzer -seed=1 -max_total_time=30 -rss_limit_mb=2048 -max_len=4096 \
+    "$corpus" fuzz/seeds/gguf >"$log" 2>&1; then
+  tail -60 "$log"
+  echo "gguf_fuzzer found a crash (the input is in the log above)"
+  exit 1
+fi
+grep -E "^Done [0-9]+ runs" "$log"
 echo "== tests under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan)"
 ctest --test-dir build-asan --output-on-failure -j "$(nproc)"
 echo "== tests (build)"

@@ -12,6 +12,12 @@
 #include "test_support.hpp"
 
 namespace cortiq {
+
+// gtest prints parameters through ADL: name the level instead of its bytes.
+void PrintTo(SimdLevel level, std::ostream* os) {
+  *os << simd_level_name(level);
+}
+
 namespace {
 
 std::vector<uint16_t> all_halves() {

@@ -21,6 +21,11 @@ struct RoundTrip {
   double max_error;
 };
 
+// Keeps ctest's test list readable ("Q4_K, max error 0.12").
+void PrintTo(const RoundTrip& r, std::ostream* os) {
+  *os << ggml_type_name(r.type) << ", max error " << r.max_error;
+}
+
 // Bounds from the formats' resolutions (half a step of the coarsest grid a
 // block can get, plus the clamped end code of the symmetric types), with
 // some margin; each is well above what the reference quantizers reach.

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "base/random.hpp"
+#include "quant/ggml_type.hpp"
 
 namespace cortiq::test {
 
@@ -49,3 +50,10 @@ int run_cli(const std::string& args, std::string* output = nullptr);
 using SplitMix64 = ::cortiq::SplitMix64;
 
 }  // namespace cortiq::test
+
+namespace cortiq {
+// gtest prints parameters through ADL: name the type instead of its bytes.
+inline void PrintTo(GgmlType type, std::ostream* os) {
+  *os << ggml_type_name(type);
+}
+}  // namespace cortiq
