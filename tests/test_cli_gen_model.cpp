@@ -81,5 +81,24 @@ TEST(CliGenModel, EveryArchitectureAndWritableType) {
   }
 }
 
+// Both values are stored as f32: one that is positive as a double but 0 or
+// infinite as an f32 was written as such.
+TEST(CliGenModel, RopeBaseAndEpsilonMustBePositiveAsF32) {
+  test::TempDir dir;
+  const auto path = dir / "m.gguf";
+  for (const char* flags : {"--rms-eps 1e-50", "--rms-eps nan", "--rope-base 1e39",
+                            "--rope-base inf", "--rope-base 0"}) {
+    std::string out;
+    EXPECT_NE(
+        run_cli(std::string("gen-model --arch llama --layers 1 ") + flags + " -o " + path.string(),
+                &out),
+        0)
+        << flags << "\n"
+        << out;
+    EXPECT_NE(out.find("must be a positive f32"), std::string::npos) << flags << "\n" << out;
+    EXPECT_FALSE(std::filesystem::exists(path)) << flags;
+  }
+}
+
 }  // namespace
 }  // namespace cortiq

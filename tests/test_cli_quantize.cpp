@@ -116,5 +116,28 @@ TEST(CliQuantize, UnsupportedInputTypeNamesTheTensor) {
   EXPECT_FALSE(std::filesystem::exists(dir / "out.gguf"));
 }
 
+// A zero dimension is valid GGUF (the peer accepts it). With rows of length
+// 0 the converter divided by the row size: SIGFPE.
+TEST(CliQuantize, TensorWithZeroLengthRowsIsWritten) {
+  test::TempDir dir;
+  gguf::GgufWriter writer;
+  writer.set("general.architecture", gguf::Value(std::string("llama")));
+  writer.add_tensor("blk.0.attn_q.weight", GgmlType::F32, {0, 64});
+  writer.add_tensor("blk.0.attn_k.weight", GgmlType::F32, {32, 2});
+  const std::string in = (dir / "in.gguf").string();
+  writer.begin(in);
+  writer.write_tensor_data({});
+  writer.write_tensor_data(std::vector<std::byte>(writer.tensor_bytes(1)));
+  writer.finish();
+  const std::string out_path = (dir / "out.gguf").string();
+  std::string out;
+  ASSERT_EQ(run_cli("quantize " + in + " " + out_path + " Q8_0 --pure", &out), 0) << out;
+  const gguf::GgufFile f = gguf::GgufFile::open(out_path);
+  ASSERT_EQ(f.tensors().size(), 2u);
+  EXPECT_EQ(f.tensors()[0].n_bytes, 0u);
+  EXPECT_EQ(f.tensors()[0].shape, (std::vector<int64_t>{0, 64}));
+  EXPECT_EQ(f.tensors()[1].type, GgmlType::Q8_0);
+}
+
 }  // namespace
 }  // namespace cortiq

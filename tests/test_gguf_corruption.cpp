@@ -279,5 +279,35 @@ TEST_F(GgufCorruption, NoAllocationBlowUp) {
   EXPECT_LT(max_rss_kib() - before, 64 * 1024) << "parsing broken files grew the process by MiBs";
 }
 
+// Every level of nested arrays may claim (almost) all the bytes left, so a
+// reader that reserved each level's count up front would hold 16 such
+// reservations at once: about 75 times the file size before it reaches the
+// defect. The child refuses the file within a budget of a few times its size.
+TEST(GgufNesting, NestedCountsDoNotEachReserveTheWholeFile) {
+  if (test::kAddressSanitizer) GTEST_SKIP() << "needs an address-space limit";
+  constexpr size_t kFileBytes = size_t{16} << 20;
+  test::RawGguf f;
+  f.header(3, 0, 1).str("nested").u32(static_cast<uint32_t>(ValueType::array));
+  for (int depth = 1; depth <= 16; ++depth) {
+    const bool innermost = depth == 16;  // strings: the largest std:: item per byte
+    f.u32(static_cast<uint32_t>(innermost ? ValueType::string : ValueType::array));
+    f.u64((kFileBytes - f.bytes.size()) / (innermost ? 8 : 12) - 2);
+  }
+  f.fill(kFileBytes - f.bytes.size(), 0xff);  // the first string length is absurd
+  EXPECT_EXIT(
+      {
+        test::limit_address_space(kFileBytes * 12);
+        try {
+          GgufFile::parse(f.bytes, "nested.gguf");
+        } catch (const FormatError&) {
+          std::_Exit(0);
+        } catch (const std::bad_alloc&) {
+          std::_Exit(3);
+        }
+        std::_Exit(4);
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
 }  // namespace
 }  // namespace cortiq::gguf

@@ -155,6 +155,12 @@ TEST(GgufReader, TensorInfoChecks) {
   expect_error(tensor_file(1, {4}, 0, 0, 15), "outside the data section");
   // A zero-element tensor needs no bytes.
   EXPECT_NO_THROW(GgufFile::parse(tensor_file(2, {0, 5}, 0, 0, 0)));
+  // A zero dimension makes the element count 0, but n_rows() and code
+  // that walks rows still multiply the other dimensions: 2^80 must not pass.
+  expect_error(tensor_file(3, {0, int64_t{1} << 40, int64_t{1} << 40}, 0, 0, 0),
+               "element count overflows");
+  expect_error(tensor_file(3, {int64_t{1} << 40, 0, int64_t{1} << 40}, 0, 0, 0),
+               "element count overflows");
 }
 
 TEST(GgufReader, KnownButUnsupportedTypesStillLoad) {

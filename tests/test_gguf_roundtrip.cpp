@@ -1,6 +1,7 @@
 // Writer -> reader round trips, and the writer's refusals.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 
@@ -212,6 +213,8 @@ TEST(GgufWriterErrors, BadTensorDeclarations) {
   EXPECT_THROW(w.add_tensor("n", GgmlType::F32, {-1}), Error);
   EXPECT_THROW(w.add_tensor("d", GgmlType::F32, {1, 1, 1, 1, 1}), Error);
   EXPECT_THROW(w.add_tensor("o", GgmlType::F32, {int64_t{1} << 62, 8}), Error);
+  // The reader refuses this (rows overflow behind the zero), so must the writer.
+  EXPECT_THROW(w.add_tensor("z", GgmlType::F32, {0, int64_t{1} << 40, int64_t{1} << 40}), Error);
   EXPECT_THROW(w.add_tensor("", GgmlType::F32, {1}), Error);
   EXPECT_THROW(w.add_tensor(std::string(64, 'x'), GgmlType::F32, {1}), Error);
   EXPECT_THROW(w.add_tensor("t", static_cast<GgmlType>(4), {1}), Error);
@@ -224,6 +227,34 @@ TEST(GgufWriterErrors, BadTensorDeclarations) {
   Array broken = Array::of(ValueType::u8);
   broken.element_type = ValueType::f32;  // disagrees with its items
   EXPECT_THROW(w.set("broken", broken), Error);
+}
+
+// Copying a file's metadata sets one key at a time (cortiq quantize does); a
+// crafted input holds a million keys in a few MiB, so set() must not scan
+// all keys before it. 100k keys took half a minute with a linear search.
+TEST(GgufWriter, SettingManyKeysIsNotQuadratic) {
+  constexpr int kKeys = 100000;
+  GgufWriter w;
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < kKeys; ++i) w.set("k." + std::to_string(i), uint8_t{1});
+  w.set("k.5", uint8_t{2});  // replaces in place
+  w.remove("k.7");
+  w.set("k.7", uint8_t{3});  // back, now at the end
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_LT(seconds, 5.0);
+  ASSERT_NE(w.find("k.5"), nullptr);
+  EXPECT_EQ(w.find("k.5")->as_uint(), 2u);
+  EXPECT_EQ(w.find("k.7")->as_uint(), 3u);
+  EXPECT_EQ(w.find("k.99999")->as_uint(), 1u);
+  EXPECT_EQ(w.find("k.100000"), nullptr);
+  w.begin_in_memory();
+  const std::vector<std::byte> bytes = w.finish_in_memory();
+  const GgufFile file = GgufFile::parse(bytes);
+  ASSERT_EQ(file.metadata().size(), static_cast<size_t>(kKeys));
+  EXPECT_EQ(file.metadata()[6].key, "k.6");
+  EXPECT_EQ(file.metadata()[7].key, "k.8");
+  EXPECT_EQ(file.metadata().back().key, "k.7");
 }
 
 TEST(GgufWriterErrors, BeginFailsForAnUnwritableDirectory) {

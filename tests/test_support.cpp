@@ -1,5 +1,6 @@
 #include "test_support.hpp"
 
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -33,6 +34,16 @@ TempDir::TempDir() {
 TempDir::~TempDir() {
   std::error_code ec;
   std::filesystem::remove_all(path_, ec);
+}
+
+void limit_address_space(uint64_t headroom) {
+  // The first field of /proc/self/statm is the mapped size in pages.
+  std::ifstream statm("/proc/self/statm");
+  uint64_t pages = 0;
+  if (!(statm >> pages)) throw std::runtime_error("cannot read /proc/self/statm");
+  const uint64_t limit = pages * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE)) + headroom;
+  const rlimit rl{limit, limit};
+  if (::setrlimit(RLIMIT_AS, &rl) != 0) throw std::runtime_error("setrlimit(RLIMIT_AS) failed");
 }
 
 std::vector<uint8_t> read_file_bytes(const std::filesystem::path& path) {

@@ -46,6 +46,25 @@ void write_file_bytes(const std::filesystem::path& path, const std::vector<uint8
 // and fills `output` with stdout+stderr.
 int run_cli(const std::string& args, std::string* output = nullptr);
 
+// Caps the address space of this process at what it maps now plus
+// `headroom` bytes, so that a larger allocation fails. Only for the child of
+// a death test (EXPECT_EXIT): the limit stays for the rest of the process.
+void limit_address_space(uint64_t headroom);
+
+// AddressSanitizer reserves terabytes of shadow memory up front, so tests
+// that limit the address space cannot run under it.
+#if defined(__SANITIZE_ADDRESS__)
+inline constexpr bool kAddressSanitizer = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+inline constexpr bool kAddressSanitizer = true;
+#else
+inline constexpr bool kAddressSanitizer = false;
+#endif
+#else
+inline constexpr bool kAddressSanitizer = false;
+#endif
+
 // The library's seeded generator (base/random.hpp), used for test data.
 using SplitMix64 = ::cortiq::SplitMix64;
 

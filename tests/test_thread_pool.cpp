@@ -1,6 +1,7 @@
 #include <atomic>
 #include <numeric>
 #include <stdexcept>
+#include <system_error>
 #include <vector>
 
 #include "base/thread_pool.hpp"
@@ -76,6 +77,41 @@ TEST(ThreadPool, SurvivesIdleSleepAndWakes) {
     std::this_thread::sleep_for(std::chrono::milliseconds(30));
   }
   EXPECT_EQ(count.load(), 6);
+}
+
+// When a worker cannot be started the constructor throws; the workers
+// already running must be stopped and joined first, or their std::thread
+// destructors call std::terminate.
+TEST(ThreadPool, ConstructorThatCannotStartAllThreadsThrowsCleanly) {
+  if (test::kAddressSanitizer) GTEST_SKIP() << "needs an address-space limit";
+  EXPECT_EXIT(
+      {
+        // Each thread stack takes megabytes of address space: a few fit.
+        test::limit_address_space(uint64_t{24} << 20);
+        try {
+          ThreadPool pool(256);
+        } catch (const std::system_error&) {
+          std::_Exit(0);
+        }
+        std::_Exit(2);  // all started: the limit did not bite
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
+TEST(ThreadPool, NestedCallFromAJobIsRefusedNotDeadlocked) {
+  ThreadPool pool(2);
+  std::atomic<int> refused{0};
+  pool.run([&](int, int) {
+    try {
+      pool.run([](int, int) {});
+    } catch (const std::logic_error&) {
+      refused++;
+    }
+  });
+  EXPECT_EQ(refused.load(), 2) << "both the caller's share and the worker's are refused";
+  std::atomic<int> count{0};
+  pool.run([&](int, int) { count++; });
+  EXPECT_EQ(count.load(), 2) << "the pool stays usable";
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 #include "base/thread_pool.hpp"
 
 #include <algorithm>
+#include <stdexcept>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -33,10 +34,21 @@ ThreadPool::ThreadPool(int n_threads) {
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   spin_limit_ = n_threads <= cores ? kSpinIterations : 16;
   workers_.reserve(static_cast<size_t>(n_threads - 1));
-  for (int i = 1; i < n_threads; ++i) workers_.emplace_back([this, i] { worker_main(i); });
+  try {
+    for (int i = 1; i < n_threads; ++i) workers_.emplace_back([this, i] { worker_main(i); });
+  } catch (...) {
+    // No destructor runs for a constructor that throws: the workers already
+    // started must be joined here, or ~thread calls std::terminate.
+    stop_workers();
+    throw;
+  }
 }
 
 ThreadPool::~ThreadPool() {
+  stop_workers();
+}
+
+void ThreadPool::stop_workers() noexcept {
   stop_.store(true, std::memory_order_seq_cst);
   epoch_.fetch_add(1, std::memory_order_seq_cst);
   epoch_.notify_all();
@@ -54,15 +66,27 @@ ThreadPool::Range ThreadPool::split_range(int64_t n, int64_t grain, int thread, 
   return {std::min(first * grain, n), std::min((first + count) * grain, n)};
 }
 
+namespace {
+// Set while this thread runs a pool job: a nested fork/join from inside a
+// job would wait on itself (a worker) or re-lock the dispatch mutex (the
+// caller), so it is refused instead.
+thread_local bool t_inside_job = false;
+}  // namespace
+
 void ThreadPool::run_job(int index) noexcept {
+  t_inside_job = true;
   try {
     job_(job_ctx_, index, n_threads_);
   } catch (...) {
     if (!has_error_.exchange(true)) error_ = std::current_exception();
   }
+  t_inside_job = false;
 }
 
 void ThreadPool::dispatch(Job job, void* ctx) {
+  if (t_inside_job) {
+    throw std::logic_error("ThreadPool: run()/parallel_for() called from inside a pool job");
+  }
   std::lock_guard lock(dispatch_mutex_);
   job_ = job;
   job_ctx_ = ctx;

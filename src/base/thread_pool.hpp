@@ -26,7 +26,8 @@ class ThreadPool {
   int size() const { return n_threads_; }
 
   // Calls fn(thread_index, n_threads) once on every thread and returns when
-  // all have finished. An exception thrown by fn is rethrown here.
+  // all have finished. An exception thrown by fn is rethrown here. Calling
+  // run() or parallel_for() from inside a job throws std::logic_error.
   template <class Fn>
   void run(Fn&& fn) {
     dispatch([](void* ctx, int thread,
@@ -61,6 +62,7 @@ class ThreadPool {
 
   void dispatch(Job job, void* ctx);
   void worker_main(int index);
+  void stop_workers() noexcept;
   void run_job(int index) noexcept;
 
   int n_threads_;

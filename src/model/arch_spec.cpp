@@ -1,5 +1,7 @@
 #include "model/arch_spec.hpp"
 
+#include <limits>
+
 #include "base/error.hpp"
 #include "base/strings.hpp"
 
@@ -13,6 +15,12 @@ constexpr ArchTraits kArchs[] = {
     {ModelArch::qwen2, "qwen2", /*qkv_bias=*/true, /*qk_norm=*/false, /*head_dim_is_free=*/false},
     {ModelArch::qwen3, "qwen3", /*qkv_bias=*/false, /*qk_norm=*/true, /*head_dim_is_free=*/true},
 };
+
+// Rope base and epsilon are written as f32: check the value the file will
+// hold, or 1e-50 passes as positive and is stored as 0 (1e39 as inf).
+bool positive_as_f32(double v) {
+  return v > 0 && v <= std::numeric_limits<float>::max() && static_cast<float>(v) > 0;
+}
 
 std::string layer_tensor(int64_t layer, std::string_view what) {
   return strfmt("blk.%lld.", static_cast<long long>(layer)) + std::string(what);
@@ -88,8 +96,8 @@ void validate_geometry(const ArchTraits& arch, const ModelGeometry& g) {
             std::string(arch.name) + " needs head_dim = n_embd / n_head");
   }
   require(g.resolved_head_dim() % 2 == 0, "head_dim must be even (RoPE rotates pairs)");
-  require(g.rope_base > 0, "rope base must be positive");
-  require(g.rms_eps > 0, "RMS norm epsilon must be positive");
+  require(positive_as_f32(g.rope_base), "rope base must be a positive f32");
+  require(positive_as_f32(g.rms_eps), "RMS norm epsilon must be a positive f32");
 }
 
 std::vector<TensorSpec> arch_tensor_specs(const ArchTraits& arch, const ModelGeometry& g) {

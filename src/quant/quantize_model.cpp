@@ -100,6 +100,10 @@ class TensorConverter {
   void convert(const TensorPlan& plan, std::span<const std::byte> source,
                std::vector<std::byte>& out) {
     const int64_t row_length = plan.shape.empty() ? 1 : plan.shape[0];
+    if (row_length == 0) {  // no elements, and no row size to divide by below
+      out.clear();
+      return;
+    }
     const uint64_t in_row = *ggml_row_bytes(plan.from, static_cast<uint64_t>(row_length));
     const uint64_t out_row = *ggml_row_bytes(plan.to, static_cast<uint64_t>(row_length));
     const int64_t n_rows = static_cast<int64_t>(source.size() / in_row);

@@ -180,7 +180,9 @@ class PartParser {
         items.emplace_back(in_.read_string("array string length"));
       }
     } else if constexpr (std::is_same_v<T, Array>) {
-      items.reserve(static_cast<size_t>(count));
+      // No reserve: every nesting level may claim nearly all the bytes left,
+      // so reserving each level's count would hold up to kMaxArrayNesting
+      // file-sized reservations at once. Growing keeps memory to what was read.
       for (uint64_t i = 0; i < count; ++i) items.push_back(read_array(depth + 1));
     } else if constexpr (std::is_same_v<T, bool>) {
       const auto raw = in_.read_bytes(count, "array data");
@@ -249,14 +251,16 @@ class PartParser {
       in_.fail_at(n_dims_offset, "n_dims",
                   std::to_string(n_dims) + " dimensions, at most " + std::to_string(kMaxDims));
     }
-    int64_t n_elements = 1;
+    // The product skips zero dimensions: a zero makes the element count 0
+    // whatever follows, but n_rows() and row loops still multiply the rest.
+    int64_t extent = 1;
     info.shape.reserve(n_dims);
     for (uint32_t d = 0; d < n_dims; ++d) {
       const uint64_t dim_offset = in_.offset();
       const std::string what = "dimension " + std::to_string(d);
       const int64_t dim = in_.read<int64_t>(what);
       if (dim < 0) in_.fail_at(dim_offset, what, "negative size " + std::to_string(dim));
-      if (__builtin_mul_overflow(n_elements, dim, &n_elements)) {
+      if (__builtin_mul_overflow(extent, std::max<int64_t>(dim, 1), &extent)) {
         in_.fail_at(dim_offset, what, "element count overflows 64 bits");
       }
       info.shape.push_back(dim);

@@ -6,6 +6,7 @@
 #include <bit>
 #include <cerrno>
 #include <cstring>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "base/error.hpp"
@@ -206,6 +207,9 @@ struct GgufWriter::Impl {
 
   uint64_t alignment = kDefaultAlignment;
   std::vector<KeyValue> metadata;
+  // key -> index into metadata: copying a file's metadata calls set() once
+  // per key, which a linear search made quadratic in the number of keys.
+  std::unordered_map<std::string, size_t> key_index;
   std::vector<PlannedTensor> tensors;
   std::unordered_set<std::string> tensor_names;
 
@@ -220,11 +224,14 @@ struct GgufWriter::Impl {
     throw Error(std::string("GgufWriter: cannot ") + action + " " + kWhen[static_cast<int>(state)]);
   }
 
-  KeyValue* find(std::string_view key) {
-    for (KeyValue& kv : metadata) {
-      if (kv.key == key) return &kv;
-    }
-    return nullptr;
+  KeyValue* find(const std::string& key) {
+    const auto it = key_index.find(key);
+    return it == key_index.end() ? nullptr : &metadata[it->second];
+  }
+
+  void append(std::string key, Value value) {
+    key_index.emplace(key, metadata.size());
+    metadata.push_back({std::move(key), std::move(value)});
   }
 
   void set_alignment_from(const Value& value) {
@@ -282,7 +289,7 @@ struct GgufWriter::Impl {
 GgufWriter::GgufWriter(uint64_t alignment) : impl_(std::make_unique<Impl>()) {
   impl_->alignment = checked_alignment(alignment);
   if (alignment != kDefaultAlignment) {
-    impl_->metadata.push_back({std::string(kAlignmentKey), static_cast<uint32_t>(alignment)});
+    impl_->append(std::string(kAlignmentKey), static_cast<uint32_t>(alignment));
   }
 }
 
@@ -299,13 +306,21 @@ void GgufWriter::set(const std::string& key, Value value) {
   if (KeyValue* existing = impl_->find(key)) {
     existing->value = std::move(value);
   } else {
-    impl_->metadata.push_back({key, std::move(value)});
+    impl_->append(key, std::move(value));
   }
 }
 
 void GgufWriter::remove(const std::string& key) {
   impl_->require_state(Impl::State::defining, "remove metadata");
-  std::erase_if(impl_->metadata, [&](const KeyValue& kv) { return kv.key == key; });
+  if (const auto it = impl_->key_index.find(key); it != impl_->key_index.end()) {
+    const size_t removed = it->second;
+    impl_->key_index.erase(it);
+    impl_->metadata.erase(impl_->metadata.begin() + static_cast<std::ptrdiff_t>(removed));
+    // The keys after it moved down by one.
+    for (auto& [name, index] : impl_->key_index) {
+      if (index > removed) --index;
+    }
+  }
   if (key == kAlignmentKey) impl_->alignment = kDefaultAlignment;
 }
 
@@ -329,12 +344,16 @@ void GgufWriter::add_tensor(const std::string& name, GgmlType type, std::vector<
     throw Error(what + ": " + std::to_string(shape.size()) + " dimensions, at most " +
                 std::to_string(kMaxDims));
   }
+  // As in the reader: zero dimensions are skipped in the overflow check, so
+  // every product of dimensions (n_rows() too) fits in 64 bits.
   int64_t n_elements = 1;
+  int64_t extent = 1;
   for (const int64_t dim : shape) {
     if (dim < 0) throw Error(what + ": negative dimension " + std::to_string(dim));
-    if (__builtin_mul_overflow(n_elements, dim, &n_elements)) {
+    if (__builtin_mul_overflow(extent, std::max<int64_t>(dim, 1), &extent)) {
       throw Error(what + ": element count overflows");
     }
+    n_elements *= dim;  // no overflow: |n_elements| <= extent
   }
   const int64_t row_length = shape.empty() ? 1 : shape[0];
   if (row_length % traits->block_elems != 0) {
