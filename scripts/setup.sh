@@ -6,7 +6,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(g++ cmake ninja-build git libgtest-dev libbenchmark-dev clang libclang-rt-14-dev)
+packages=(g++ cmake ninja-build git pkg-config libgtest-dev libbenchmark-dev libpcre2-dev libutf8proc-dev
+  clang libclang-rt-14-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,0 +1,80 @@
+// A model's vocabulary as its GGUF stores it (the tokenizer.* keys): token
+// strings, scores, types, merges, the special ids and the flags that say how
+// text becomes ids. Shared by every tokenizer model.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace cortiq::gguf {
+class GgufFile;
+}
+
+namespace cortiq {
+
+using TokenId = int32_t;
+inline constexpr TokenId kNoToken = -1;
+
+// tokenizer.ggml.token_type values.
+enum class TokenType : int32_t {
+  undefined = 0,
+  normal = 1,
+  unknown = 2,
+  control = 3,
+  user_defined = 4,
+  unused = 5,
+  byte = 6,
+};
+
+// tokenizer.ggml.model
+enum class TokenizerKind {
+  none,    // "no_vocab": ids only
+  spm,     // "llama": SentencePiece BPE with scores and byte fallback
+  bpe,     // "gpt2": byte-level BPE with ranked merges and a pre-tokenizer
+  wpm,     // "bert": WordPiece
+  gemma4,  // "gemma4"
+};
+
+struct Vocab {
+  TokenizerKind kind = TokenizerKind::none;
+  std::string model_name;  // tokenizer.ggml.model as written
+  std::string pre;         // tokenizer.ggml.pre ("" when absent)
+
+  std::vector<std::string> tokens;
+  std::vector<float> scores;     // empty when the file has none
+  std::vector<TokenType> types;  // normal when the file has none
+  // tokenizer.ggml.merges split at the first space: (left, right) by rank.
+  std::vector<std::pair<std::string, std::string>> merges;
+
+  TokenId bos = kNoToken, eos = kNoToken, unk = kNoToken, pad = kNoToken, sep = kNoToken,
+          cls = kNoToken, mask = kNoToken, eot = kNoToken, eom = kNoToken;
+  bool add_bos = false;
+  bool add_eos = false;
+  bool add_space_prefix = false;  // SentencePiece's dummy prefix
+  bool remove_extra_whitespaces = false;
+
+  // Ids that end a generation: eos, eot, eom and the control tokens whose
+  // text marks an end of turn (<|im_end|>, <end_of_turn>, <|eot_id|>, ...).
+  std::vector<TokenId> end_of_generation;
+
+  std::unordered_map<std::string, TokenId> token_to_id;
+
+  // Reads and validates the tokenizer.* keys (counts agree, ids in range);
+  // throws cortiq::Error naming the key at fault.
+  static Vocab from_gguf(const gguf::GgufFile& file);
+
+  size_t size() const { return tokens.size(); }
+  std::optional<TokenId> find(std::string_view text) const;
+  TokenType type(TokenId id) const;
+  bool is_end_of_generation(TokenId id) const;
+  // Control and user-defined tokens: matched as whole strings when parsing
+  // specials is asked for.
+  bool is_special(TokenId id) const;
+};
+
+}  // namespace cortiq
