@@ -7,6 +7,8 @@ std::span<const Command> commands() {
       {"inspect", "show a GGUF file's metadata and tensors", run_inspect},
       {"quantize", "convert a GGUF model to another weight type", run_quantize},
       {"gen-model", "write a deterministic random-weight model for tests", run_gen_model},
+      {"tokenize", "turn text into a model's token ids", run_tokenize},
+      {"detokenize", "turn token ids back into text", run_detokenize},
   };
   return kCommands;
 }

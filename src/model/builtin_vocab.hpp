@@ -11,18 +11,10 @@
 #include <vector>
 
 #include "formats/gguf/gguf_file.hpp"
+#include "tokenizer/vocab.hpp"  // TokenType
 
 namespace cortiq {
 
-// llama.cpp's token types (tokenizer.ggml.token_type).
-enum class TokenType : int32_t {
-  normal = 1,
-  unknown = 2,
-  control = 3,
-  user_defined = 4,
-  unused = 5,
-  byte = 6,
-};
 
 struct Vocabulary {
   std::vector<std::string> tokens;

@@ -53,13 +53,27 @@ struct Vocab {
 
   TokenId bos = kNoToken, eos = kNoToken, unk = kNoToken, pad = kNoToken, sep = kNoToken,
           cls = kNoToken, mask = kNoToken, eot = kNoToken, eom = kNoToken;
+  // Fill-in-the-middle: prefix, suffix, middle, pad, repository, file separator.
+  TokenId fim_pre = kNoToken, fim_suf = kNoToken, fim_mid = kNoToken, fim_pad = kNoToken,
+          fim_rep = kNoToken, fim_sep = kNoToken;
   bool add_bos = false;
   bool add_eos = false;
+  bool add_sep =
+      false;  // tokenizer.ggml.add_sep_token (WordPiece adds [SEP] regardless, as the peer)
   bool add_space_prefix = false;  // SentencePiece's dummy prefix
   bool remove_extra_whitespaces = false;
+  // clean_up_tokenization_spaces: decoding drops the space in " ," " ." " 's" ...
+  bool clean_spaces = false;
 
-  // Ids that end a generation: eos, eot, eom and the control tokens whose
-  // text marks an end of turn (<|im_end|>, <end_of_turn>, <|eot_id|>, ...).
+  // Whitespace a special token swallows beside it when it is split out of
+  // text (Hugging Face's lstrip/rstrip; the GGUF does not store them, so they
+  // come from the peer's per-model rules). Empty when no token has any.
+  static constexpr uint8_t kStripLeft = 1, kStripRight = 2;
+  std::vector<uint8_t> strip;
+
+  // Ids that end a generation, sorted: eos, eot, eom, fim pad/rep/sep and
+  // the tokens whose text marks an end of turn (<|im_end|>, <end_of_turn>,
+  // <|eot_id|>, ...), as the peer decides.
   std::vector<TokenId> end_of_generation;
 
   std::unordered_map<std::string, TokenId> token_to_id;
@@ -72,9 +86,11 @@ struct Vocab {
   std::optional<TokenId> find(std::string_view text) const;
   TokenType type(TokenId id) const;
   bool is_end_of_generation(TokenId id) const;
-  // Control and user-defined tokens: matched as whole strings when parsing
-  // specials is asked for.
+  // Control and user-defined tokens, matched as whole strings in the text:
+  // user-defined ones always, control ones when parsing specials is asked for.
   bool is_special(TokenId id) const;
+  // kStripLeft/kStripRight of a token (0 for most).
+  uint8_t strip_flags(TokenId id) const;
 };
 
 }  // namespace cortiq

@@ -1,0 +1,122 @@
+// The peer's tokenizer tests on real vocabularies: for each
+// ../shared/data/vocab/ggml-vocab-NAME.gguf, the strings of NAME.gguf.inp
+// must give the ids of NAME.gguf.out (no BOS/EOS, specials not parsed), and
+// decoding the ids must give the string back where the tokenizer is lossless.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "base/strings.hpp"
+#include "formats/gguf/gguf_file.hpp"
+#include "test_support.hpp"
+#include "tokenizer/tokenizer.hpp"
+
+namespace cortiq {
+namespace {
+
+struct VocabCase {
+  std::string text;
+  std::vector<TokenId> ids;
+};
+
+std::string read_text(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// The .inp file: strings separated by "\n__ggml_vocab_test__\n" (the
+// separator owns the newlines around it; a trailing one ends the last
+// string, as in the peer's test-tokenizer-0).
+std::vector<std::string> split_inputs(const std::string& raw) {
+  static const std::string kSep = "\n__ggml_vocab_test__\n";
+  std::vector<std::string> inputs;
+  for (size_t pos = 0; pos < raw.size();) {
+    const size_t next = raw.find(kSep, pos);
+    if (next == std::string::npos) {
+      inputs.push_back(raw.substr(pos));
+      break;
+    }
+    inputs.push_back(raw.substr(pos, next - pos));
+    pos = next + kSep.size();
+  }
+  return inputs;
+}
+
+std::vector<TokenId> parse_ids(std::string_view line) {
+  std::vector<TokenId> ids;
+  for (std::string_view field : split(line, ' ')) {
+    int64_t id = 0;
+    if (!field.empty() && parse_int64(field, id)) ids.push_back(static_cast<TokenId>(id));
+  }
+  return ids;
+}
+
+std::vector<VocabCase> read_cases(const std::filesystem::path& gguf) {
+  const std::vector<std::string> inputs = split_inputs(read_text(gguf.string() + ".inp"));
+  std::ifstream out(gguf.string() + ".out", std::ios::binary);
+  std::vector<VocabCase> cases;
+  std::string line;
+  for (size_t i = 0; std::getline(out, line); ++i) {
+    if (i >= inputs.size()) break;
+    cases.push_back({inputs[i], parse_ids(line)});
+  }
+  EXPECT_EQ(cases.size(), inputs.size()) << ".inp and .out disagree on the number of tests";
+  return cases;
+}
+
+std::string describe(const Tokenizer& tok, std::span<const TokenId> ids) {
+  std::string s;
+  for (TokenId id : ids) {
+    const bool valid = id >= 0 && static_cast<size_t>(id) < tok.vocab().size();
+    s += strfmt("%d '%s' ", id, valid ? tok.vocab().tokens[id].c_str() : "?");
+  }
+  return s;
+}
+
+class VocabFile : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(VocabFile, MatchesPeerIds) {
+  CORTIQ_REQUIRE_SHARED_DATA();
+  const auto path = test::shared_data_dir() / "vocab" / ("ggml-vocab-" + GetParam() + ".gguf");
+  if (!std::filesystem::exists(path) || !std::filesystem::exists(path.string() + ".inp")) {
+    GTEST_SKIP() << path << " (or its .inp/.out) not found";
+  }
+  const Tokenizer tok = Tokenizer::from_gguf(gguf::GgufFile::open(path));
+  const std::vector<VocabCase> cases = read_cases(path);
+  ASSERT_FALSE(cases.empty());
+  // Decoding gives the text back unless the model normalizes it (WordPiece
+  // lowercases and splits) or cleans spaces around punctuation.
+  const bool lossless = tok.vocab().kind != TokenizerKind::wpm && !tok.vocab().clean_spaces;
+  int failures = 0;
+  for (const VocabCase& c : cases) {
+    const std::vector<TokenId> ids =
+        tok.encode(c.text, {.add_special = false, .parse_special = false});
+    if (ids != c.ids) {
+      ++failures;
+      ADD_FAILURE() << "input '" << c.text << "'\n  expected " << describe(tok, c.ids)
+                    << "\n  got      " << describe(tok, ids);
+    }
+    if (lossless) {
+      EXPECT_EQ(tok.decode(c.ids), c.text) << "decoding the peer's ids";
+    }
+  }
+  EXPECT_EQ(failures, 0) << "of " << cases.size() << " strings";
+}
+
+INSTANTIATE_TEST_SUITE_P(Peer, VocabFile,
+                         ::testing::Values("llama-spm", "phi-3", "llama-bpe", "qwen2", "gpt-2",
+                                           "deepseek-coder", "falcon", "bert-bge", "gemma-4"),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           std::string name = info.param;
+                           for (char& c : name) {
+                             if (c == '-') c = '_';
+                           }
+                           return name;
+                         });
+
+}  // namespace
+}  // namespace cortiq
