@@ -9,6 +9,7 @@ std::span<const Command> commands() {
       {"gen-model", "write a deterministic random-weight model for tests", run_gen_model},
       {"tokenize", "turn text into a model's token ids", run_tokenize},
       {"detokenize", "turn token ids back into text", run_detokenize},
+      {"template", "render a conversation with the model's chat template", run_template},
   };
   return kCommands;
 }

@@ -18,6 +18,7 @@ std::span<const Command> commands();
 int run_inspect(std::span<const std::string> args);
 int run_quantize(std::span<const std::string> args);
 int run_gen_model(std::span<const std::string> args);
+int run_template(std::span<const std::string> args);
 int run_tokenize(std::span<const std::string> args);
 int run_detokenize(std::span<const std::string> args);
 

@@ -15,7 +15,6 @@
 
 namespace cortiq {
 
-
 struct Vocabulary {
   std::vector<std::string> tokens;
   std::vector<float> scores;  // SPM merge priority: higher merges first
