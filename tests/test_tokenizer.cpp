@@ -375,3 +375,39 @@ TEST(Vocab, NoVocabModelLoadsAndRefusesText) {
 
 }  // namespace
 }  // namespace cortiq
+
+namespace cortiq {
+namespace {
+
+// Cased BERT models say so in tokenizer.ggml.normalizer.*; uncased is the
+// default, and strip_accents follows lowercase unless given.
+TEST(Vocab, ReadsTheBertNormalizerOptions) {
+  const auto load = [](std::vector<std::pair<std::string, gguf::Value>> extra) {
+    extra.insert(extra.begin(), {{"tokenizer.ggml.model", std::string("bert")},
+                                 {"tokenizer.ggml.tokens", strings({"[UNK]",
+                                                                    "\xe2\x96\x81"
+                                                                    "a"})}});
+    extra.emplace_back("tokenizer.ggml.unknown_token_id", uint32_t{0});
+    const std::vector<std::byte> bytes = vocab_gguf(extra);
+    return Vocab::from_gguf(gguf::GgufFile::parse(bytes, "v.gguf"));
+  };
+  const Vocab uncased = load({});
+  EXPECT_TRUE(uncased.normalizer_lowercase);
+  EXPECT_TRUE(uncased.normalizer_strip_accents);
+  const Vocab cased = load({{"tokenizer.ggml.normalizer.lowercase", false}});
+  EXPECT_FALSE(cased.normalizer_lowercase);
+  EXPECT_FALSE(cased.normalizer_strip_accents);
+  const Vocab mixed = load({{"tokenizer.ggml.normalizer.lowercase", false},
+                            {"tokenizer.ggml.normalizer.strip_accents", true}});
+  EXPECT_FALSE(mixed.normalizer_lowercase);
+  EXPECT_TRUE(mixed.normalizer_strip_accents);
+
+  // The cased vocabulary keeps "A" as it is: no "▁a" match, so [UNK].
+  const Tokenizer cased_tok(load({{"tokenizer.ggml.normalizer.lowercase", false}}));
+  const Tokenizer uncased_tok(load({}));
+  EXPECT_EQ(uncased_tok.encode("A", {.add_special = false}), (std::vector<TokenId>{1}));
+  EXPECT_EQ(cased_tok.encode("A", {.add_special = false}), (std::vector<TokenId>{0}));
+}
+
+}  // namespace
+}  // namespace cortiq

@@ -8,6 +8,7 @@
 #include "base/error.hpp"
 #include "base/strings.hpp"
 #include "formats/gguf/gguf_file.hpp"
+#include "tokenizer/tokenizer_wpm.hpp"
 
 namespace cortiq {
 
@@ -20,7 +21,8 @@ std::unique_ptr<TokenizerModel> make_model(const Vocab& vocab) {
     case TokenizerKind::bpe:
       return make_bpe_model(vocab);
     case TokenizerKind::wpm:
-      return make_wpm_model(vocab);
+      return make_wpm_model(vocab, WpmNormalizer{.lowercase = vocab.normalizer_lowercase,
+                                                 .strip_accents = vocab.normalizer_strip_accents});
     case TokenizerKind::gemma4:
       return make_gemma4_model(vocab);
     case TokenizerKind::none:

@@ -1,6 +1,6 @@
 // BERT WordPiece (tokenizer.ggml.model = "bert") as the peer runs it; see
-// tokenizer_wpm.cpp. The BertNormalizer options live here until the Vocab
-// carries tokenizer.ggml.normalizer.{lowercase,strip_accents}.
+// tokenizer_wpm.cpp. The Tokenizer passes the BertNormalizer options read
+// into the Vocab (tokenizer.ggml.normalizer.{lowercase,strip_accents}).
 #pragma once
 
 #include <memory>

@@ -219,6 +219,11 @@ void read_flags(const gguf::GgufFile& file, Vocab& v) {
   if (auto b = file.get_bool("tokenizer.ggml.remove_extra_whitespaces")) {
     v.remove_extra_whitespaces = *b;
   }
+  if (auto b = file.get_bool("tokenizer.ggml.normalizer.lowercase")) v.normalizer_lowercase = *b;
+  v.normalizer_strip_accents = v.normalizer_lowercase;
+  if (auto b = file.get_bool("tokenizer.ggml.normalizer.strip_accents")) {
+    v.normalizer_strip_accents = *b;
+  }
   // Gemma 4 files say add_bos = false, yet the model needs <bos> (peer PR 21500).
   const bool gemma4_pre =
       v.kind == TokenizerKind::gemma4 || one_of(v.pre, {"gemma4", "granite-embed-multi-311m"});

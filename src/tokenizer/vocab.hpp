@@ -62,6 +62,10 @@ struct Vocab {
       false;  // tokenizer.ggml.add_sep_token (WordPiece adds [SEP] regardless, as the peer)
   bool add_space_prefix = false;  // SentencePiece's dummy prefix
   bool remove_extra_whitespaces = false;
+  // BERT normalizer (tokenizer.ggml.normalizer.*): uncased models lowercase
+  // and strip accents; strip_accents defaults to lowercase, as in the peer.
+  bool normalizer_lowercase = true;
+  bool normalizer_strip_accents = true;
   // clean_up_tokenization_spaces: decoding drops the space in " ," " ." " 's" ...
   bool clean_spaces = false;
 
