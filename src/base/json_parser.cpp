@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "base/error.hpp"
+#include "base/utf8.hpp"
 
 namespace cortiq {
 
@@ -178,24 +179,6 @@ class JsonReader {
     return v;
   }
 
-  static void put_utf8(std::string& out, uint32_t cp) {
-    if (cp < 0x80) {
-      out += static_cast<char>(cp);
-    } else if (cp < 0x800) {
-      out += static_cast<char>(0xC0 | (cp >> 6));
-      out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else if (cp < 0x10000) {
-      out += static_cast<char>(0xE0 | (cp >> 12));
-      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-      out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else {
-      out += static_cast<char>(0xF0 | (cp >> 18));
-      out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-      out += static_cast<char>(0x80 | (cp & 0x3F));
-    }
-  }
-
   std::string string() {
     ++pos_;  // opening quote
     std::string out;
@@ -250,7 +233,7 @@ class JsonReader {
           } else if (cp >= 0xD800 && cp < 0xE000) {
             cp = 0xFFFD;
           }
-          put_utf8(out, cp);
+          append_utf8(out, cp);
           break;
         }
         default:

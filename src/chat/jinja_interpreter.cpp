@@ -14,6 +14,21 @@ namespace {
 
 using Frame = std::unordered_map<std::string, Value>;
 using Scopes = std::vector<std::shared_ptr<Frame>>;
+// Closures (macros, call-block callers) see their defining scopes weakly: a
+// macro is stored in one of those frames, so a strong capture would be a
+// reference cycle that leaks the frames and the template's syntax tree.
+using WeakScopes = std::vector<std::weak_ptr<Frame>>;
+
+Scopes lock_scopes(const WeakScopes& weak) {
+  Scopes scopes;
+  scopes.reserve(weak.size());
+  for (const std::weak_ptr<Frame>& frame : weak) {
+    std::shared_ptr<Frame> alive = frame.lock();
+    if (!alive) throw Error("macro called after the scope that defined it ended");
+    scopes.push_back(std::move(alive));
+  }
+  return scopes;
+}
 
 // Deep macro recursion would overflow the C++ stack; Python stops near 1000.
 // The count is per thread because macros are closures that outlive the
@@ -330,7 +345,7 @@ class Interpreter {
   }
 
   void define_macro(const Stmt& s) {
-    Scopes closure = scopes_;
+    WeakScopes closure(scopes_.begin(), scopes_.end());
     auto keep = keep_;
     const Stmt* macro = &s;
     assign(s.text, Value(Function([closure, keep, macro](CallArgs& a) {
@@ -338,10 +353,10 @@ class Interpreter {
            })));
   }
 
-  static std::string call_macro(const Stmt& m, const Scopes& closure,
+  static std::string call_macro(const Stmt& m, const WeakScopes& closure,
                                 const std::shared_ptr<const Body>& keep, CallArgs& a) {
     CallDepthGuard guard;
-    Scopes scopes = closure;
+    Scopes scopes = lock_scopes(closure);
     scopes.push_back(std::make_shared<Frame>());
     std::string text;
     Interpreter sub(scopes, text, keep);
@@ -372,13 +387,13 @@ class Interpreter {
     if (call.kind != Expr::Kind::call) throw Error("call block needs a macro call");
     Value callee = eval(*call.args[0]);
     CallArgs args = eval_args(call, 1);
-    Scopes scopes = scopes_;
+    WeakScopes scopes(scopes_.begin(), scopes_.end());
     auto keep = keep_;
     const Body* body = &s.body;
     args.keywords.emplace_back("caller", Value(Function([scopes, keep, body](CallArgs&) {
                                  CallDepthGuard guard;
                                  std::string text;
-                                 Interpreter sub(scopes, text, keep);
+                                 Interpreter sub(lock_scopes(scopes), text, keep);
                                  sub.exec(*body);
                                  return Value(text);
                                })));
