@@ -121,6 +121,7 @@ std::optional<ParsedArgs> ArgParser::parse(std::span<const std::string> args) co
       } else {
         throw UsageError("option " + name + " needs a value (" + o->metavar + ")");
       }
+      parsed.all_values_[o->key].push_back(parsed.values_[o->key]);
       continue;
     }
     parsed.positionals_.push_back(a);
@@ -138,6 +139,11 @@ std::optional<ParsedArgs> ArgParser::parse(std::span<const std::string> args) co
     throw UsageError("unexpected argument '" + parsed.positionals_[positionals_.size()] + "'");
   }
   return parsed;
+}
+
+std::vector<std::string> ParsedArgs::get_all(const std::string& key) const {
+  if (auto it = all_values_.find(key); it != all_values_.end()) return it->second;
+  return {};
 }
 
 std::string ParsedArgs::get(const std::string& key) const {

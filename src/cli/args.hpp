@@ -72,6 +72,8 @@ class ParsedArgs {
   bool has(const std::string& key) const { return values_.count(key) != 0; }
   // The option's value, its default, or "" when neither.
   std::string get(const std::string& key) const;
+  // Every value of an option given several times, in order (not the default).
+  std::vector<std::string> get_all(const std::string& key) const;
   // Integer option in [min, max]; throws UsageError naming the option.
   int64_t get_int(const std::string& key, int64_t min, int64_t max) const;
   double get_double(const std::string& key) const;
@@ -83,6 +85,7 @@ class ParsedArgs {
   friend class ArgParser;
   std::string command_;
   std::map<std::string, std::string> values_;
+  std::map<std::string, std::vector<std::string>> all_values_;
   std::map<std::string, std::string> defaults_;
   std::vector<std::string> positionals_;
 };

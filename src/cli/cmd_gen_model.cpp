@@ -1,6 +1,8 @@
 // `cortiq gen-model --arch A [geometry] [--type T] [--seed S] -o OUT.gguf`:
 // a deterministic random-weight model with a real architecture's layout.
 #include <cstdio>
+#include <fstream>
+#include <sstream>
 
 #include "base/strings.hpp"
 #include "cli/args.hpp"
@@ -34,6 +36,7 @@ ArgParser gen_model_parser() {
       .option("--type", "T", "type of the weight matrices (1-D tensors stay F32)", "F32")
       .option("--seed", "S", "random seed", "1")
       .option("--vocab", "N", "vocabulary size (default: the tokenizer's)")
+      .option("--chat-template", "FILE", "store this Jinja file as tokenizer.chat_template")
       .option("--vocab-from", "FILE",
               "copy the tokenizer.* keys of this GGUF (default: built-in SPM vocab)")
       .option("--embd", "N", "embedding length", std::to_string(d.n_embd))
@@ -85,6 +88,13 @@ RandomModelOptions options_from(const ParsedArgs& args) {
   const int64_t seed = args.get_int("seed", 0, INT64_MAX);
   options.seed = static_cast<uint64_t>(seed);
   options.vocab_from = args.get("vocab-from");
+  if (args.has("chat-template")) {
+    std::ifstream in(args.get("chat-template"), std::ios::binary);
+    if (!in) throw Error("cannot read " + args.get("chat-template"));
+    std::ostringstream text;
+    text << in.rdbuf();
+    options.chat_template = text.str();
+  }
   options.name = args.get("name");
   options.geometry = geometry_from(args);
   return options;

@@ -4,9 +4,13 @@ namespace cortiq::cli {
 
 std::span<const Command> commands() {
   static constexpr Command kCommands[] = {
+      {"run", "generate text after a prompt, streamed to stdout", run_run},
+      {"chat", "talk with a model interactively, with its chat template", run_chat},
+      {"logits", "write the logits of every position of a token sequence", run_logits},
       {"inspect", "show a GGUF file's metadata and tensors", run_inspect},
       {"quantize", "convert a GGUF model to another weight type", run_quantize},
       {"gen-model", "write a deterministic random-weight model for tests", run_gen_model},
+      {"convert", "import a llama2.c checkpoint into a GGUF model", run_convert},
       {"tokenize", "turn text into a model's token ids", run_tokenize},
       {"detokenize", "turn token ids back into text", run_detokenize},
       {"template", "render a conversation with the model's chat template", run_template},

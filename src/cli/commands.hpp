@@ -15,9 +15,13 @@ struct Command {
 
 std::span<const Command> commands();
 
+int run_run(std::span<const std::string> args);
+int run_chat(std::span<const std::string> args);
+int run_logits(std::span<const std::string> args);
 int run_inspect(std::span<const std::string> args);
 int run_quantize(std::span<const std::string> args);
 int run_gen_model(std::span<const std::string> args);
+int run_convert(std::span<const std::string> args);
 int run_template(std::span<const std::string> args);
 int run_tokenize(std::span<const std::string> args);
 int run_detokenize(std::span<const std::string> args);

@@ -117,6 +117,9 @@ RandomModelSummary write_random_model(const RandomModelOptions& options,
   writer.set("general.quantization_version", gguf::Value(kQuantizationVersion));
   for (size_t i = 1; i < arch_keys.size(); ++i) writer.set(arch_keys[i].key, arch_keys[i].value);
   for (const gguf::KeyValue& kv : tokenizer.metadata) writer.set(kv.key, kv.value);
+  if (!options.chat_template.empty()) {
+    writer.set("tokenizer.chat_template", gguf::Value(options.chat_template));
+  }
 
   RandomModelSummary summary;
   summary.n_vocab = tokenizer.n_vocab;

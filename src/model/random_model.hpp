@@ -37,6 +37,8 @@ struct RandomModelOptions {
   uint64_t seed = 1;
   // A GGUF whose tokenizer.* keys are copied; empty: the built-in vocabulary.
   std::filesystem::path vocab_from;
+  // tokenizer.chat_template to store (replacing one copied with the vocab).
+  std::string chat_template;
   std::string name;  // general.name; empty: "cortiq-random-ARCH"
 };
 

@@ -1,0 +1,189 @@
+// Cortiq's C++ API: load a model, open a session, generate.
+//
+//   cortiq::LoadOptions load;
+//   load.threads = 4;
+//   auto model = cortiq::Model::load("model.gguf", load);
+//   cortiq::Session session(model);
+//   cortiq::GenerateOptions gen;
+//   gen.sampling.temperature = 0;  // greedy
+//   gen.max_tokens = 64;
+//   auto result = session.generate("Once upon a time", gen,
+//       [](std::string_view piece, cortiq::TokenId) { std::fputs(...); return true; });
+//
+// A Model is immutable once loaded and may be shared by many sessions; a
+// Session holds one conversation's KV cache and is used from one thread at a
+// time (except cancel(), which any thread may call).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "runtime/batch.hpp"
+#include "runtime/kv_cache.hpp"
+#include "runtime/loop_detector.hpp"
+#include "runtime/sampler.hpp"
+#include "tokenizer/vocab.hpp"
+
+namespace cortiq {
+
+class DecoderModel;
+class KvCache;
+class ThreadPool;
+class Tokenizer;
+struct ModelHParams;
+struct ForwardBuffers;
+namespace gguf {
+class GgufFile;
+}
+
+// Default prefill chunk: rows forwarded together while reading a prompt
+// (the peer's default batch size).
+inline constexpr int64_t kDefaultChunkSize = 512;
+// Default context when the model's trained context is larger: a 128K-token
+// KV cache would take gigabytes a short chat never uses.
+inline constexpr int64_t kDefaultContextCap = 4096;
+
+struct LoadOptions {
+  int threads = 0;      // 0: one per core
+  int64_t context = 0;  // KV positions per session; 0: min(trained context, 4096)
+  KvType kv_type = KvType::f16;
+  int64_t chunk_size = kDefaultChunkSize;  // prefill rows per forward pass
+  // Called with the fraction of the weights read while loading (0..1).
+  std::function<void(double)> progress;
+};
+
+class Model {
+ public:
+  // Opens the GGUF, reads the tokenizer and binds the weights. Throws
+  // cortiq::Error with a message that names the problem (a missing file, an
+  // unsupported architecture, not enough memory: how much it needs).
+  static std::shared_ptr<const Model> load(const std::filesystem::path& path,
+                                           const LoadOptions& options = {});
+  ~Model();
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
+
+  const gguf::GgufFile& file() const { return *file_; }
+  const Tokenizer& tokenizer() const { return *tokenizer_; }
+  const DecoderModel& decoder() const { return *decoder_; }
+  const ModelHParams& hparams() const;
+  const LoadOptions& options() const { return options_; }
+  int64_t context_length() const { return context_; }
+  int64_t n_vocab() const;
+  // The chat template stored in the file (tokenizer.chat_template), or "".
+  std::string chat_template() const;
+  ThreadPool& pool() const { return *pool_; }
+
+ private:
+  Model() = default;
+  std::unique_ptr<gguf::GgufFile> file_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+  std::unique_ptr<DecoderModel> decoder_;
+  std::unique_ptr<ThreadPool> pool_;
+  LoadOptions options_;
+  int64_t context_ = 0;
+};
+
+enum class FinishReason { stop, max_tokens, length, cancelled, loop };
+std::string_view finish_reason_name(FinishReason reason);
+
+struct GenerateOptions {
+  SamplingParams sampling;
+  int64_t max_tokens = -1;        // < 0: until the context is full
+  bool ignore_eos = false;        // end-of-generation tokens are never sampled
+  std::vector<std::string> stop;  // text matching one is never emitted
+  bool loop_stop = false;         // end on a repeating tail (finish_reason loop)
+  LoopStopParams loop;
+  bool confidence = false;    // fill GenerateResult::confidence
+  bool add_special = true;    // text prompts: BOS/EOS as the model adds them
+  bool parse_special = true;  // text prompts: <|im_start|> etc. become their tokens
+};
+
+struct Timings {
+  int64_t prefill_tokens = 0;  // rows actually forwarded for the prompt
+  double prefill_seconds = 0;
+  int64_t decode_tokens = 0;
+  double decode_seconds = 0;
+  double prefill_tokens_per_second() const;
+  double decode_tokens_per_second() const;
+};
+
+struct GenerateResult {
+  std::string text;             // what was emitted (stop strings cut out)
+  std::vector<TokenId> tokens;  // generated ids (an end-of-generation token included)
+  int64_t prompt_tokens = 0;
+  int64_t cached_tokens = 0;  // prompt tokens reused from the session's cache
+  int64_t generated_tokens = 0;
+  FinishReason finish_reason = FinishReason::stop;
+  std::vector<float> confidence;  // per generated token: its softmax probability
+  Timings timings;
+};
+
+// Receives each generated token's text (UTF-8-safe, possibly empty while a
+// character or a possible stop string is incomplete); returning false
+// cancels the generation.
+using TokenCallback = std::function<bool(std::string_view piece, TokenId id)>;
+
+class Session {
+ public:
+  explicit Session(std::shared_ptr<const Model> model);
+  ~Session();
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  // Generates from a text prompt (tokenized as options say) or from ids. The
+  // prompt is compared with the session's history (the tokens in its cache):
+  // a shared prefix is reused and only the rest is forwarded; a diverging
+  // history is cut back to the common prefix. Throws cortiq::Error for an
+  // empty prompt, a prompt that does not fit the context, ids outside the
+  // vocabulary or invalid sampling values — before any state changes.
+  GenerateResult generate(std::string_view prompt, const GenerateOptions& options,
+                          const TokenCallback& on_token = {});
+  GenerateResult generate(std::span<const TokenId> prompt, const GenerateOptions& options,
+                          const TokenCallback& on_token = {});
+
+  // Logits of every position of `ids` fed after the current history
+  // ([ids.size()][n_vocab], row-major), forwarded in chunks of chunk_size
+  // (0: the model's). The ids join the history.
+  std::vector<float> evaluate(std::span<const TokenId> ids, int64_t chunk_size = 0);
+
+  // Asks a running generate() to stop at its next chunk or step; safe from
+  // any thread. The result is `cancelled`; the session stays usable.
+  void cancel() { cancel_requested_.store(true, std::memory_order_relaxed); }
+
+  // Forgets the history (the cache is emptied).
+  void reset();
+  // The tokens whose keys and values are in the cache, in order.
+  std::span<const TokenId> history() const { return history_; }
+  int64_t cache_rows() const;
+  const Model& model() const { return *model_; }
+
+ private:
+  size_t reuse_prefix(std::span<const TokenId> prompt);
+  void check_prompt(std::span<const TokenId> prompt) const;
+  // Forwards ids after the history in chunks; the logits of the last row
+  // land in last_logits_. Returns false when cancelled between chunks.
+  bool prefill(std::span<const TokenId> ids, int64_t chunk_size, std::vector<float>* all_logits);
+  enum class RowLogits { none, last, all };
+  void forward_rows(std::span<const TokenId> ids, RowLogits want, std::span<float> logits);
+  void decode_loop(Sampler& sampler, const GenerateOptions& options, const TokenCallback& on_token,
+                   GenerateResult& result);
+  bool cancelled() const { return cancel_requested_.load(std::memory_order_relaxed); }
+
+  std::shared_ptr<const Model> model_;
+  std::unique_ptr<KvCache> cache_;
+  std::unique_ptr<ForwardBuffers> buffers_;
+  std::vector<TokenId> history_;
+  std::vector<float> last_logits_;  // n_vocab: logits after the last forwarded token
+  std::vector<BatchRow> rows_;
+  std::atomic<bool> cancel_requested_{false};
+};
+
+}  // namespace cortiq

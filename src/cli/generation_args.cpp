@@ -1,0 +1,148 @@
+#include "cli/generation_args.hpp"
+
+#include <chrono>
+#include <cmath>
+#include <random>
+
+#include "base/log.hpp"
+#include "base/strings.hpp"
+#include "base/thread_pool.hpp"
+#include "base/timer.hpp"
+#include "cli/progress_bar.hpp"
+#include "formats/gguf/gguf_file.hpp"
+#include "model/hparams.hpp"
+
+namespace cortiq::cli {
+
+void add_model_options(ArgParser& parser) {
+  parser.option("-m,--model", "FILE", "the .gguf model")
+      .option("-t,--threads", "N", "threads (default: one per core)")
+      .option("-c,--ctx", "N", "context length (default: the model's, at most 4096)")
+      .option("--kv-type", "T", "KV cache storage: f16 or f32", "f16")
+      .option("-b,--chunk", "N", "prefill chunk: prompt tokens per forward pass",
+              std::to_string(kDefaultChunkSize));
+}
+
+std::shared_ptr<const Model> load_model_from(const ParsedArgs& args) {
+  if (!args.has("model")) throw UsageError("missing -m FILE");
+  LoadOptions options;
+  if (args.has("threads")) options.threads = static_cast<int>(args.get_int("threads", 1, 1024));
+  if (args.has("ctx")) options.context = args.get_int("ctx", 1, int64_t{1} << 30);
+  options.chunk_size = args.get_int("chunk", 1, 1 << 16);
+  const std::string kv = args.get("kv-type");
+  if (kv == "f16") {
+    options.kv_type = KvType::f16;
+  } else if (kv == "f32") {
+    options.kv_type = KvType::f32;
+  } else {
+    throw UsageError("--kv-type must be f16 or f32, got " + kv);
+  }
+  ProgressBar bar;
+  Timer timer;
+  const auto path = args.get("model");
+  std::error_code ec;
+  const auto size = std::filesystem::file_size(path, ec);
+  if (!ec && size > (uint64_t{256} << 20)) {
+    options.progress = [&](double fraction) {
+      const auto done = static_cast<uint64_t>(fraction * static_cast<double>(size));
+      bar.update(fraction >= 1.0 ? 1 : 0, 1, done, size, timer.seconds());
+    };
+  }
+  auto model = Model::load(path, options);
+  bar.finish();
+  const auto& hp = model->hparams();
+  LOG_INFO("loaded %s (%s, %lld layers, %s) in %.2f s; context %lld, %d threads", path.c_str(),
+           hp.arch.c_str(), static_cast<long long>(hp.n_layer),
+           human_bytes(model->file().file_size()).c_str(), timer.seconds(),
+           static_cast<long long>(model->context_length()), model->pool().size());
+  return model;
+}
+
+void add_sampling_options(ArgParser& parser) {
+  const SamplingParams d;
+  parser.option("--temp", "T", "temperature; 0 = greedy", strfmt("%g", d.temperature))
+      .option("--top-k", "K", "keep the K most likely tokens; 0 = off", std::to_string(d.top_k))
+      .option("--top-p", "P", "nucleus sampling in (0, 1]; 1 = off", strfmt("%g", d.top_p))
+      .option("--min-p", "P", "drop tokens below P x the best probability; 0 = off",
+              strfmt("%g", d.min_p))
+      .option("--typical", "P", "locally typical sampling in (0, 1]; 1 = off",
+              strfmt("%g", d.typical_p))
+      .option("--repeat-penalty", "F", "penalise repeated tokens; 1 = off",
+              strfmt("%g", d.repeat_penalty))
+      .option("--repeat-last-n", "N", "tokens the penalties look back over (-1 = all)",
+              std::to_string(d.penalty_last_n))
+      .option("--presence-penalty", "F", "subtracted once from every seen token", "0")
+      .option("--frequency-penalty", "F", "subtracted per occurrence", "0")
+      .option("--logit-bias", "ID=B", "add B to token ID's logit (repeatable; -inf bans)")
+      .option("--suppress", "ID", "never sample token ID (repeatable)")
+      .option("--seed", "S", "random seed (default: random)");
+}
+
+std::vector<TokenId> parse_ids(const std::string& text, const std::string& option) {
+  std::vector<TokenId> ids;
+  std::string current;
+  const auto flush = [&] {
+    if (current.empty()) return;
+    int64_t v = 0;
+    if (!parse_int64(current, v) || v < 0 || v > INT32_MAX) {
+      throw UsageError(option + ": '" + current + "' is not a token id");
+    }
+    ids.push_back(static_cast<TokenId>(v));
+    current.clear();
+  };
+  for (const char c : text) {
+    if (c == ' ' || c == ',' || c == '\t' || c == '\n') {
+      flush();
+    } else {
+      current += c;
+    }
+  }
+  flush();
+  return ids;
+}
+
+SamplingParams sampling_from(const ParsedArgs& args, int64_t n_vocab) {
+  SamplingParams p;
+  p.temperature = static_cast<float>(args.get_double("temp"));
+  p.top_k = static_cast<int32_t>(args.get_int("top-k", 0, INT32_MAX));
+  p.top_p = static_cast<float>(args.get_double("top-p"));
+  p.min_p = static_cast<float>(args.get_double("min-p"));
+  p.typical_p = static_cast<float>(args.get_double("typical"));
+  p.repeat_penalty = static_cast<float>(args.get_double("repeat-penalty"));
+  p.penalty_last_n = static_cast<int32_t>(args.get_int("repeat-last-n", -1, INT32_MAX));
+  p.presence_penalty = static_cast<float>(args.get_double("presence-penalty"));
+  p.frequency_penalty = static_cast<float>(args.get_double("frequency-penalty"));
+  for (const auto& bias : args.get_all("logit-bias")) {
+    const auto eq = bias.find('=');
+    int64_t id = 0;
+    double value = 0;
+    const std::string v = eq == std::string::npos ? "" : bias.substr(eq + 1);
+    const bool is_inf = v == "-inf" || v == "-INF";
+    if (eq == std::string::npos || !parse_int64(bias.substr(0, eq), id) ||
+        (!is_inf && !parse_double(v, value))) {
+      throw UsageError("--logit-bias expects ID=BIAS, got " + bias);
+    }
+    if (id < 0 || id > INT32_MAX) throw UsageError("--logit-bias: bad token id in " + bias);
+    p.logit_bias.emplace_back(static_cast<TokenId>(id),
+                              is_inf ? -INFINITY : static_cast<float>(value));
+  }
+  for (const auto& s : args.get_all("suppress")) {
+    for (const TokenId id : parse_ids(s, "--suppress")) p.suppressed.push_back(id);
+  }
+  if (args.has("seed")) {
+    int64_t seed = 0;
+    if (!parse_int64(args.get("seed"), seed)) throw UsageError("--seed expects an integer");
+    p.seed = static_cast<uint64_t>(seed);
+  } else {
+    p.seed = std::random_device{}() ^
+             static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+  }
+  try {
+    p.validate(n_vocab);
+  } catch (const Error& e) {
+    throw UsageError(e.what());
+  }
+  return p;
+}
+
+}  // namespace cortiq::cli

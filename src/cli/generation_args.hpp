@@ -1,0 +1,25 @@
+// Options shared by the commands that run a model (run, chat, logits):
+// loading (-m, -t, -c, --kv-type, -b) and sampling (--temp, --top-k, ...).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cli/args.hpp"
+#include "cortiq/cortiq.hpp"
+
+namespace cortiq::cli {
+
+void add_model_options(ArgParser& parser);
+// Loads with a progress bar for large files; logs the load time.
+std::shared_ptr<const Model> load_model_from(const ParsedArgs& args);
+
+void add_sampling_options(ArgParser& parser);
+// Validated against the model's vocabulary; throws UsageError naming the option.
+SamplingParams sampling_from(const ParsedArgs& args, int64_t n_vocab);
+
+// "1 2 3" or "1,2,3" -> ids; throws UsageError on anything else.
+std::vector<TokenId> parse_ids(const std::string& text, const std::string& option);
+
+}  // namespace cortiq::cli

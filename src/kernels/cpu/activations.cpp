@@ -1,0 +1,52 @@
+// Element-wise activations. SiLU uses the vectorizable exp approximation the
+// peer's SIMD paths use (ggml's ggml_v_expf: range reduction by a shifter
+// constant, a degree-5 polynomial with fused multiply-adds, and explicit
+// handling of large |x|), written here in scalar form with std::fma so that
+// every SIMD level can reproduce it bit for bit. Its error is ~1.5 ulp; using
+// the same function as the peer keeps quantized models, whose 8-bit
+// activation rounding amplifies last-bit differences, closest to it.
+#include "kernels/cpu/activations.hpp"
+
+#include <bit>
+#include <cassert>
+#include <cmath>
+#include <cstdint>
+
+namespace cortiq::kernels {
+
+float exp_approx(float x) {
+  const float shifter = 0x1.8p23f;
+  const float z = std::fma(x, 0x1.715476p+0f, shifter);  // x / ln 2, rounded to an integer
+  const float n = z - shifter;
+  const float b = std::fma(-n, 0x1.7f7d1cp-20f, std::fma(-n, 0x1.62e4p-1f, x));  // x - n ln 2
+  const uint32_t e = std::bit_cast<uint32_t>(z) << 23;
+  const float k = std::bit_cast<float>(e + std::bit_cast<uint32_t>(1.0f));  // 2^n
+  const float u = b * b;
+  const float j = std::fma(std::fma(std::fma(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u,
+                                    std::fma(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)),
+                           u, 0x1.ffffecp-1f * b);  // e^b - 1
+  if (!(std::fabs(n) > 126.0f)) return std::fma(j, k, k);
+  // 2^n overflows the exponent field: scale in two steps, saturating to 0 / inf.
+  const uint32_t g = n <= 0.0f ? 0x82000000u : 0u;
+  const float s1 = std::bit_cast<float>(g + 0x7f000000u);
+  const float s2 = std::bit_cast<float>(e - g);
+  if (std::fabs(n) > 192.0f) return s1 * s1;
+  return std::fma(s2, j, s2) * s1;
+}
+
+float silu(float x) {
+  return x / (1.0f + exp_approx(0.0f - x));
+}
+
+void swiglu(std::span<const float> gate, std::span<const float> up, std::span<float> out) {
+  assert(gate.size() == up.size() && out.size() == gate.size());
+  // Element i is read before it is written, so out may alias either input.
+  for (size_t i = 0; i < out.size(); ++i) out[i] = silu(gate[i]) * up[i];
+}
+
+void add_inplace(std::span<float> x, std::span<const float> b) {
+  assert(x.size() == b.size());
+  for (size_t i = 0; i < x.size(); ++i) x[i] += b[i];
+}
+
+}  // namespace cortiq::kernels

@@ -1,0 +1,21 @@
+// Element-wise pieces of the feed-forward block.
+#pragma once
+
+#include <span>
+
+namespace cortiq::kernels {
+
+// e^x to ~1.5 ulp by range reduction and a polynomial (the peer's SIMD exp);
+// 0 below about -104, inf above about 88.7, NaN for NaN.
+float exp_approx(float x);
+
+// silu(x) = x / (1 + e^-x) with exp_approx, as the peer's SIMD paths compute it.
+float silu(float x);
+
+// out[i] = silu(gate[i]) * up[i] (SwiGLU). out may alias gate or up.
+void swiglu(std::span<const float> gate, std::span<const float> up, std::span<float> out);
+
+// x[i] += b[i]. Sizes must agree.
+void add_inplace(std::span<float> x, std::span<const float> b);
+
+}  // namespace cortiq::kernels

@@ -1,0 +1,27 @@
+// RMS norm with the peer's roundings (ggml_compute_forward_rms_norm_f32).
+#include "kernels/cpu/norm.hpp"
+
+#include <cassert>
+#include <cmath>
+
+namespace cortiq::kernels {
+
+void rms_norm(std::span<const float> x, std::span<const float> weight, float eps,
+              std::span<float> out) {
+  assert(out.size() == x.size());
+  assert(weight.empty() || weight.size() == x.size());
+  // Each square is rounded to float before it joins the double sum, and the
+  // mean is rounded to float before eps is added, as in the peer.
+  double sum = 0.0;
+  for (const float v : x) sum += static_cast<double>(v * v);
+  const auto mean = static_cast<float>(sum / static_cast<double>(x.size()));
+  const float scale = 1.0f / std::sqrt(mean + eps);
+  for (size_t i = 0; i < x.size(); ++i) out[i] = x[i] * scale;
+  // The norm weight is a separate ggml_mul in the peer's graph: a second
+  // rounding, not a fused x * (scale * w).
+  if (!weight.empty()) {
+    for (size_t i = 0; i < x.size(); ++i) out[i] *= weight[i];
+  }
+}
+
+}  // namespace cortiq::kernels

@@ -1,0 +1,140 @@
+#include "model/attention_block.hpp"
+
+#include "base/thread_pool.hpp"
+#include "kernels/cpu/activations.hpp"
+#include "kernels/cpu/attention.hpp"
+#include "kernels/cpu/matmul.hpp"
+#include "kernels/cpu/norm.hpp"
+#include "model/weights.hpp"
+#include "runtime/kv_cache.hpp"
+
+namespace cortiq {
+
+AttentionWeights AttentionWeights::bind(const WeightBinder& b, const ModelHParams& hp,
+                                        int64_t layer) {
+  const auto name = [&](std::string_view what) { return WeightBinder::layer_name(layer, what); };
+  AttentionWeights w;
+  w.norm = b.vector(name("attn_norm.weight"), hp.n_embd);
+  w.wq = b.matrix(name("attn_q.weight"), hp.n_embd, hp.q_width());
+  w.wk = b.matrix(name("attn_k.weight"), hp.n_embd, hp.k_width());
+  w.wv = b.matrix(name("attn_v.weight"), hp.n_embd, hp.v_width());
+  w.wo = b.matrix(name("attn_output.weight"), hp.n_head * hp.head_dim_v, hp.n_embd);
+  w.bq = b.optional_vector(name("attn_q.bias"), hp.q_width());
+  w.bk = b.optional_vector(name("attn_k.bias"), hp.k_width());
+  w.bv = b.optional_vector(name("attn_v.bias"), hp.v_width());
+  w.bo = b.optional_vector(name("attn_output.bias"), hp.n_embd);
+  w.q_norm = b.optional_vector(name("attn_q_norm.weight"), hp.head_dim_k);
+  w.k_norm = b.optional_vector(name("attn_k_norm.weight"), hp.head_dim_k);
+  return w;
+}
+
+namespace {
+
+void add_bias(std::span<float> rows, std::span<const float> bias, size_t n_rows) {
+  if (bias.empty()) return;
+  for (size_t r = 0; r < n_rows; ++r) {
+    kernels::add_inplace(rows.subspan(r * bias.size(), bias.size()), bias);
+  }
+}
+
+// Per-head RMS norm (qwen3's q_norm / k_norm), in place.
+void norm_heads(std::span<float> row, std::span<const float> weight, int64_t head_dim, float eps) {
+  if (weight.empty()) return;
+  const auto hd = static_cast<size_t>(head_dim);
+  for (size_t h = 0; h * hd < row.size(); ++h) {
+    auto head = row.subspan(h * hd, hd);
+    kernels::rms_norm(head, weight, eps, head);
+  }
+}
+
+// Projects the normed rows to queries, keys and values, with biases, head
+// norms and RoPE applied.
+void project_qkv(const AttentionWeights& w, const ModelHParams& hp, const AttentionPass& pass,
+                 ForwardContext& ctx, std::span<const float> normed, std::span<float> q,
+                 std::span<float> k, std::span<float> v) {
+  auto& buf = ctx.buffers;
+  const auto n = static_cast<int64_t>(pass.rows.size());
+  const auto rows = pass.rows.size();
+  kernels::matmul(w.wq, normed, n, q, hp.q_width(), ctx.pool, buf.matmul);
+  kernels::matmul(w.wk, normed, n, k, hp.k_width(), ctx.pool, buf.matmul);
+  kernels::matmul(w.wv, normed, n, v, hp.v_width(), ctx.pool, buf.matmul);
+  add_bias(q, w.bq, rows);
+  add_bias(k, w.bk, rows);
+  add_bias(v, w.bv, rows);
+  const auto qw = static_cast<size_t>(hp.q_width());
+  const auto kw = static_cast<size_t>(hp.k_width());
+  const auto rope_dims = static_cast<size_t>(pass.rope.n_dims);
+  for (size_t r = 0; r < rows; ++r) {
+    auto q_row = q.subspan(r * qw, qw);
+    auto k_row = k.subspan(r * kw, kw);
+    norm_heads(q_row, w.q_norm, hp.head_dim_k, hp.rms_eps);
+    norm_heads(k_row, w.k_norm, hp.head_dim_k, hp.rms_eps);
+    const auto cache = pass.rope_cache.subspan(r * rope_dims, rope_dims);
+    kernels::rope_apply(q_row, hp.n_head, hp.head_dim_k, pass.rope, cache);
+    kernels::rope_apply(k_row, hp.n_head_kv, hp.head_dim_k, pass.rope, cache);
+  }
+}
+
+// Causal attention of every row over positions [0, pos] of its sequence,
+// rows split over the threads (each row is independent of the others).
+void attend(const ModelHParams& hp, int64_t layer, const AttentionPass& pass, const KvCache& cache,
+            ForwardContext& ctx, std::span<const float> q, std::span<float> out) {
+  auto& buf = ctx.buffers;
+  const int n_threads = ctx.pool.size();
+  if (buf.scores.size() < static_cast<size_t>(n_threads)) buf.scores.resize(n_threads);
+  int64_t max_kv = 0;
+  for (const auto& row : pass.rows) max_kv = std::max<int64_t>(max_kv, row.pos + 1);
+  for (auto& s : buf.scores) ForwardBuffers::take(s, static_cast<size_t>(max_kv));
+
+  const kernels::AttentionShape shape{hp.n_head, hp.n_head_kv, hp.head_dim_k, hp.head_dim_v,
+                                      hp.kq_scale()};
+  const auto qw = static_cast<size_t>(hp.q_width());
+  const auto ow = static_cast<size_t>(hp.n_head * hp.head_dim_v);
+  const auto n = static_cast<int64_t>(pass.rows.size());
+  ctx.pool.run([&](int thread, int threads) {
+    const auto range = ThreadPool::split_range(n, 1, thread, threads);
+    auto& scores = buf.scores[static_cast<size_t>(thread)];
+    for (int64_t r = range.begin; r < range.end; ++r) {
+      const auto& row = pass.rows[static_cast<size_t>(r)];
+      const auto i = static_cast<size_t>(r);
+      kernels::attention_row(q.subspan(i * qw, qw), cache.keys(layer, row.seq),
+                             cache.values(layer, row.seq), row.pos + 1, shape,
+                             out.subspan(i * ow, ow), scores);
+    }
+  });
+}
+
+}  // namespace
+
+void attention_block(const AttentionWeights& w, const ModelHParams& hp, int64_t layer,
+                     const AttentionPass& pass, KvCache& cache, ForwardContext& ctx,
+                     std::span<float> residual) {
+  auto& buf = ctx.buffers;
+  const auto rows = pass.rows.size();
+  const auto n_embd = static_cast<size_t>(hp.n_embd);
+  auto normed = ForwardBuffers::take(buf.normed, rows * n_embd);
+  auto q = ForwardBuffers::take(buf.q, rows * static_cast<size_t>(hp.q_width()));
+  auto k = ForwardBuffers::take(buf.k, rows * static_cast<size_t>(hp.k_width()));
+  auto v = ForwardBuffers::take(buf.v, rows * static_cast<size_t>(hp.v_width()));
+  auto attn =
+      ForwardBuffers::take(buf.attn_out, rows * static_cast<size_t>(hp.n_head * hp.head_dim_v));
+  auto proj = ForwardBuffers::take(buf.proj, rows * n_embd);
+
+  for (size_t r = 0; r < rows; ++r) {
+    kernels::rms_norm(residual.subspan(r * n_embd, n_embd), w.norm, hp.rms_eps,
+                      normed.subspan(r * n_embd, n_embd));
+  }
+  project_qkv(w, hp, pass, ctx, normed, q, k, v);
+  const auto kw = static_cast<size_t>(hp.k_width());
+  const auto vw = static_cast<size_t>(hp.v_width());
+  for (size_t r = 0; r < rows; ++r) {
+    cache.store_k(layer, pass.cells[r], k.subspan(r * kw, kw));
+    cache.store_v(layer, pass.cells[r], v.subspan(r * vw, vw));
+  }
+  attend(hp, layer, pass, cache, ctx, q, attn);
+  kernels::matmul(w.wo, attn, static_cast<int64_t>(rows), proj, hp.n_embd, ctx.pool, buf.matmul);
+  add_bias(proj, w.bo, rows);
+  kernels::add_inplace(residual.first(rows * n_embd), proj);
+}
+
+}  // namespace cortiq

@@ -1,0 +1,98 @@
+#include "model/decoder_model.hpp"
+
+#include <algorithm>
+
+#include "base/error.hpp"
+#include "base/strings.hpp"
+#include "formats/gguf/gguf_file.hpp"
+#include "model/families.hpp"
+#include "runtime/kv_cache.hpp"
+
+namespace cortiq {
+
+namespace {
+
+using Factory = std::unique_ptr<DecoderModel> (*)(const gguf::GgufFile&, ModelHParams);
+
+struct Family {
+  std::string_view arch;
+  Factory make;
+};
+
+constexpr Family kFamilies[] = {
+    {"llama", make_llama_model},
+    {"qwen2", make_llama_model},
+    {"qwen3", make_llama_model},
+};
+
+constexpr std::string_view kArchNames[] = {"llama", "qwen2", "qwen3"};
+
+// The rows of each sequence must continue it: positions length, length+1, ...
+void check_rows(std::span<const BatchRow> rows, const KvCache& cache, int64_t n_vocab,
+                int64_t n_logits_capacity, std::vector<int64_t>& next) {
+  if (rows.empty()) throw Error("forward: empty batch");
+  const int32_t n_seq = cache.shape().n_seq;
+  next.assign(static_cast<size_t>(n_seq), -1);
+  int64_t n_logits = 0;
+  for (const auto& row : rows) {
+    if (row.seq < 0 || row.seq >= n_seq) {
+      throw Error(strfmt("forward: sequence %d out of range (%d sequences)", row.seq, n_seq));
+    }
+    if (row.token < 0 || row.token >= n_vocab) {
+      throw Error(strfmt("token id %d is outside the vocabulary (0..%lld)", row.token,
+                         static_cast<long long>(n_vocab - 1)));
+    }
+    auto& expected = next[static_cast<size_t>(row.seq)];
+    if (expected < 0) expected = cache.length(row.seq);
+    if (row.pos != expected) {
+      throw Error(strfmt("forward: sequence %d continues at position %lld, not %d", row.seq,
+                         static_cast<long long>(expected), row.pos));
+    }
+    ++expected;
+    n_logits += row.logits ? 1 : 0;
+  }
+  if (n_logits * n_vocab > n_logits_capacity) throw Error("forward: logits buffer too small");
+}
+
+}  // namespace
+
+void DecoderModel::forward(std::span<const BatchRow> rows, KvCache& cache, ForwardContext& ctx,
+                           std::span<float> logits) const {
+  auto& start_lengths = ctx.buffers.seq_lengths;
+  check_rows(rows, cache, hparams_.n_vocab, static_cast<int64_t>(logits.size()), start_lengths);
+  // check_rows left each sequence's next position; turn that back into the
+  // lengths before this batch, to undo on failure.
+  for (const auto& row : rows) start_lengths[static_cast<size_t>(row.seq)] = -1;
+  for (const auto& row : rows) {
+    auto& length = start_lengths[static_cast<size_t>(row.seq)];
+    if (length < 0) length = cache.length(row.seq);
+  }
+  auto& cells = ctx.buffers.row_cells;
+  cells.resize(rows.size());
+  try {
+    for (size_t i = 0; i < rows.size(); ++i) cells[i] = cache.append(rows[i].seq, 1)[0];
+    run_layers(rows, cells, cache, ctx, logits);
+  } catch (...) {
+    for (size_t seq = 0; seq < start_lengths.size(); ++seq) {
+      if (start_lengths[seq] >= 0) cache.truncate(static_cast<int32_t>(seq), start_lengths[seq]);
+    }
+    throw;
+  }
+}
+
+std::unique_ptr<DecoderModel> load_decoder_model(const gguf::GgufFile& file) {
+  const std::string arch = file.architecture();
+  for (const auto& family : kFamilies) {
+    if (family.arch == arch) return family.make(file, ModelHParams::from_gguf(file));
+  }
+  std::string known;
+  for (auto name : kArchNames) known += (known.empty() ? "" : ", ") + std::string(name);
+  throw Error(file.path() + ": unsupported architecture \"" + arch + "\" (supported: " + known +
+              ")");
+}
+
+std::span<const std::string_view> supported_architectures() {
+  return kArchNames;
+}
+
+}  // namespace cortiq

@@ -1,0 +1,56 @@
+// A decoder-only language model bound to its weights: the interface every
+// architecture family implements and the runtime drives.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string>
+
+#include "model/forward_buffers.hpp"
+#include "model/hparams.hpp"
+#include "runtime/batch.hpp"
+
+namespace cortiq::gguf {
+class GgufFile;
+}
+
+namespace cortiq {
+
+class KvCache;
+
+class DecoderModel {
+ public:
+  virtual ~DecoderModel() = default;
+
+  const ModelHParams& hparams() const { return hparams_; }
+
+  // Runs the rows through the model. Their keys and values enter the cache
+  // (the rows of each sequence must continue it: consecutive positions from
+  // its current length); the logits of the rows marked `logits` are written
+  // in row order to `logits` ([n marked][n_vocab]). Each row's result is
+  // bitwise independent of the other rows in the batch. On an exception the
+  // rows' cells are released again.
+  void forward(std::span<const BatchRow> rows, KvCache& cache, ForwardContext& ctx,
+               std::span<float> logits) const;
+
+ protected:
+  explicit DecoderModel(ModelHParams hparams) : hparams_(std::move(hparams)) {}
+
+  // The family's layers over rows whose cells are already appended; `cells`
+  // gives each row's cell.
+  virtual void run_layers(std::span<const BatchRow> rows, std::span<const int32_t> cells,
+                          KvCache& cache, ForwardContext& ctx, std::span<float> logits) const = 0;
+
+  ModelHParams hparams_;
+};
+
+// Binds the weights of a parsed GGUF to the family of its
+// general.architecture. The file must outlive the model (weights are views
+// into its mapping). Throws cortiq::Error for an unknown architecture or a
+// missing / misshapen tensor.
+std::unique_ptr<DecoderModel> load_decoder_model(const gguf::GgufFile& file);
+
+// The architectures load_decoder_model knows, for messages and docs.
+std::span<const std::string_view> supported_architectures();
+
+}  // namespace cortiq

@@ -1,0 +1,43 @@
+// Working memory of a forward pass, kept between calls so the decode path
+// allocates nothing once warm: buffers only grow, to the largest batch seen.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "kernels/cpu/matmul.hpp"
+
+namespace cortiq {
+
+class ThreadPool;
+
+struct ForwardBuffers {
+  std::vector<float> residual;  // [rows][n_embd]: the stream the blocks add to
+  std::vector<float> normed;    // [rows][n_embd]
+  std::vector<float> q, k, v;   // [rows][q/k/v width]
+  std::vector<float> attn_out;  // [rows][q width]
+  std::vector<float> proj;      // [rows][n_embd]: a block's output before the residual add
+  std::vector<float> gate, up;  // [rows][n_ff]
+  std::vector<float> rope;      // [rows][rope dims]: cos/sin per row's position
+  std::vector<std::vector<float>> scores;  // per thread: attention scores of one row
+  kernels::MatmulScratch matmul;
+  std::vector<int32_t> token_ids;    // [rows]
+  std::vector<int32_t> row_cells;    // [rows]: each row's cache cell
+  std::vector<int64_t> seq_lengths;  // [sequences]: lengths before the batch
+
+  // Resizes v to at least n elements (never shrinks; no allocation when big enough).
+  static std::span<float> take(std::vector<float>& v, size_t n) {
+    if (v.size() < n) v.resize(n);
+    return {v.data(), n};
+  }
+};
+
+// What a forward pass runs with: the threads and the buffers of its caller.
+struct ForwardContext {
+  ThreadPool& pool;
+  ForwardBuffers& buffers;
+};
+
+}  // namespace cortiq

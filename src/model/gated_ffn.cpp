@@ -1,0 +1,60 @@
+#include "model/gated_ffn.hpp"
+
+#include "kernels/cpu/activations.hpp"
+#include "kernels/cpu/norm.hpp"
+#include "model/weights.hpp"
+
+namespace cortiq {
+
+GatedFfnWeights GatedFfnWeights::bind(const WeightBinder& b, const ModelHParams& hp,
+                                      int64_t layer) {
+  const auto name = [&](std::string_view what) { return WeightBinder::layer_name(layer, what); };
+  GatedFfnWeights w;
+  w.norm = b.vector(name("ffn_norm.weight"), hp.n_embd);
+  w.gate = b.matrix(name("ffn_gate.weight"), hp.n_embd, hp.n_ff);
+  w.up = b.matrix(name("ffn_up.weight"), hp.n_embd, hp.n_ff);
+  w.down = b.matrix(name("ffn_down.weight"), hp.n_ff, hp.n_embd);
+  w.gate_b = b.optional_vector(name("ffn_gate.bias"), hp.n_ff);
+  w.up_b = b.optional_vector(name("ffn_up.bias"), hp.n_ff);
+  w.down_b = b.optional_vector(name("ffn_down.bias"), hp.n_embd);
+  return w;
+}
+
+namespace {
+
+void add_bias_rows(std::span<float> rows, std::span<const float> bias, int64_t n_rows) {
+  if (bias.empty()) return;
+  const size_t width = bias.size();
+  for (int64_t r = 0; r < n_rows; ++r) {
+    kernels::add_inplace(rows.subspan(static_cast<size_t>(r) * width, width), bias);
+  }
+}
+
+}  // namespace
+
+void gated_ffn_block(const GatedFfnWeights& w, const ModelHParams& hp, int64_t n_rows,
+                     ForwardContext& ctx, std::span<float> residual) {
+  auto& buf = ctx.buffers;
+  const auto n_embd = static_cast<size_t>(hp.n_embd);
+  const auto n_ff = static_cast<size_t>(hp.n_ff);
+  const auto rows = static_cast<size_t>(n_rows);
+  auto normed = ForwardBuffers::take(buf.normed, rows * n_embd);
+  auto gate = ForwardBuffers::take(buf.gate, rows * n_ff);
+  auto up = ForwardBuffers::take(buf.up, rows * n_ff);
+  auto proj = ForwardBuffers::take(buf.proj, rows * n_embd);
+
+  for (size_t r = 0; r < rows; ++r) {
+    kernels::rms_norm(residual.subspan(r * n_embd, n_embd), w.norm, hp.rms_eps,
+                      normed.subspan(r * n_embd, n_embd));
+  }
+  kernels::matmul(w.gate, normed, n_rows, gate, hp.n_ff, ctx.pool, buf.matmul);
+  kernels::matmul(w.up, normed, n_rows, up, hp.n_ff, ctx.pool, buf.matmul);
+  add_bias_rows(gate, w.gate_b, n_rows);
+  add_bias_rows(up, w.up_b, n_rows);
+  kernels::swiglu(gate, up, gate);
+  kernels::matmul(w.down, gate, n_rows, proj, hp.n_embd, ctx.pool, buf.matmul);
+  add_bias_rows(proj, w.down_b, n_rows);
+  kernels::add_inplace(residual.first(rows * n_embd), proj);
+}
+
+}  // namespace cortiq

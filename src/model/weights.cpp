@@ -1,0 +1,84 @@
+#include "model/weights.hpp"
+
+#include "base/error.hpp"
+#include "base/strings.hpp"
+#include "formats/gguf/gguf_file.hpp"
+#include "quant/quantize.hpp"
+
+namespace cortiq {
+
+namespace {
+
+std::string shape_text(const std::vector<int64_t>& shape) {
+  std::string out = "[";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    out += (i ? ", " : "") + std::to_string(shape[i]);
+  }
+  return out + "]";
+}
+
+const gguf::TensorInfo& require_tensor(const gguf::GgufFile& file, std::string_view name) {
+  const auto* info = file.find_tensor(name);
+  if (!info) throw Error(file.path() + ": missing tensor " + std::string(name));
+  return *info;
+}
+
+void check_shape(const gguf::GgufFile& file, const gguf::TensorInfo& info,
+                 const std::vector<int64_t>& expected) {
+  // Trailing dimensions of 1 are the same shape.
+  std::vector<int64_t> actual = info.shape;
+  while (actual.size() > expected.size() && actual.back() == 1) actual.pop_back();
+  if (actual != expected) {
+    throw Error(strfmt("%s: tensor %s has shape %s, expected %s", file.path().c_str(),
+                       info.name.c_str(), shape_text(info.shape).c_str(),
+                       shape_text(expected).c_str()));
+  }
+}
+
+}  // namespace
+
+std::string WeightBinder::layer_name(int64_t layer, std::string_view what) {
+  return strfmt("blk.%lld.", static_cast<long long>(layer)) + std::string(what);
+}
+
+bool WeightBinder::has(std::string_view name) const {
+  return file_.find_tensor(name) != nullptr;
+}
+
+kernels::WeightView WeightBinder::matrix(std::string_view name, int64_t n_cols,
+                                         int64_t n_rows) const {
+  const auto& info = require_tensor(file_, name);
+  check_shape(file_, info,
+              n_rows == 1 ? std::vector<int64_t>{n_cols} : std::vector{n_cols, n_rows});
+  require_supported_weight_type(info.type, info.name);
+  const auto row_bytes = ggml_row_bytes(info.type, static_cast<uint64_t>(n_cols));
+  if (!row_bytes || *row_bytes * static_cast<uint64_t>(n_rows) != info.data.size()) {
+    throw Error(file_.path() + ": tensor " + info.name + " has the wrong size");
+  }
+  kernels::WeightView view;
+  view.type = info.type;
+  view.n_rows = n_rows;
+  view.n_cols = n_cols;
+  view.row_bytes = static_cast<size_t>(*row_bytes);
+  view.data = info.data.data();
+  view.name = info.name;
+  return view;
+}
+
+kernels::WeightView WeightBinder::optional_matrix(std::string_view name, int64_t n_cols,
+                                                  int64_t n_rows) const {
+  return has(name) ? matrix(name, n_cols, n_rows) : kernels::WeightView{};
+}
+
+std::vector<float> WeightBinder::vector(std::string_view name, int64_t n) const {
+  const auto view = matrix(name, n, 1);
+  std::vector<float> out(static_cast<size_t>(n));
+  dequantize_row(view.type, view.row(0), out);
+  return out;
+}
+
+std::vector<float> WeightBinder::optional_vector(std::string_view name, int64_t n) const {
+  return has(name) ? vector(name, n) : std::vector<float>{};
+}
+
+}  // namespace cortiq

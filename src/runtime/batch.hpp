@@ -1,0 +1,21 @@
+// A batch of rows for one forward pass. Each row is one token at one
+// position of one sequence; `logits` asks for that row's logits. The rows of
+// a sequence continue it: consecutive positions starting at its cache length.
+// Prefill is a batch of many rows of one sequence, decode one row per
+// sequence; a server mixes both.
+#pragma once
+
+#include <cstdint>
+
+#include "tokenizer/vocab.hpp"
+
+namespace cortiq {
+
+struct BatchRow {
+  TokenId token = 0;
+  int32_t pos = 0;
+  int32_t seq = 0;
+  bool logits = false;
+};
+
+}  // namespace cortiq

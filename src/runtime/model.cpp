@@ -1,0 +1,105 @@
+// Model::load: the file, its tokenizer, the bound weights and the threads.
+#include <fstream>
+
+#include "base/error.hpp"
+#include "base/log.hpp"
+#include "base/strings.hpp"
+#include "base/thread_pool.hpp"
+#include "cortiq/cortiq.hpp"
+#include "formats/gguf/gguf_file.hpp"
+#include "model/decoder_model.hpp"
+#include "tokenizer/tokenizer.hpp"
+
+namespace cortiq {
+
+namespace {
+
+// Physical memory in bytes from /proc/meminfo (0 when unknown).
+uint64_t total_memory() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  uint64_t kib = 0;
+  std::string unit;
+  while (in >> key >> kib >> unit) {
+    if (key == "MemTotal:") return kib * 1024;
+  }
+  return 0;
+}
+
+// Reads one byte of every page of the weights so that the first tokens do
+// not pay for page faults, reporting progress as it goes.
+void touch_weights(const gguf::GgufFile& file, const std::function<void(double)>& progress) {
+  uint64_t total = 0;
+  for (const auto& t : file.tensors()) total += t.data.size();
+  if (total == 0) return;
+  constexpr size_t kPage = 4096;
+  constexpr uint64_t kReportEvery = uint64_t{64} << 20;
+  uint64_t done = 0, next_report = kReportEvery;
+  volatile unsigned char sink = 0;
+  for (const auto& t : file.tensors()) {
+    for (size_t off = 0; off < t.data.size(); off += kPage) {
+      sink = sink + static_cast<unsigned char>(t.data[off]);
+    }
+    done += t.data.size();
+    if (done >= next_report) {
+      progress(static_cast<double>(done) / static_cast<double>(total));
+      next_report = done + kReportEvery;
+    }
+  }
+  progress(1.0);
+}
+
+void check_memory(const gguf::GgufFile& file, uint64_t kv_bytes) {
+  const uint64_t available = total_memory();
+  const uint64_t needed = file.file_size() + kv_bytes;
+  if (available != 0 && needed > available) {
+    throw Error(strfmt(
+        "%s does not fit in memory: it needs %s (weights %s + KV cache %s), this "
+        "machine has %s",
+        file.path().c_str(), human_bytes(needed).c_str(), human_bytes(file.file_size()).c_str(),
+        human_bytes(kv_bytes).c_str(), human_bytes(available).c_str()));
+  }
+}
+
+}  // namespace
+
+Model::~Model() = default;
+
+const ModelHParams& Model::hparams() const {
+  return decoder_->hparams();
+}
+int64_t Model::n_vocab() const {
+  return decoder_->hparams().n_vocab;
+}
+
+std::string Model::chat_template() const {
+  return file_->get_string("tokenizer.chat_template").value_or("");
+}
+
+std::shared_ptr<const Model> Model::load(const std::filesystem::path& path,
+                                         const LoadOptions& options) {
+  if (options.threads < 0) throw Error("threads must be >= 0");
+  if (options.context < 0) throw Error("context must be >= 0");
+  if (options.chunk_size <= 0) throw Error("chunk size must be positive");
+  std::shared_ptr<Model> model(new Model());
+  model->options_ = options;
+  model->file_ = std::make_unique<gguf::GgufFile>(gguf::GgufFile::open(path));
+  const auto& file = *model->file_;
+  model->tokenizer_ = std::make_unique<Tokenizer>(Tokenizer::from_gguf(file));
+  model->decoder_ = load_decoder_model(file);
+  const auto& hp = model->decoder_->hparams();
+  model->context_ =
+      options.context > 0 ? options.context : std::min(hp.n_ctx_train, kDefaultContextCap);
+  if (model->context_ > hp.n_ctx_train) {
+    LOG_WARN("context %lld is longer than the model was trained for (%lld)",
+             static_cast<long long>(model->context_), static_cast<long long>(hp.n_ctx_train));
+  }
+  const KvCacheShape kv{hp.n_layer, hp.k_width(),   hp.v_width(), model->context_,
+                        1,          options.kv_type};
+  check_memory(file, KvCache::bytes_needed(kv));
+  if (options.progress) touch_weights(file, options.progress);
+  model->pool_ = std::make_unique<ThreadPool>(options.threads);
+  return model;
+}
+
+}  // namespace cortiq

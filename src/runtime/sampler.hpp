@@ -1,0 +1,93 @@
+// Picks the next token from a row of logits.
+//
+// The chain, in the peer's order: logit bias and suppressed tokens,
+// repetition / presence / frequency penalties over the last penalty_last_n
+// accepted tokens, then either greedy (temperature 0: argmax, ties to the
+// lowest id) or top-k -> typical-p -> top-p -> min-p -> temperature ->
+// softmax -> a draw from the seeded SplitMix64 stream. The same params and
+// seed give the same tokens; reset() restarts the stream.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tokenizer/vocab.hpp"
+
+namespace cortiq {
+
+struct SamplingParams {
+  float temperature = 0.8f;        // 0: greedy; must be >= 0
+  int32_t top_k = 40;              // <= 0: off
+  float top_p = 0.95f;             // (0, 1]; 1: off
+  float min_p = 0.05f;             // [0, 1]; 0: off
+  float typical_p = 1.0f;          // (0, 1]; 1: off
+  float repeat_penalty = 1.0f;     // > 0; 1: off (logit > 0 divided, < 0 multiplied)
+  float presence_penalty = 0.0f;   // subtracted once from every seen token
+  float frequency_penalty = 0.0f;  // subtracted per occurrence
+  int32_t penalty_last_n = 64;     // window of the penalties; 0: off, -1: all accepted tokens
+  std::vector<std::pair<TokenId, float>> logit_bias;  // added to the logit (-inf bans)
+  std::vector<TokenId> suppressed;                    // never sampled
+  uint64_t seed = 0;
+
+  // Throws cortiq::Error naming the first invalid option ("temperature must
+  // be >= 0, got -1", "top_p must be in (0, 1], got 1.5", ...), and ids in
+  // logit_bias / suppressed outside [0, n_vocab).
+  void validate(int64_t n_vocab) const;
+};
+
+class Sampler {
+ public:
+  // Validates params (see SamplingParams::validate).
+  Sampler(SamplingParams params, int64_t n_vocab);
+
+  // New parameters; the random stream restarts from params.seed and the
+  // penalty history is cleared.
+  void reset(SamplingParams params);
+  const SamplingParams& params() const { return params_; }
+
+  // Adds a token to the penalty history (prompt tokens and generated ones).
+  void accept(TokenId id);
+  void clear_history();
+
+  // The next token for this row of n_vocab logits (not modified). Throws
+  // cortiq::Error when every token is banned. NaN logits count as -inf; +inf
+  // logits leave only the +inf tokens, as equals. Every non-greedy call takes
+  // exactly one number from the stream (even when one token is left);
+  // greedy takes none.
+  TokenId sample(std::span<const float> logits);
+
+ private:
+  SamplingParams params_;
+  int64_t n_vocab_;
+  uint64_t rng_state_;  // SplitMix64 state
+  std::deque<TokenId> history_;
+  // Reused between calls so sampling does not allocate once warm.
+  std::vector<float> work_logits_;
+  std::vector<std::pair<float, TokenId>> candidates_;  // (logit, id)
+  // Occurrences of each token in history_ (the penalty window), kept in step
+  // with accept() so a penalty pass costs O(window), not O(n_vocab).
+  std::vector<int32_t> counts_;
+  // Typical-p work: (|surprise - entropy|, probability, rank) per candidate.
+  struct Typical {
+    double key;
+    double prob;
+    uint32_t rank;
+  };
+  std::vector<Typical> typical_;
+
+  void apply_penalties(float* logits);
+  void apply_typical(bool& sorted);
+  void apply_top_p_min_p(bool& sorted);
+  TokenId draw(bool& sorted);
+  double next_uniform();
+};
+
+// Softmax probability of token `id` in a row of logits (double precision),
+// the per-token confidence of generation.
+double token_probability(std::span<const float> logits, TokenId id);
+
+}  // namespace cortiq

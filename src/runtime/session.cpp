@@ -1,0 +1,311 @@
+// Session: one conversation's KV cache and history, prefill with prefix
+// reuse, and the generation loop (sample, stream, stop, forward).
+#include <algorithm>
+
+#include "base/error.hpp"
+#include "base/strings.hpp"
+#include "base/timer.hpp"
+#include "cortiq/cortiq.hpp"
+#include "model/decoder_model.hpp"
+#include "runtime/stop_strings.hpp"
+#include "tokenizer/tokenizer.hpp"
+
+namespace cortiq {
+
+std::string_view finish_reason_name(FinishReason reason) {
+  switch (reason) {
+    case FinishReason::stop:
+      return "stop";
+    case FinishReason::max_tokens:
+      return "max_tokens";
+    case FinishReason::length:
+      return "length";
+    case FinishReason::cancelled:
+      return "cancelled";
+    case FinishReason::loop:
+      return "loop";
+  }
+  return "stop";
+}
+
+double Timings::prefill_tokens_per_second() const {
+  return prefill_seconds > 0 ? static_cast<double>(prefill_tokens) / prefill_seconds : 0.0;
+}
+double Timings::decode_tokens_per_second() const {
+  return decode_seconds > 0 ? static_cast<double>(decode_tokens) / decode_seconds : 0.0;
+}
+
+Session::Session(std::shared_ptr<const Model> model) : model_(std::move(model)) {
+  if (!model_) throw Error("Session: no model");
+  const auto& hp = model_->hparams();
+  cache_ = std::make_unique<KvCache>(KvCacheShape{hp.n_layer, hp.k_width(), hp.v_width(),
+                                                  model_->context_length(), 1,
+                                                  model_->options().kv_type});
+  buffers_ = std::make_unique<ForwardBuffers>();
+  last_logits_.resize(static_cast<size_t>(hp.n_vocab));
+  history_.reserve(static_cast<size_t>(model_->context_length()));
+}
+
+Session::~Session() = default;
+
+int64_t Session::cache_rows() const {
+  return cache_->length(0);
+}
+
+void Session::reset() {
+  cache_->clear_all();
+  history_.clear();
+}
+
+void Session::check_prompt(std::span<const TokenId> prompt) const {
+  if (prompt.empty()) throw Error("the prompt is empty");
+  const int64_t ctx = model_->context_length();
+  if (static_cast<int64_t>(prompt.size()) > ctx) {
+    throw Error(strfmt("the prompt has %zu tokens but the context holds %lld (raise it with -c)",
+                       prompt.size(), static_cast<long long>(ctx)));
+  }
+  const int64_t n_vocab = model_->n_vocab();
+  for (const TokenId id : prompt) {
+    if (id < 0 || id >= n_vocab) {
+      throw Error(strfmt("token id %d is outside the vocabulary (0..%lld)", id,
+                         static_cast<long long>(n_vocab - 1)));
+    }
+  }
+}
+
+size_t Session::reuse_prefix(std::span<const TokenId> prompt) {
+  const size_t limit = std::min(history_.size(), prompt.size());
+  size_t common = 0;
+  while (common < limit && history_[common] == prompt[common]) ++common;
+  // The last prompt token is always forwarded: its logits start the reply.
+  if (common == prompt.size()) --common;
+  cache_->truncate(0, static_cast<int64_t>(common));
+  history_.resize(common);
+  return common;
+}
+
+void Session::forward_rows(std::span<const TokenId> ids, RowLogits want, std::span<float> logits) {
+  rows_.clear();
+  const auto start = static_cast<int32_t>(history_.size());
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const bool wanted = want == RowLogits::all || (want == RowLogits::last && i + 1 == ids.size());
+    rows_.push_back({ids[i], start + static_cast<int32_t>(i), 0, wanted});
+  }
+  ForwardContext ctx{model_->pool(), *buffers_};
+  model_->decoder().forward(rows_, *cache_, ctx, logits);
+  history_.insert(history_.end(), ids.begin(), ids.end());
+}
+
+bool Session::prefill(std::span<const TokenId> ids, int64_t chunk_size,
+                      std::vector<float>* all_logits) {
+  const auto n_vocab = static_cast<size_t>(model_->n_vocab());
+  const auto chunk = static_cast<size_t>(chunk_size);
+  for (size_t start = 0; start < ids.size(); start += chunk) {
+    if (cancelled()) return false;
+    const auto part = ids.subspan(start, std::min(chunk, ids.size() - start));
+    if (all_logits) {
+      forward_rows(part, RowLogits::all,
+                   std::span<float>(*all_logits).subspan(start * n_vocab, part.size() * n_vocab));
+    } else if (start + part.size() == ids.size()) {
+      forward_rows(part, RowLogits::last, last_logits_);
+    } else {
+      forward_rows(part, RowLogits::none, {});
+    }
+  }
+  if (all_logits && !ids.empty()) {
+    std::copy_n(all_logits->end() - static_cast<std::ptrdiff_t>(n_vocab), n_vocab,
+                last_logits_.begin());
+  }
+  return true;
+}
+
+std::vector<float> Session::evaluate(std::span<const TokenId> ids, int64_t chunk_size) {
+  check_prompt(ids);
+  if (static_cast<int64_t>(history_.size() + ids.size()) > model_->context_length()) {
+    throw Error("evaluate: the tokens do not fit in the context");
+  }
+  if (chunk_size <= 0) chunk_size = model_->options().chunk_size;
+  std::vector<float> logits(ids.size() * static_cast<size_t>(model_->n_vocab()));
+  cancel_requested_.store(false);
+  try {
+    prefill(ids, chunk_size, &logits);
+  } catch (...) {
+    reset();
+    throw;
+  }
+  return logits;
+}
+
+GenerateResult Session::generate(std::string_view prompt, const GenerateOptions& options,
+                                 const TokenCallback& on_token) {
+  TokenizeOptions tok;
+  tok.add_special = options.add_special;
+  tok.parse_special = options.parse_special;
+  const auto ids = model_->tokenizer().encode(prompt, tok);
+  return generate(std::span<const TokenId>(ids), options, on_token);
+}
+
+namespace {
+
+// Turns released tokens into text for the user: UTF-8-safe pieces, stop
+// strings cut out.
+class TextOutput {
+ public:
+  TextOutput(const Tokenizer& tokenizer, const std::vector<std::string>& stops)
+      : has_text_(tokenizer.vocab().kind != TokenizerKind::none),
+        vocab_size_(static_cast<TokenId>(tokenizer.vocab().size())),
+        decoder_(tokenizer),
+        stops_(stops) {}
+
+  // The text this token completes (empty when held back).
+  std::string push(TokenId id) {
+    if (!has_text_ || stops_.stopped() || id >= vocab_size_) return {};
+    auto r = stops_.push(decoder_.push(id));
+    return std::move(r.emit);
+  }
+  std::string flush() {
+    if (!has_text_ || stops_.stopped()) return {};
+    auto r = stops_.push(decoder_.flush());
+    return r.stopped ? std::move(r.emit) : r.emit + stops_.flush();
+  }
+  bool stopped() const { return stops_.stopped(); }
+
+ private:
+  bool has_text_;
+  TokenId vocab_size_;
+  StreamDecoder decoder_;
+  StopStringMatcher stops_;
+};
+
+SamplingParams effective_sampling(const GenerateOptions& options, const Vocab& vocab) {
+  SamplingParams params = options.sampling;
+  if (options.ignore_eos) {
+    for (const TokenId id : vocab.end_of_generation) params.suppressed.push_back(id);
+  }
+  return params;
+}
+
+}  // namespace
+
+GenerateResult Session::generate(std::span<const TokenId> prompt, const GenerateOptions& options,
+                                 const TokenCallback& on_token) {
+  check_prompt(prompt);
+  const auto& vocab = model_->tokenizer().vocab();
+  Sampler sampler(effective_sampling(options, vocab), model_->n_vocab());
+  cancel_requested_.store(false);
+
+  GenerateResult result;
+  result.prompt_tokens = static_cast<int64_t>(prompt.size());
+  try {
+    Timer prefill_timer;
+    const size_t reused = reuse_prefix(prompt);
+    result.cached_tokens = static_cast<int64_t>(reused);
+    result.timings.prefill_tokens = static_cast<int64_t>(prompt.size() - reused);
+    const bool prefilled = prefill(prompt.subspan(reused), model_->options().chunk_size, nullptr);
+    result.timings.prefill_seconds = prefill_timer.seconds();
+    if (!prefilled) {
+      result.finish_reason = FinishReason::cancelled;
+      return result;
+    }
+    for (const TokenId id : prompt) sampler.accept(id);
+    decode_loop(sampler, options, on_token, result);
+  } catch (...) {
+    // A failure after work started is terminal: no stale state survives.
+    reset();
+    throw;
+  }
+  result.generated_tokens = static_cast<int64_t>(result.tokens.size());
+  return result;
+}
+
+void Session::decode_loop(Sampler& sampler, const GenerateOptions& options,
+                          const TokenCallback& on_token, GenerateResult& result) {
+  const auto& tokenizer = model_->tokenizer();
+  const auto& vocab = tokenizer.vocab();
+  TextOutput text(tokenizer, options.stop);
+  LoopDetector loops(options.loop);
+  size_t released = 0;  // generated tokens handed to the text output
+  bool keep_going = true;
+  const auto emit = [&](std::string piece, TokenId id) {
+    result.text += piece;
+    if (on_token && !on_token(piece, id)) keep_going = false;
+  };
+  const auto release_up_to = [&](size_t end) {
+    for (; released < end; ++released) {
+      const TokenId id = result.tokens[released];
+      emit(text.push(id), id);
+    }
+  };
+
+  Timer timer;
+  const int64_t context = model_->context_length();
+  for (;;) {
+    if (options.max_tokens >= 0 &&
+        static_cast<int64_t>(result.tokens.size()) >= options.max_tokens) {
+      result.finish_reason = FinishReason::max_tokens;
+      break;
+    }
+    const TokenId id = sampler.sample(last_logits_);
+    if (options.confidence) {
+      result.confidence.push_back(static_cast<float>(token_probability(last_logits_, id)));
+    }
+    sampler.accept(id);
+    result.tokens.push_back(id);
+    if (!options.ignore_eos && vocab.is_end_of_generation(id)) {
+      release_up_to(result.tokens.size() - 1);
+      result.finish_reason = FinishReason::stop;
+      break;
+    }
+    if (options.loop_stop) {
+      const auto step = loops.push(id);
+      if (step.loop) {
+        result.tokens.resize(step.keep);
+        if (options.confidence) result.confidence.resize(step.keep);
+        release_up_to(result.tokens.size());
+        result.finish_reason = FinishReason::loop;
+        break;
+      }
+      release_up_to(released + step.release);
+    } else {
+      release_up_to(result.tokens.size());
+    }
+    if (text.stopped()) {
+      result.finish_reason = FinishReason::stop;
+      break;
+    }
+    if (!keep_going || cancelled()) {
+      result.finish_reason = FinishReason::cancelled;
+      break;
+    }
+    if (options.max_tokens >= 0 &&
+        static_cast<int64_t>(result.tokens.size()) >= options.max_tokens) {
+      result.finish_reason = FinishReason::max_tokens;
+      break;
+    }
+    if (static_cast<int64_t>(history_.size()) >= context) {
+      result.finish_reason = FinishReason::length;
+      break;
+    }
+    const TokenId step_ids[] = {id};
+    forward_rows(step_ids, RowLogits::last, last_logits_);
+    ++result.timings.decode_tokens;
+  }
+  // Whatever the loop detector or the decoder still holds is released now,
+  // unless the user asked to stop or the held tokens were a loop's copies.
+  if (keep_going && result.finish_reason != FinishReason::loop) {
+    const bool ends_with_eog = result.finish_reason == FinishReason::stop &&
+                               !result.tokens.empty() && !options.ignore_eos &&
+                               vocab.is_end_of_generation(result.tokens.back());
+    release_up_to(result.tokens.size() - (ends_with_eog ? 1 : 0));
+  }
+  if (keep_going) {
+    const std::string tail = text.flush();
+    if (!tail.empty()) {
+      result.text += tail;
+      if (on_token) on_token(tail, kNoToken);
+    }
+  }
+  result.timings.decode_seconds = timer.seconds();
+}
+
+}  // namespace cortiq

@@ -1,0 +1,35 @@
+// Small random-weight models for the engine tests, written once per test
+// binary run into a temporary directory (gen-model is deterministic, so the
+// same options always give the same file).
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "cortiq/cortiq.hpp"
+#include "model/random_model.hpp"
+
+namespace cortiq::test {
+
+struct TestModelSpec {
+  std::string arch = "llama";
+  GgmlType type = GgmlType::F32;
+  int64_t n_ctx = 256;
+  int64_t n_embd = 64;
+  int64_t n_head = 4;
+  int64_t n_head_kv = 2;
+  int64_t n_ff = 128;
+  int64_t n_layer = 2;
+  uint64_t seed = 7;
+};
+
+// The path of a model file for the spec, generated on first use.
+std::filesystem::path test_model_path(const TestModelSpec& spec);
+
+// Loaded with `threads` threads and the given KV type and chunk size.
+std::shared_ptr<const Model> load_test_model(const TestModelSpec& spec, int threads = 2,
+                                             KvType kv = KvType::f32, int64_t chunk = 512,
+                                             int64_t context = 0);
+
+}  // namespace cortiq::test

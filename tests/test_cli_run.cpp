@@ -1,0 +1,119 @@
+// `cortiq run`, `cortiq logits` and `cortiq chat` end to end on a small
+// random-weight model (the text is random; the plumbing is real).
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+
+#include "base/json_parser.hpp"
+#include "engine_test_models.hpp"
+#include "test_support.hpp"
+
+namespace cortiq {
+namespace {
+
+// Commands log to stderr, which run_cli folds into the output: keep the
+// log quiet where the test parses stdout.
+struct QuietLog {
+  QuietLog() { ::setenv("CORTIQ_LOG", "warn", 1); }
+  ~QuietLog() { ::unsetenv("CORTIQ_LOG"); }
+};
+
+std::string model_arg() {
+  return "-m " + test::test_model_path({.arch = "llama"}).string();
+}
+
+TEST(CliRun, GreedyJsonResult) {
+  const QuietLog quiet;
+  std::string out;
+  ASSERT_EQ(test::run_cli("run " + model_arg() +
+                              " -p 'Hello there' -n 6 --temp 0 --ignore-eos "
+                              "--json --confidence ",
+                          &out),
+            0)
+      << out;
+  const Json json = parse_json(out);
+  const auto field = [&](std::string_view key) -> const Json& {
+    const Json* v = json.find(key);
+    if (!v) throw std::runtime_error("no " + std::string(key) + " in " + out);
+    return *v;
+  };
+  EXPECT_EQ(field("generated_tokens").integer, 6);
+  EXPECT_EQ(field("ids").array.size(), 6u);
+  EXPECT_EQ(field("confidence").array.size(), 6u);
+  EXPECT_EQ(field("finish_reason").string, "max_tokens");
+  EXPECT_GT(field("prompt_tokens").integer, 1);
+  EXPECT_NE(field("timings").find("decode_tokens_per_second"), nullptr);
+  // The same greedy run streams the same text.
+  std::string streamed;
+  ASSERT_EQ(test::run_cli("run " + model_arg() + " -p 'Hello there' -n 6 --temp 0 --ignore-eos ",
+                          &streamed),
+            0);
+  EXPECT_EQ(streamed, field("text").string + "\n");
+}
+
+TEST(CliRun, SpeedGoesToStderr) {
+  std::string out;
+  ASSERT_EQ(test::run_cli("run " + model_arg() + " --ids '1 5 9' -n 3 --temp 0.7 --seed 3", &out),
+            0);
+  EXPECT_NE(out.find("tokens/s"), std::string::npos) << out;
+  EXPECT_NE(out.find("loaded"), std::string::npos) << out;
+}
+
+TEST(CliRun, InvalidValuesNameTheOption) {
+  std::string out;
+  EXPECT_EQ(test::run_cli("run " + model_arg() + " -p hi --top-p 1.5", &out), 2);
+  EXPECT_NE(out.find("top_p"), std::string::npos) << out;
+  EXPECT_EQ(test::run_cli("run " + model_arg() + " -p hi --temp -1", &out), 2);
+  EXPECT_NE(out.find("temperature"), std::string::npos) << out;
+  EXPECT_EQ(test::run_cli("run " + model_arg() + " -p hi --kv-type q8", &out), 2);
+  EXPECT_EQ(test::run_cli("run -p hi", &out), 2);
+  EXPECT_EQ(test::run_cli("run " + model_arg() + " --ids '1 99999'", &out), 1);
+  EXPECT_NE(out.find("vocabulary"), std::string::npos) << out;
+  EXPECT_EQ(test::run_cli("run -m /nonexistent.gguf -p hi", &out), 1);
+}
+
+TEST(CliLogits, WritesEveryPositionAndArgmaxLines) {
+  const QuietLog quiet;
+  test::TempDir dir;
+  std::string out;
+  const auto file = dir / "out.f32";
+  ASSERT_EQ(
+      test::run_cli("logits " + model_arg() + " --ids '1 2 3 4 5' -b 2 -o " + file.string() + " ",
+                    &out),
+      0)
+      << out;
+  EXPECT_EQ(std::filesystem::file_size(file), 5u * 612u * 4u);
+  EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 5);
+  EXPECT_EQ(out.rfind("0 1 ", 0), 0u) << out;
+}
+
+TEST(CliChat, AnswersEachTurnAndResets) {
+  test::TempDir dir;
+  const auto input = dir / "input.txt";
+  const std::string turns = "Hi\n/reset\nAgain\n/exit\n";
+  test::write_file_bytes(input, std::vector<uint8_t>(turns.begin(), turns.end()));
+  std::string out;
+  ASSERT_EQ(
+      test::run_cli(
+          "chat " + model_arg() + " --temp 0 -n 5 --system 'Be brief.' < " + input.string(), &out),
+      0)
+      << out;
+  EXPECT_NE(out.find("conversation reset"), std::string::npos) << out;
+  EXPECT_NE(out.find("ChatML"), std::string::npos) << out;  // no template in the file
+}
+
+}  // namespace
+}  // namespace cortiq
+
+namespace cortiq {
+namespace {
+
+TEST(CliRun, ModelThatDoesNotFitSaysHowMuchItNeeds) {
+  std::string out;
+  EXPECT_EQ(test::run_cli("run " + model_arg() + " -c 1000000000 --kv-type f32 -p hi", &out), 1);
+  EXPECT_NE(out.find("does not fit in memory: it needs"), std::string::npos) << out;
+}
+
+}  // namespace
+}  // namespace cortiq

@@ -1,0 +1,154 @@
+// attention_row against a naive double-precision attention, with grouped
+// KV heads, scattered cache cells, padded rows and an f16 cache.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "base/fp16.hpp"
+#include "base/random.hpp"
+#include "kernels/cpu/attention.hpp"
+
+namespace cortiq::kernels {
+namespace {
+
+std::vector<float> normal_values(uint64_t seed, size_t n, double scale = 1.0) {
+  NormalSampler normal(seed);
+  std::vector<float> x(n);
+  for (float& v : x) v = static_cast<float>(normal.next() * scale);
+  return x;
+}
+
+// A cache of n_cells rows of n_head_kv * head_dim elements, each row padded
+// by 16 bytes so that row_bytes, not the element count, steps the rows.
+struct Cache {
+  std::vector<float> values;  // the exact values stored, f32 or rounded to f16
+  std::vector<std::byte> bytes;
+  size_t row_bytes = 0;
+
+  Cache(uint64_t seed, int64_t n_cells, int64_t row_elems, bool f16) {
+    values = normal_values(seed, static_cast<size_t>(n_cells * row_elems));
+    const size_t element = f16 ? 2 : 4;
+    row_bytes = static_cast<size_t>(row_elems) * element + 16;
+    bytes.resize(row_bytes * static_cast<size_t>(n_cells));
+    for (int64_t c = 0; c < n_cells; ++c) {
+      for (int64_t i = 0; i < row_elems; ++i) {
+        float& v = values[c * row_elems + i];
+        std::byte* at = bytes.data() + c * row_bytes + i * element;
+        if (f16) {
+          const uint16_t h = fp32_to_fp16(v);
+          v = fp16_to_fp32(h);
+          std::memcpy(at, &h, 2);
+        } else {
+          std::memcpy(at, &v, 4);
+        }
+      }
+    }
+  }
+  float at(int32_t cell, int64_t row_elems, int64_t i) const {
+    return values[cell * row_elems + i];
+  }
+};
+
+// Double-precision attention; with round_q the query is rounded to f16 as
+// the f16 path does (the probabilities are left exact).
+std::vector<double> naive_attention(const std::vector<float>& q, const Cache& k, const Cache& v,
+                                    const std::vector<int32_t>& cells, int64_t n_kv,
+                                    const AttentionShape& s, bool round_q) {
+  std::vector<double> out(static_cast<size_t>(s.n_head * s.head_dim_v), 0.0);
+  const int64_t group = s.n_head / s.n_head_kv;
+  for (int64_t h = 0; h < s.n_head; ++h) {
+    const int64_t kh = h / group;
+    std::vector<double> scores(static_cast<size_t>(n_kv));
+    for (int64_t p = 0; p < n_kv; ++p) {
+      double dot = 0;
+      for (int64_t d = 0; d < s.head_dim_k; ++d) {
+        const float qd = q[h * s.head_dim_k + d];
+        const double qv = round_q ? fp16_to_fp32(fp32_to_fp16(qd)) : qd;
+        dot += qv * k.at(cells[p], s.n_head_kv * s.head_dim_k, kh * s.head_dim_k + d);
+      }
+      scores[p] = dot * s.scale;
+    }
+    const double max = *std::max_element(scores.begin(), scores.end());
+    double sum = 0;
+    for (double& x : scores) sum += (x = std::exp(x - max));
+    for (int64_t p = 0; p < n_kv; ++p) {
+      for (int64_t d = 0; d < s.head_dim_v; ++d) {
+        out[h * s.head_dim_v + d] +=
+            scores[p] / sum * v.at(cells[p], s.n_head_kv * s.head_dim_v, kh * s.head_dim_v + d);
+      }
+    }
+  }
+  return out;
+}
+
+void check_attention(bool f16, int64_t n_head, int64_t n_head_kv, double tolerance) {
+  const AttentionShape shape{n_head, n_head_kv, 32, 24, 1.0f / std::sqrt(32.0f)};
+  const int64_t n_cells = 12, n_kv = 9;
+  const Cache k(1, n_cells, n_head_kv * shape.head_dim_k, f16);
+  const Cache v(2, n_cells, n_head_kv * shape.head_dim_v, f16);
+  // Positions live in scattered cells; the last cells are never read.
+  const std::vector<int32_t> cells = {7, 2, 0, 11, 5, 1, 9, 3, 4, 6, 8, 10};
+  // Large enough queries that the softmax is far from uniform.
+  const std::vector<float> q =
+      normal_values(3, static_cast<size_t>(n_head * shape.head_dim_k), 2.0);
+  const KvRowsView keys{k.bytes.data(), k.row_bytes, f16, cells};
+  const KvRowsView values{v.bytes.data(), v.row_bytes, f16, cells};
+  std::vector<float> out(static_cast<size_t>(n_head * shape.head_dim_v), 99.0f);
+  std::vector<float> scratch(static_cast<size_t>(n_kv));
+  attention_row(q, keys, values, n_kv, shape, out, scratch);
+  const std::vector<double> expected = naive_attention(q, k, v, cells, n_kv, shape, f16);
+  for (size_t i = 0; i < out.size(); ++i) {
+    ASSERT_NEAR(out[i], expected[i], tolerance)
+        << "f16 " << f16 << " heads " << n_head << "/" << n_head_kv << " element " << i;
+  }
+}
+
+TEST(KernelAttention, MatchesNaiveF32) {
+  check_attention(false, 4, 4, 2e-6);
+}
+TEST(KernelAttention, MatchesNaiveGroupedHeads) {
+  check_attention(false, 6, 2, 2e-6);
+  check_attention(false, 4, 1, 2e-6);
+}
+// With an f16 cache the probabilities are rounded to f16 (relative 2^-11)
+// before the V sum, so agreement is to about 1e-3 of |v|.
+TEST(KernelAttention, MatchesNaiveF16Cache) {
+  check_attention(true, 6, 3, 2e-3);
+}
+
+// The f16 path rounds the query: a query that f16 cannot hold exactly gives
+// the same result as its rounded copy.
+TEST(KernelAttention, F16CacheRoundsTheQuery) {
+  const AttentionShape shape{2, 1, 16, 16, 0.25f};
+  const Cache k(5, 4, 16, true), v(6, 4, 16, true);
+  const std::vector<int32_t> cells = {0, 1, 2, 3};
+  const KvRowsView keys{k.bytes.data(), k.row_bytes, true, cells};
+  const KvRowsView values{v.bytes.data(), v.row_bytes, true, cells};
+  std::vector<float> q = normal_values(7, 32);
+  for (float& x : q) x += 1e-5f;
+  std::vector<float> rounded = q;
+  for (float& x : rounded) x = fp16_to_fp32(fp32_to_fp16(x));
+  std::vector<float> a(32), b(32), scratch(4);
+  attention_row(q, keys, values, 4, shape, a, scratch);
+  attention_row(rounded, keys, values, 4, shape, b, scratch);
+  EXPECT_EQ(a, b);
+}
+
+// One position: the output is that position's value row, exactly.
+TEST(KernelAttention, SinglePositionReturnsItsValues) {
+  const AttentionShape shape{2, 2, 8, 8, 0.35f};
+  const Cache k(8, 3, 16, false), v(9, 3, 16, false);
+  const std::vector<int32_t> cells = {2};
+  const KvRowsView keys{k.bytes.data(), k.row_bytes, false, cells};
+  const KvRowsView values{v.bytes.data(), v.row_bytes, false, cells};
+  const std::vector<float> q = normal_values(10, 16);
+  std::vector<float> out(16), scratch(1);
+  attention_row(q, keys, values, 1, shape, out, scratch);
+  for (int i = 0; i < 16; ++i) EXPECT_EQ(out[i], v.at(2, 16, i)) << i;
+}
+
+}  // namespace
+}  // namespace cortiq::kernels

@@ -1,0 +1,83 @@
+// rms_norm against a double-precision reference, and the element-wise
+// activations (silu, SwiGLU, residual add).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "base/random.hpp"
+#include "kernels/cpu/activations.hpp"
+#include "kernels/cpu/norm.hpp"
+
+namespace cortiq::kernels {
+namespace {
+
+std::vector<float> normal_values(uint64_t seed, size_t n, double scale = 1.0) {
+  NormalSampler normal(seed);
+  std::vector<float> x(n);
+  for (float& v : x) v = static_cast<float>(normal.next() * scale);
+  return x;
+}
+
+TEST(KernelRmsNorm, MatchesDoubleReference) {
+  for (const size_t n : {1u, 7u, 64u, 4096u}) {
+    const std::vector<float> x = normal_values(n, n, 3.0);
+    const std::vector<float> w = normal_values(n + 1, n);
+    const float eps = 1e-5f;
+    double sum = 0;
+    for (const float v : x) sum += static_cast<double>(v) * v;
+    const double scale = 1.0 / std::sqrt(sum / static_cast<double>(n) + eps);
+    std::vector<float> out(n), plain(n);
+    rms_norm(x, w, eps, out);
+    rms_norm(x, {}, eps, plain);
+    for (size_t i = 0; i < n; ++i) {
+      ASSERT_NEAR(plain[i], x[i] * scale, 1e-6 * std::fabs(x[i] * scale) + 1e-30) << n << " " << i;
+      ASSERT_NEAR(out[i], x[i] * scale * w[i], 1e-6 * std::fabs(x[i] * scale * w[i]) + 1e-30);
+      // The weight is a second float multiply of the normalized value.
+      ASSERT_EQ(out[i], plain[i] * w[i]);
+    }
+  }
+}
+
+TEST(KernelRmsNorm, InPlaceAndEps) {
+  std::vector<float> x = normal_values(3, 32);
+  std::vector<float> expected(32);
+  rms_norm(x, {}, 1e-6f, expected);
+  rms_norm(x, {}, 1e-6f, x);
+  EXPECT_EQ(x, expected);
+  // A zero row stays finite thanks to eps.
+  std::vector<float> zeros(16, 0.0f), out(16, 1.0f);
+  rms_norm(zeros, {}, 1e-6f, out);
+  for (const float v : out) EXPECT_EQ(v, 0.0f);
+}
+
+TEST(KernelActivations, SiluMatchesTheFormula) {
+  for (const float x : {-20.0f, -3.5f, -1.0f, -1e-3f, 0.0f, 0.25f, 1.0f, 4.0f, 30.0f}) {
+    const double expected = x / (1.0 + std::exp(-static_cast<double>(x)));
+    EXPECT_NEAR(silu(x), expected, 1e-6 * std::fabs(expected) + 1e-30) << x;
+  }
+  // exp(100) overflows to inf in float: x / inf is -0, not NaN.
+  EXPECT_EQ(silu(-100.0f), 0.0f);
+  EXPECT_EQ(silu(100.0f), 100.0f);
+}
+
+TEST(KernelActivations, SwigluAndAddInPlace) {
+  const std::vector<float> gate = normal_values(5, 40, 2.0);
+  const std::vector<float> up = normal_values(6, 40);
+  std::vector<float> out(40);
+  swiglu(gate, up, out);
+  for (size_t i = 0; i < out.size(); ++i) ASSERT_EQ(out[i], silu(gate[i]) * up[i]);
+  std::vector<float> aliased = gate;
+  swiglu(aliased, up, aliased);
+  EXPECT_EQ(aliased, out);
+  aliased = up;
+  swiglu(gate, aliased, aliased);
+  EXPECT_EQ(aliased, out);
+
+  std::vector<float> sum = gate;
+  add_inplace(sum, up);
+  for (size_t i = 0; i < sum.size(); ++i) ASSERT_EQ(sum[i], gate[i] + up[i]);
+}
+
+}  // namespace
+}  // namespace cortiq::kernels
