@@ -103,6 +103,18 @@ TEST(CliChat, AnswersEachTurnAndResets) {
   EXPECT_NE(out.find("ChatML"), std::string::npos) << out;  // no template in the file
 }
 
+TEST(CliChat, ATurnThatNoLongerFitsIsDroppedNotFatal) {
+  test::TempDir dir;
+  const auto input = dir / "input.txt";
+  const std::string turns = "Hi\nThis second message makes the conversation too long\n/reset\nHi\n";
+  test::write_file_bytes(input, std::vector<uint8_t>(turns.begin(), turns.end()));
+  std::string out;
+  EXPECT_EQ(test::run_cli("chat " + model_arg() + " -c 40 --temp 0 -n 4 < " + input.string(), &out),
+            0)
+      << out;
+  EXPECT_NE(out.find("turn dropped"), std::string::npos) << out;
+}
+
 }  // namespace
 }  // namespace cortiq
 

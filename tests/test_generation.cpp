@@ -291,6 +291,10 @@ TEST(EngineErrors, BadPromptsAreRefusedBeforeAnyStateChanges) {
   auto hot = greedy(3);
   hot.sampling.temperature = -1;
   expect_refused([&] { s.generate(std::span<const TokenId>(prompt), hot); }, "temperature");
+  auto loops = greedy(3);
+  loops.loop_stop = true;
+  loops.loop.max_period = 0;
+  expect_refused([&] { s.generate(std::span<const TokenId>(prompt), loops); }, "period");
   auto top_p = greedy(3);
   top_p.sampling.top_p = 1.5f;
   expect_refused([&] { s.generate(std::span<const TokenId>(prompt), top_p); }, "top_p");

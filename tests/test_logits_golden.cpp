@@ -214,6 +214,8 @@ TEST(Stories260K, GreedyIdsAndLogitsMatchTheReferences) {
   const auto stopped = looping.generate(std::span<const TokenId>(bos), loop);
   EXPECT_EQ(stopped.finish_reason, FinishReason::loop);
   EXPECT_EQ(stopped.tokens, std::vector<TokenId>(expected.begin(), expected.begin() + 21));
+  EXPECT_EQ(looping.cache_rows(), 1 + 21 - 1);  // the dropped copies leave the cache too
+  EXPECT_EQ(static_cast<int64_t>(looping.history().size()), looping.cache_rows());
 
   const PeerLogits peer = read_golden("stories260K");
   Session eval(model);

@@ -34,6 +34,16 @@ void* operator new(std::size_t size) {
   if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
   throw std::bad_alloc();
 }
+// The nothrow forms too: the library (std::stable_sort's buffer) allocates
+// with them, and a sanitizer's own nothrow new freed by the delete above
+// would be a mismatch.
+void* operator new(std::size_t size, const std::nothrow_t&) noexcept {
+  if (g_count_allocations) ++g_allocations;
+  return std::malloc(size == 0 ? 1 : size);
+}
+void operator delete(void* p, const std::nothrow_t&) noexcept {
+  release_memory(p);
+}
 void operator delete(void* p) noexcept {
   release_memory(p);
 }

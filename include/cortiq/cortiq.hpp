@@ -51,8 +51,9 @@ inline constexpr int64_t kDefaultChunkSize = 512;
 inline constexpr int64_t kDefaultContextCap = 4096;
 
 struct LoadOptions {
-  int threads = 0;      // 0: one per core
-  int64_t context = 0;  // KV positions per session; 0: min(trained context, 4096)
+  int threads = 0;          // 0: one per core
+  int64_t context = 0;      // KV positions per session; 0: min(trained context, 4096)
+  int64_t min_context = 0;  // with context 0: at least this many positions
   KvType kv_type = KvType::f16;
   int64_t chunk_size = kDefaultChunkSize;  // prefill rows per forward pass
   // Called with the fraction of the weights read while loading (0..1).
@@ -154,6 +155,12 @@ class Session {
   // (0: the model's). The ids join the history.
   std::vector<float> evaluate(std::span<const TokenId> ids, int64_t chunk_size = 0);
 
+  // Forwards ids after the current history (chunked prefill, logits only
+  // for the last row, kept in last_logits()). The ids join the history.
+  void append(std::span<const TokenId> ids);
+  // The logits after the last forwarded token ([n_vocab]).
+  std::span<const float> last_logits() const { return last_logits_; }
+
   // Asks a running generate() to stop at its next chunk or step; safe from
   // any thread. The result is `cancelled`; the session stays usable.
   void cancel() { cancel_requested_.store(true, std::memory_order_relaxed); }
@@ -173,8 +180,8 @@ class Session {
   bool prefill(std::span<const TokenId> ids, int64_t chunk_size, std::vector<float>* all_logits);
   enum class RowLogits { none, last, all };
   void forward_rows(std::span<const TokenId> ids, RowLogits want, std::span<float> logits);
-  void decode_loop(Sampler& sampler, const GenerateOptions& options, const TokenCallback& on_token,
-                   GenerateResult& result);
+  void decode_loop(Sampler& sampler, LoopDetector* loops, const GenerateOptions& options,
+                   const TokenCallback& on_token, GenerateResult& result);
   bool cancelled() const { return cancel_requested_.load(std::memory_order_relaxed); }
 
   std::shared_ptr<const Model> model_;

@@ -66,6 +66,16 @@ extern "C" void chat_on_interrupt(int) {
   }
 }
 
+// Points the Ctrl-C handler at the session for the length of one reply,
+// whatever way the reply ends.
+class GeneratingGuard {
+ public:
+  explicit GeneratingGuard(Session& session) { g_generating.store(&session); }
+  ~GeneratingGuard() { g_generating.store(nullptr); }
+  GeneratingGuard(const GeneratingGuard&) = delete;
+  GeneratingGuard& operator=(const GeneratingGuard&) = delete;
+};
+
 class Chat {
  public:
   Chat(std::shared_ptr<const Model> model, const ParsedArgs& args)
@@ -82,21 +92,32 @@ class Chat {
     if (system_) messages_.push_back({"system", *system_});
   }
 
-  // One user turn: render, generate (streamed), remember the reply.
+  // One user turn: render, generate (streamed), remember the reply. A turn
+  // that cannot run (the conversation no longer fits the context, a template
+  // error) is dropped with a message; the conversation goes on.
   void turn(const std::string& user_text) {
     messages_.push_back({"user", user_text});
+    try {
+      reply();
+    } catch (const Error& e) {
+      messages_.pop_back();
+      std::fprintf(stderr, "[turn dropped: %s — /reset starts a new conversation]\n", e.what());
+    }
+  }
+
+ private:
+  void reply() {
     const std::string prompt = render();
     // The template usually writes the BOS text itself; do not add a second.
     const auto& vocab = model_->tokenizer().vocab();
     const std::string bos = token_text(vocab, vocab.bos);
     options_.add_special = bos.empty() || prompt.rfind(bos, 0) != 0;
-    g_generating.store(&session_);
+    const GeneratingGuard guard(session_);
     const auto result = session_.generate(prompt, options_, [](std::string_view piece, TokenId) {
       std::fwrite(piece.data(), 1, piece.size(), stdout);
       std::fflush(stdout);
       return true;
     });
-    g_generating.store(nullptr);
     std::printf("\n");
     if (result.finish_reason == FinishReason::cancelled) std::fprintf(stderr, "[stopped]\n");
     LOG_DEBUG(
@@ -106,7 +127,6 @@ class Chat {
     messages_.push_back({"assistant", result.text});
   }
 
- private:
   std::string template_source() const {
     std::string source = model_->chat_template();
     if (source.empty()) {

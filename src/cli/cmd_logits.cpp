@@ -49,13 +49,12 @@ int run_logits(std::span<const std::string> argv) {
   const ParsedArgs& args = *parsed;
   if (args.has("ids") == args.has("prompt")) throw UsageError("give exactly one of --ids or -p");
   if (!args.has("output")) throw UsageError("missing -o OUT.f32");
-  const auto model = load_model_from(args);
-  std::vector<TokenId> ids = args.has("ids") ? parse_ids(args.get("ids"), "--ids")
-                                             : model->tokenizer().encode(args.get("prompt"));
+  std::vector<TokenId> ids;
+  if (args.has("ids")) ids = parse_ids(args.get("ids"), "--ids");
+  // Without -c the context grows to hold every given id (as the peer's tool).
+  const auto model = load_model_from(args, static_cast<int64_t>(ids.size()));
+  if (!args.has("ids")) ids = model->tokenizer().encode(args.get("prompt"));
   if (ids.empty()) throw Error("no tokens");
-  if (!args.has("ctx") && static_cast<int64_t>(ids.size()) > model->context_length()) {
-    throw Error("the tokens do not fit the default context; give -c");
-  }
   Session session(model);
   const auto logits = session.evaluate(ids, model->options().chunk_size);
 

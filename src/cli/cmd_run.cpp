@@ -70,6 +70,22 @@ extern "C" void run_on_interrupt(int) {
   if (Session* s = g_session.load()) s->cancel();
 }
 
+// Ctrl-C cancels this session while the guard lives; the default action
+// comes back however the command ends.
+class InterruptGuard {
+ public:
+  explicit InterruptGuard(Session& session) {
+    g_session.store(&session);
+    std::signal(SIGINT, run_on_interrupt);
+  }
+  ~InterruptGuard() {
+    std::signal(SIGINT, SIG_DFL);
+    g_session.store(nullptr);
+  }
+  InterruptGuard(const InterruptGuard&) = delete;
+  InterruptGuard& operator=(const InterruptGuard&) = delete;
+};
+
 }  // namespace
 
 int run_run(std::span<const std::string> argv) {
@@ -91,8 +107,7 @@ int run_run(std::span<const std::string> argv) {
   options.confidence = json && args.has("confidence");
 
   Session session(model);
-  g_session = &session;
-  std::signal(SIGINT, run_on_interrupt);
+  const InterruptGuard interrupts(session);
   const auto stream = [&](std::string_view piece, TokenId) {
     if (!json) {
       std::fwrite(piece.data(), 1, piece.size(), stdout);
@@ -107,8 +122,6 @@ int run_run(std::span<const std::string> argv) {
   } else {
     result = session.generate(args.get("prompt"), options, stream);
   }
-  std::signal(SIGINT, SIG_DFL);
-  g_session = nullptr;
   if (json) {
     print_json(result, options.confidence);
   } else {

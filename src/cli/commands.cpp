@@ -7,6 +7,7 @@ std::span<const Command> commands() {
       {"run", "generate text after a prompt, streamed to stdout", run_run},
       {"chat", "talk with a model interactively, with its chat template", run_chat},
       {"logits", "write the logits of every position of a token sequence", run_logits},
+      {"bench", "measure prompt processing and generation speed (llama-bench's pp/tg)", run_bench},
       {"inspect", "show a GGUF file's metadata and tensors", run_inspect},
       {"quantize", "convert a GGUF model to another weight type", run_quantize},
       {"gen-model", "write a deterministic random-weight model for tests", run_gen_model},

@@ -23,11 +23,12 @@ void add_model_options(ArgParser& parser) {
               std::to_string(kDefaultChunkSize));
 }
 
-std::shared_ptr<const Model> load_model_from(const ParsedArgs& args) {
+std::shared_ptr<const Model> load_model_from(const ParsedArgs& args, int64_t min_context) {
   if (!args.has("model")) throw UsageError("missing -m FILE");
   LoadOptions options;
   if (args.has("threads")) options.threads = static_cast<int>(args.get_int("threads", 1, 1024));
   if (args.has("ctx")) options.context = args.get_int("ctx", 1, int64_t{1} << 30);
+  options.min_context = min_context;
   options.chunk_size = args.get_int("chunk", 1, 1 << 16);
   const std::string kv = args.get("kv-type");
   if (kv == "f16") {

@@ -41,7 +41,8 @@ class LlamaModel final : public DecoderModel {
     output_norm_ = b.vector("output_norm.weight", h.n_embd);
     output_ = b.has("output.weight") ? b.matrix("output.weight", h.n_embd, h.n_vocab) : token_embd_;
     setup_rope(h, b, rope_);
-    layers_.reserve(static_cast<size_t>(h.n_layer));
+    // No reserve: an absurd block_count must fail at the first missing
+    // tensor, not in a huge allocation.
     for (int64_t il = 0; il < h.n_layer; ++il) {
       layers_.push_back({AttentionWeights::bind(b, h, il), GatedFfnWeights::bind(b, h, il)});
     }

@@ -12,8 +12,14 @@
 namespace cortiq::quant {
 
 // `operation` names the caller in the message, e.g. "quantize_row".
+// The message is built only on failure: the check runs for every weight row
+// of every forward pass, which must not allocate.
 inline void check_row(std::string_view operation, GgmlType type, bool supported, size_t n_elements,
                       size_t n_bytes) {
+  if (supported) {
+    const auto expected = ggml_row_bytes(type, n_elements);
+    if (expected && *expected == n_bytes) return;
+  }
   const std::string prefix = std::string(operation) + ": ";
   if (!supported) {
     throw Error(prefix + "unsupported type " + std::string(ggml_type_name(type)));

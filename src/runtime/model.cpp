@@ -88,8 +88,9 @@ std::shared_ptr<const Model> Model::load(const std::filesystem::path& path,
   model->tokenizer_ = std::make_unique<Tokenizer>(Tokenizer::from_gguf(file));
   model->decoder_ = load_decoder_model(file);
   const auto& hp = model->decoder_->hparams();
-  model->context_ =
-      options.context > 0 ? options.context : std::min(hp.n_ctx_train, kDefaultContextCap);
+  model->context_ = options.context > 0 ? options.context
+                                        : std::max(std::min(hp.n_ctx_train, kDefaultContextCap),
+                                                   options.min_context);
   if (model->context_ > hp.n_ctx_train) {
     LOG_WARN("context %lld is longer than the model was trained for (%lld)",
              static_cast<long long>(model->context_), static_cast<long long>(hp.n_ctx_train));

@@ -1,6 +1,7 @@
 // Session: one conversation's KV cache and history, prefill with prefix
 // reuse, and the generation loop (sample, stream, stop, forward).
 #include <algorithm>
+#include <optional>
 
 #include "base/error.hpp"
 #include "base/strings.hpp"
@@ -127,13 +128,36 @@ std::vector<float> Session::evaluate(std::span<const TokenId> ids, int64_t chunk
   if (chunk_size <= 0) chunk_size = model_->options().chunk_size;
   std::vector<float> logits(ids.size() * static_cast<size_t>(model_->n_vocab()));
   cancel_requested_.store(false);
+  const size_t before = history_.size();
+  bool completed = false;
   try {
-    prefill(ids, chunk_size, &logits);
+    completed = prefill(ids, chunk_size, &logits);
   } catch (...) {
     reset();
     throw;
   }
+  if (!completed) {
+    // The forwarded prefix stays in the history; no partial result escapes.
+    throw Error(strfmt("evaluation cancelled after %zu of %zu tokens", history_.size() - before,
+                       ids.size()));
+  }
   return logits;
+}
+
+void Session::append(std::span<const TokenId> ids) {
+  check_prompt(ids);
+  if (static_cast<int64_t>(history_.size() + ids.size()) > model_->context_length()) {
+    throw Error("the tokens do not fit in the context");
+  }
+  cancel_requested_.store(false);
+  bool completed = false;
+  try {
+    completed = prefill(ids, model_->options().chunk_size, nullptr);
+  } catch (...) {
+    reset();
+    throw;
+  }
+  if (!completed) throw Error("cancelled");
 }
 
 GenerateResult Session::generate(std::string_view prompt, const GenerateOptions& options,
@@ -189,9 +213,12 @@ SamplingParams effective_sampling(const GenerateOptions& options, const Vocab& v
 
 GenerateResult Session::generate(std::span<const TokenId> prompt, const GenerateOptions& options,
                                  const TokenCallback& on_token) {
+  // Everything that can be refused is checked before any state moves.
   check_prompt(prompt);
   const auto& vocab = model_->tokenizer().vocab();
   Sampler sampler(effective_sampling(options, vocab), model_->n_vocab());
+  std::optional<LoopDetector> loops;
+  if (options.loop_stop) loops.emplace(options.loop);
   cancel_requested_.store(false);
 
   GenerateResult result;
@@ -200,15 +227,16 @@ GenerateResult Session::generate(std::span<const TokenId> prompt, const Generate
     Timer prefill_timer;
     const size_t reused = reuse_prefix(prompt);
     result.cached_tokens = static_cast<int64_t>(reused);
-    result.timings.prefill_tokens = static_cast<int64_t>(prompt.size() - reused);
+    const size_t before = history_.size();
     const bool prefilled = prefill(prompt.subspan(reused), model_->options().chunk_size, nullptr);
+    result.timings.prefill_tokens = static_cast<int64_t>(history_.size() - before);
     result.timings.prefill_seconds = prefill_timer.seconds();
     if (!prefilled) {
       result.finish_reason = FinishReason::cancelled;
       return result;
     }
     for (const TokenId id : prompt) sampler.accept(id);
-    decode_loop(sampler, options, on_token, result);
+    decode_loop(sampler, loops ? &*loops : nullptr, options, on_token, result);
   } catch (...) {
     // A failure after work started is terminal: no stale state survives.
     reset();
@@ -218,30 +246,39 @@ GenerateResult Session::generate(std::span<const TokenId> prompt, const Generate
   return result;
 }
 
-void Session::decode_loop(Sampler& sampler, const GenerateOptions& options,
+// The decode loop. Text reaches the user through `output`, fed with the
+// tokens the loop detector has released (all of them at once without loop
+// stop). With loop stop, a second pipeline (`lookahead`) sees every token as
+// it is sampled, so a stop string is found even while the loop detector
+// holds its tokens back.
+void Session::decode_loop(Sampler& sampler, LoopDetector* loops, const GenerateOptions& options,
                           const TokenCallback& on_token, GenerateResult& result) {
   const auto& tokenizer = model_->tokenizer();
   const auto& vocab = tokenizer.vocab();
-  TextOutput text(tokenizer, options.stop);
-  LoopDetector loops(options.loop);
-  size_t released = 0;  // generated tokens handed to the text output
+  TextOutput output(tokenizer, options.stop);
+  std::optional<TextOutput> lookahead;
+  if (loops) lookahead.emplace(tokenizer, options.stop);
+  size_t released = 0;  // generated tokens handed to `output`
   bool keep_going = true;
-  const auto emit = [&](std::string piece, TokenId id) {
-    result.text += piece;
-    if (on_token && !on_token(piece, id)) keep_going = false;
-  };
   const auto release_up_to = [&](size_t end) {
-    for (; released < end; ++released) {
+    for (; released < end && keep_going; ++released) {
       const TokenId id = result.tokens[released];
-      emit(text.push(id), id);
+      std::string piece = output.push(id);
+      result.text += piece;
+      if (on_token && !on_token(piece, id)) keep_going = false;
     }
+  };
+  const auto reached_max = [&] {
+    return options.max_tokens >= 0 &&
+           static_cast<int64_t>(result.tokens.size()) >= options.max_tokens;
   };
 
   Timer timer;
   const int64_t context = model_->context_length();
+  bool ends_with_eog = false;
+  size_t loop_keep = 0;
   for (;;) {
-    if (options.max_tokens >= 0 &&
-        static_cast<int64_t>(result.tokens.size()) >= options.max_tokens) {
+    if (reached_max()) {
       result.finish_reason = FinishReason::max_tokens;
       break;
     }
@@ -252,33 +289,35 @@ void Session::decode_loop(Sampler& sampler, const GenerateOptions& options,
     sampler.accept(id);
     result.tokens.push_back(id);
     if (!options.ignore_eos && vocab.is_end_of_generation(id)) {
-      release_up_to(result.tokens.size() - 1);
+      ends_with_eog = true;
       result.finish_reason = FinishReason::stop;
       break;
     }
-    if (options.loop_stop) {
-      const auto step = loops.push(id);
+    if (lookahead) {
+      lookahead->push(id);
+      if (lookahead->stopped()) {
+        result.finish_reason = FinishReason::stop;
+        break;
+      }
+      const auto step = loops->push(id);
       if (step.loop) {
-        result.tokens.resize(step.keep);
-        if (options.confidence) result.confidence.resize(step.keep);
-        release_up_to(result.tokens.size());
+        loop_keep = step.keep;
         result.finish_reason = FinishReason::loop;
         break;
       }
       release_up_to(released + step.release);
     } else {
       release_up_to(result.tokens.size());
-    }
-    if (text.stopped()) {
-      result.finish_reason = FinishReason::stop;
-      break;
+      if (output.stopped()) {
+        result.finish_reason = FinishReason::stop;
+        break;
+      }
     }
     if (!keep_going || cancelled()) {
       result.finish_reason = FinishReason::cancelled;
       break;
     }
-    if (options.max_tokens >= 0 &&
-        static_cast<int64_t>(result.tokens.size()) >= options.max_tokens) {
+    if (reached_max()) {
       result.finish_reason = FinishReason::max_tokens;
       break;
     }
@@ -290,16 +329,23 @@ void Session::decode_loop(Sampler& sampler, const GenerateOptions& options,
     forward_rows(step_ids, RowLogits::last, last_logits_);
     ++result.timings.decode_tokens;
   }
-  // Whatever the loop detector or the decoder still holds is released now,
-  // unless the user asked to stop or the held tokens were a loop's copies.
-  if (keep_going && result.finish_reason != FinishReason::loop) {
-    const bool ends_with_eog = result.finish_reason == FinishReason::stop &&
-                               !result.tokens.empty() && !options.ignore_eos &&
-                               vocab.is_end_of_generation(result.tokens.back());
-    release_up_to(result.tokens.size() - (ends_with_eog ? 1 : 0));
+  if (!keep_going) result.finish_reason = FinishReason::cancelled;
+
+  if (result.finish_reason == FinishReason::loop) {
+    // One copy of the repeated block stays; the cache keeps exactly the
+    // prompt and the kept tokens but the last (the contract of every finish).
+    result.tokens.resize(loop_keep);
+    if (options.confidence) result.confidence.resize(loop_keep);
+    const auto kept_rows =
+        static_cast<int64_t>(result.prompt_tokens) + static_cast<int64_t>(loop_keep) - 1;
+    cache_->truncate(0, kept_rows);
+    history_.resize(static_cast<size_t>(kept_rows));
   }
+  // Release what the loop detector still holds (all of it unless the user
+  // stopped), then whatever the decoder and the stop matcher hold back.
+  release_up_to(result.tokens.size() - (ends_with_eog ? 1 : 0));
   if (keep_going) {
-    const std::string tail = text.flush();
+    const std::string tail = output.flush();
     if (!tail.empty()) {
       result.text += tail;
       if (on_token) on_token(tail, kNoToken);

@@ -1,0 +1,205 @@
+// `cortiq bench -m FILE [-p 512] [-n 128] [-t N] [-r REPS] [-o md|json|csv]`:
+// prompt processing and generation speed with llama-bench's definitions, so
+// the two tables can be pasted side by side:
+//   ppN  prefill of N tokens into an empty cache (logits of the last only), tokens/s
+//   tgN  N single-token decode steps from an empty cache, tokens/s
+// Each test runs once to warm up, then REPS times; mean ± standard deviation.
+#include <cmath>
+#include <cstdio>
+#include <numeric>
+
+#include "base/json_writer.hpp"
+#include "base/random.hpp"
+#include "base/strings.hpp"
+#include "base/thread_pool.hpp"
+#include "base/timer.hpp"
+#include "cli/args.hpp"
+#include "cli/commands.hpp"
+#include "cli/generation_args.hpp"
+#include "formats/gguf/gguf_file.hpp"
+#include "model/hparams.hpp"
+#include "quant/quant_recipe.hpp"
+
+namespace cortiq::cli {
+
+namespace {
+
+ArgParser bench_parser() {
+  ArgParser parser(
+      "bench", "-m FILE [-p N] [-n N] [-t N] [-r REPS] [-o md|json|csv]",
+      "Measures prompt processing (ppN: N tokens prefilled into an empty cache) and\n"
+      "text generation (tgN: N single-token decode steps) in tokens/s, as llama-bench\n"
+      "defines them. Random token ids; one warm-up run, then REPS timed runs.");
+  parser.option("-m,--model", "FILE", "the .gguf model")
+      .option("-p,--n-prompt", "N", "prompt tokens (0: skip)", "512")
+      .option("-n,--n-gen", "N", "generated tokens (0: skip)", "128")
+      .option("-t,--threads", "N", "threads (default: one per core)")
+      .option("-r,--repetitions", "N", "timed runs per test", "5")
+      .option("-b,--chunk", "N", "prefill chunk (rows per forward pass)",
+              std::to_string(kDefaultChunkSize))
+      .option("--kv-type", "T", "KV cache storage: f16 or f32", "f16")
+      .option("-o,--output", "FMT", "md, json or csv", "md");
+  return parser;
+}
+
+struct TestResult {
+  std::string name;  // "pp512", "tg128"
+  int64_t n_tokens = 0;
+  std::vector<double> tokens_per_second;
+  double mean() const {
+    return std::accumulate(tokens_per_second.begin(), tokens_per_second.end(), 0.0) /
+           static_cast<double>(tokens_per_second.size());
+  }
+  double stddev() const {
+    if (tokens_per_second.size() < 2) return 0.0;
+    const double m = mean();
+    double sum = 0;
+    for (const double v : tokens_per_second) sum += (v - m) * (v - m);
+    return std::sqrt(sum / static_cast<double>(tokens_per_second.size() - 1));
+  }
+};
+
+std::vector<TokenId> random_ids(int64_t n, int64_t n_vocab, uint64_t seed) {
+  SplitMix64 rng(seed);
+  std::vector<TokenId> ids(static_cast<size_t>(n));
+  for (auto& id : ids) id = static_cast<TokenId>(rng.next() % static_cast<uint64_t>(n_vocab));
+  return ids;
+}
+
+// Seconds for one run of the test on a fresh cache.
+double run_once(Session& session, const std::vector<TokenId>& ids, bool one_by_one) {
+  session.reset();
+  Timer timer;
+  if (one_by_one) {
+    for (const TokenId id : ids) session.append(std::span<const TokenId>(&id, 1));
+  } else {
+    session.append(ids);
+  }
+  return timer.seconds();
+}
+
+TestResult run_test(Session& session, const std::string& name, int64_t n, bool one_by_one,
+                    int reps) {
+  TestResult r{name, n, {}};
+  const auto ids = random_ids(n, session.model().n_vocab(), 42);
+  run_once(session, ids, one_by_one);  // warm-up: page faults, buffer growth
+  for (int i = 0; i < reps; ++i) {
+    r.tokens_per_second.push_back(static_cast<double>(n) / run_once(session, ids, one_by_one));
+  }
+  return r;
+}
+
+// "llama 1B Q4_0": the architecture, a size class from the parameter count,
+// and the file type, as llama-bench names a model.
+std::string model_label(const Model& model, uint64_t n_params) {
+  const double billions = static_cast<double>(n_params) / 1e9;
+  const std::string size = billions >= 1.0 ? strfmt("%.0fB", std::round(billions))
+                                           : strfmt("%.0fM", std::round(billions * 1000));
+  std::string type = "?";
+  if (const auto ft = model.file().get_uint("general.file_type")) {
+    for (const auto& recipe : quant_recipes()) {
+      if (recipe.file_type == *ft) type = std::string(recipe.name);
+    }
+    if (*ft == 0) type = "all F32";
+  }
+  return model.hparams().arch + " " + size + " " + type;
+}
+
+uint64_t parameter_count(const Model& model) {
+  uint64_t n = 0;
+  for (const auto& t : model.file().tensors()) n += static_cast<uint64_t>(t.n_elements());
+  return n;
+}
+
+std::string mib_or_gib(uint64_t bytes) {
+  const double mib = static_cast<double>(bytes) / (1024.0 * 1024.0);
+  return mib >= 1024.0 ? strfmt("%.2f GiB", mib / 1024.0) : strfmt("%.2f MiB", mib);
+}
+
+void print_markdown(const std::string& label, uint64_t bytes, uint64_t params, int threads,
+                    const std::vector<TestResult>& results) {
+  std::printf("| %-30s | %10s | %10s | %-10s | %7s | %15s | %20s |\n", "model", "size", "params",
+              "backend", "threads", "test", "t/s");
+  std::printf(
+      "| ------------------------------ | ---------: | ---------: | ---------- | ------: | "
+      "--------------: | -------------------: |\n");
+  const std::string params_text = params >= 1000000000
+                                      ? strfmt("%.2f B", static_cast<double>(params) / 1e9)
+                                      : strfmt("%.2f M", static_cast<double>(params) / 1e6);
+  for (const auto& r : results) {
+    std::printf("| %-30s | %10s | %10s | %-10s | %7d | %15s | %20s |\n", label.c_str(),
+                mib_or_gib(bytes).c_str(), params_text.c_str(), "CPU", threads, r.name.c_str(),
+                strfmt("%.2f ± %.2f", r.mean(), r.stddev()).c_str());
+  }
+}
+
+void print_json(const std::string& label, uint64_t bytes, uint64_t params, int threads,
+                const std::vector<TestResult>& results) {
+  JsonWriter json(2);
+  json.begin_array();
+  for (const auto& r : results) {
+    json.begin_object();
+    json.key("model")
+        .value(label)
+        .key("model_size")
+        .value(bytes)
+        .key("model_n_params")
+        .value(params);
+    json.key("n_threads").value(static_cast<int64_t>(threads)).key("test").value(r.name);
+    json.key("n_tokens").value(r.n_tokens);
+    json.key("avg_ts").value(r.mean()).key("stddev_ts").value(r.stddev());
+    json.key("samples_ts").begin_array();
+    for (const double v : r.tokens_per_second) json.value(v);
+    json.end_array().end_object();
+  }
+  json.end_array();
+  std::printf("%s\n", json.text().c_str());
+}
+
+void print_csv(const std::string& label, uint64_t bytes, uint64_t params, int threads,
+               const std::vector<TestResult>& results) {
+  std::printf("model,model_size,model_n_params,n_threads,test,avg_ts,stddev_ts\n");
+  for (const auto& r : results) {
+    std::printf("\"%s\",%llu,%llu,%d,%s,%.6f,%.6f\n", label.c_str(),
+                static_cast<unsigned long long>(bytes), static_cast<unsigned long long>(params),
+                threads, r.name.c_str(), r.mean(), r.stddev());
+  }
+}
+
+}  // namespace
+
+int run_bench(std::span<const std::string> argv) {
+  const auto parsed = bench_parser().parse(argv);
+  if (!parsed) return 0;
+  const ParsedArgs& args = *parsed;
+  const int64_t n_prompt = args.get_int("n-prompt", 0, 1 << 20);
+  const int64_t n_gen = args.get_int("n-gen", 0, 1 << 20);
+  const int reps = static_cast<int>(args.get_int("repetitions", 1, 1000));
+  const std::string format = args.get("output");
+  if (format != "md" && format != "json" && format != "csv") {
+    throw UsageError("-o must be md, json or csv, got " + format);
+  }
+  const auto model = load_model_from(args, std::max(n_prompt, n_gen));
+  Session session(model);
+  std::vector<TestResult> results;
+  if (n_prompt > 0)
+    results.push_back(run_test(session, strfmt("pp%lld", static_cast<long long>(n_prompt)),
+                               n_prompt, false, reps));
+  if (n_gen > 0)
+    results.push_back(
+        run_test(session, strfmt("tg%lld", static_cast<long long>(n_gen)), n_gen, true, reps));
+  const uint64_t params = parameter_count(*model);
+  const std::string label = model_label(*model, params);
+  const uint64_t bytes = model->file().file_size();
+  const int threads = model->pool().size();
+  if (format == "md") {
+    print_markdown(label, bytes, params, threads, results);
+  } else if (format == "json") {
+    print_json(label, bytes, params, threads, results);
+  } else {
+    print_csv(label, bytes, params, threads, results);
+  }
+  return 0;
+}
+
+}  // namespace cortiq::cli
