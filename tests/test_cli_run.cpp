@@ -129,3 +129,24 @@ TEST(CliRun, ModelThatDoesNotFitSaysHowMuchItNeeds) {
 
 }  // namespace
 }  // namespace cortiq
+
+namespace cortiq {
+namespace {
+
+TEST(CliBench, ReportsPromptAndGenerationRowsInEachFormat) {
+  const QuietLog quiet;
+  std::string out;
+  ASSERT_EQ(test::run_cli("bench " + model_arg() + " -p 16 -n 4 -r 2", &out), 0) << out;
+  EXPECT_NE(out.find("| llama "), std::string::npos) << out;
+  EXPECT_NE(out.find("pp16"), std::string::npos) << out;
+  EXPECT_NE(out.find("tg4"), std::string::npos) << out;
+  ASSERT_EQ(test::run_cli("bench " + model_arg() + " -p 8 -n 0 -r 1 -o json", &out), 0) << out;
+  const Json json = parse_json(out);
+  ASSERT_EQ(json.array.size(), 1u);
+  EXPECT_EQ(json.array[0].find("test")->string, "pp8");
+  EXPECT_GT(json.array[0].find("avg_ts")->number, 0.0);
+  EXPECT_EQ(test::run_cli("bench " + model_arg() + " -o xml", &out), 2);
+}
+
+}  // namespace
+}  // namespace cortiq

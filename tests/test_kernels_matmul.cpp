@@ -4,15 +4,19 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <vector>
 
+#include "base/cpu_features.hpp"
 #include "base/error.hpp"
 #include "base/fp16.hpp"
 #include "base/random.hpp"
 #include "base/thread_pool.hpp"
+#include "kernels/cpu/dequantize_fast.hpp"
 #include "kernels/cpu/matmul.hpp"
 #include "quant/quantize.hpp"
 
@@ -409,6 +413,65 @@ TEST(KernelGetRows, RefusesIdsOutsideTheTable) {
   }
   std::vector<float> too_small(63);
   EXPECT_THROW(get_rows(table.view, std::vector<int32_t>{1}, too_small), Error);
+}
+
+}  // namespace
+}  // namespace cortiq::kernels
+
+namespace cortiq::kernels {
+namespace {
+
+// Every SIMD variant of dot_f32 gives the scalar reference's bits, for every
+// length (full 16-lane blocks and every tail) and for special values.
+#if defined(__x86_64__)
+TEST(KernelDotSimd, Avx2MatchesScalarBitForBit) {
+  if (!cpu_features().avx2) GTEST_SKIP() << "no AVX2 on this CPU";
+  NormalSampler normal(11);
+  for (int64_t n = 0; n <= 300; ++n) {
+    std::vector<float> a(static_cast<size_t>(n)), b(static_cast<size_t>(n));
+    for (auto& v : a) v = static_cast<float>(normal.next() * 1e3);
+    for (auto& v : b) v = static_cast<float>(normal.next() * 1e-3);
+    const float s = scalar::dot_f32(a.data(), b.data(), n);
+    const float v = avx2::dot_f32(a.data(), b.data(), n);
+    EXPECT_EQ(std::bit_cast<uint32_t>(s), std::bit_cast<uint32_t>(v)) << "n = " << n;
+  }
+  std::vector<float> inf(40, 1.0f), x(40, 2.0f);
+  inf[17] = std::numeric_limits<float>::infinity();
+  EXPECT_EQ(avx2::dot_f32(inf.data(), x.data(), 40), scalar::dot_f32(inf.data(), x.data(), 40));
+}
+#endif
+
+}  // namespace
+}  // namespace cortiq::kernels
+
+namespace cortiq::kernels {
+namespace {
+
+// The hot-path dequantization gives the reference's bits for random blocks
+// (every nibble and byte pattern, finite scales), at every SIMD level.
+TEST(KernelDequantizeFast, MatchesTheReferenceBitForBit) {
+  SplitMix64 rng(5);
+  for (const GgmlType type : {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::F16, GgmlType::BF16,
+                              GgmlType::Q4_K, GgmlType::Q6_K}) {
+    SCOPED_TRACE(std::string(ggml_type_name(type)));
+    const size_t n = 512;
+    const size_t bytes = *ggml_row_bytes(type, n);
+    std::vector<std::byte> row(bytes);
+    for (int trial = 0; trial < 20; ++trial) {
+      for (auto& b : row) b = static_cast<std::byte>(rng.next());
+      // Keep 16-bit scales and values finite (exponent bits not all ones).
+      const size_t stride = type == GgmlType::Q4_0 ? 18 : type == GgmlType::Q8_0 ? 34 : 0;
+      for (size_t off = 0; stride != 0 && off < bytes; off += stride)
+        row[off + 1] &= std::byte{0x3B};
+      if (type == GgmlType::F16 || type == GgmlType::BF16) {
+        for (size_t off = 1; off < bytes; off += 2) row[off] &= std::byte{0x3B};
+      }
+      std::vector<float> expected(n), actual(n);
+      dequantize_row(type, row, expected);
+      dequantize_row_fast(type, row, actual);
+      ASSERT_EQ(std::memcmp(expected.data(), actual.data(), n * sizeof(float)), 0);
+    }
+  }
 }
 
 }  // namespace

@@ -111,6 +111,13 @@ uint64_t parameter_count(const Model& model) {
   return n;
 }
 
+// The bytes of the weights (llama-bench's "size": tensors, not the file).
+uint64_t weight_bytes(const Model& model) {
+  uint64_t n = 0;
+  for (const auto& t : model.file().tensors()) n += t.n_bytes;
+  return n;
+}
+
 std::string mib_or_gib(uint64_t bytes) {
   const double mib = static_cast<double>(bytes) / (1024.0 * 1024.0);
   return mib >= 1024.0 ? strfmt("%.2f GiB", mib / 1024.0) : strfmt("%.2f MiB", mib);
@@ -190,7 +197,7 @@ int run_bench(std::span<const std::string> argv) {
         run_test(session, strfmt("tg%lld", static_cast<long long>(n_gen)), n_gen, true, reps));
   const uint64_t params = parameter_count(*model);
   const std::string label = model_label(*model, params);
-  const uint64_t bytes = model->file().file_size();
+  const uint64_t bytes = weight_bytes(*model);
   const int threads = model->pool().size();
   if (format == "md") {
     print_markdown(label, bytes, params, threads, results);

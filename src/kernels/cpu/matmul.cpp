@@ -14,6 +14,7 @@
 #include "base/error.hpp"
 #include "base/fp16.hpp"
 #include "base/thread_pool.hpp"
+#include "kernels/cpu/dequantize_fast.hpp"
 #include "quant/blocks.hpp"
 #include "quant/quantize.hpp"
 #include "quant/scalar_math.hpp"
@@ -21,7 +22,6 @@
 namespace cortiq::kernels {
 namespace {
 
-constexpr int kDotLanes = 16;
 constexpr int64_t kBlock32 = 32;
 constexpr int64_t kBlockK = 256;
 // Output rows per unit of work: enough to keep the split cheap, small
@@ -159,7 +159,7 @@ bool reads_in_place(const WeightView& w) {
 const float* weight_row(const WeightView& w, int64_t o, bool in_place, std::span<float> buf) {
   if (in_place) return reinterpret_cast<const float*>(w.row(o).data());
   const std::span<float> row = buf.first(static_cast<size_t>(w.n_cols));
-  dequantize_row(w.type, w.row(o), row);
+  dequantize_row_fast(w.type, w.row(o), row);
   return row.data();
 }
 
@@ -221,19 +221,6 @@ float min_term(const WeightView& w, int64_t o, const float* corrections) {
 }
 
 }  // namespace
-
-float dot_f32(const float* a, const float* b, int64_t n) {
-  std::array<float, kDotLanes> lanes{};
-  int64_t i = 0;
-  for (; i + kDotLanes <= n; i += kDotLanes) {
-    for (int j = 0; j < kDotLanes; ++j) lanes[j] += a[i + j] * b[i + j];
-  }
-  for (int j = 0; i + j < n; ++j) lanes[j] += a[i + j] * b[i + j];
-  for (int width = kDotLanes / 2; width > 0; width /= 2) {
-    for (int j = 0; j < width; ++j) lanes[j] += lanes[j + width];
-  }
-  return lanes[0];
-}
 
 GgmlType activation_type(GgmlType weight_type) {
   if (const auto type = vec_dot_type(weight_type)) return *type;
@@ -330,7 +317,7 @@ void get_rows(const WeightView& table, std::span<const int32_t> ids, std::span<f
       throw Error(tensor_prefix(table, "get_rows") + "row id " + std::to_string(id) +
                   " is outside [0, " + std::to_string(table.n_rows) + ")");
     }
-    dequantize_row(table.type, table.row(id), out.subspan(i * n_cols, n_cols));
+    dequantize_row_fast(table.type, table.row(id), out.subspan(i * n_cols, n_cols));
   }
 }
 

@@ -51,8 +51,16 @@ void round_activations(GgmlType weight_type, std::span<const float> x, std::span
 // lane j + 8, then + 4, + 2, + 1). The order depends on n alone, never on
 // the batch, which is what makes matmul batch invariant; it is also the
 // lane layout of one AVX-512 or two AVX2 registers, so SIMD variants can
-// reproduce it (without FMA) bit for bit.
+// reproduce it (without FMA) bit for bit. Defined in dot.cpp, dispatched
+// to the SIMD level (dot_avx2.cpp), every level giving the same bits.
 float dot_f32(const float* a, const float* b, int64_t n);
+
+namespace scalar {
+float dot_f32(const float* a, const float* b, int64_t n);
+}
+namespace avx2 {
+float dot_f32(const float* a, const float* b, int64_t n);
+}
 
 // Buffers matmul reuses from call to call so the decode path allocates
 // nothing once warm. One per ThreadPool user; not shared between threads
