@@ -291,6 +291,9 @@ TEST(EngineErrors, BadPromptsAreRefusedBeforeAnyStateChanges) {
   auto hot = greedy(3);
   hot.sampling.temperature = -1;
   expect_refused([&] { s.generate(std::span<const TokenId>(prompt), hot); }, "temperature");
+  auto banned = greedy(3);
+  for (TokenId id = 0; id < model->n_vocab(); ++id) banned.sampling.suppressed.push_back(id);
+  expect_refused([&] { s.generate(std::span<const TokenId>(prompt), banned); }, "banned");
   auto loops = greedy(3);
   loops.loop_stop = true;
   loops.loop.max_period = 0;

@@ -188,8 +188,9 @@ TEST(Sampler, EveryTokenBannedThrows) {
     SamplingParams p = plain(temperature);
     p.suppressed = {0, 1};
     p.logit_bias = {{2, -kInf}};
-    Sampler s(p, 3);
     try {
+      // Refused when the parameters are set (validate), before any sampling.
+      Sampler s(p, 3);
       s.sample(row);
       FAIL() << "expected an error";
     } catch (const Error& e) {

@@ -95,6 +95,17 @@ void SamplingParams::validate(int64_t n_vocab) const {
       throw Error(strfmt("suppressed token id %d is out of range [0, %lld)", id,
                          static_cast<long long>(n_vocab)));
   }
+  // Refused here, before any work, rather than at the first sample.
+  if (static_cast<int64_t>(suppressed.size() + logit_bias.size()) >= n_vocab) {
+    std::vector<bool> banned(static_cast<size_t>(n_vocab), false);
+    for (const TokenId id : suppressed) banned[static_cast<size_t>(id)] = true;
+    for (const auto& [id, bias] : logit_bias) {
+      if (bias == -std::numeric_limits<float>::infinity()) banned[static_cast<size_t>(id)] = true;
+    }
+    if (std::all_of(banned.begin(), banned.end(), [](bool b) { return b; })) {
+      throw Error("every token is banned (suppressed or logit_bias -inf): nothing can be sampled");
+    }
+  }
 }
 
 Sampler::Sampler(SamplingParams params, int64_t n_vocab) : n_vocab_(n_vocab) {

@@ -216,6 +216,9 @@ GenerateResult Session::generate(std::span<const TokenId> prompt, const Generate
   // Everything that can be refused is checked before any state moves.
   check_prompt(prompt);
   const auto& vocab = model_->tokenizer().vocab();
+  if (!options.stop.empty() && vocab.kind == TokenizerKind::none) {
+    throw Error("stop strings need a tokenizer; this model has none (no_vocab)");
+  }
   Sampler sampler(effective_sampling(options, vocab), model_->n_vocab());
   std::optional<LoopDetector> loops;
   if (options.loop_stop) loops.emplace(options.loop);
