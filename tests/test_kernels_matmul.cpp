@@ -463,6 +463,18 @@ TEST(KernelDequantizeFast, MatchesTheReferenceBitForBit) {
       const size_t stride = type == GgmlType::Q4_0 ? 18 : type == GgmlType::Q8_0 ? 34 : 0;
       for (size_t off = 0; stride != 0 && off < bytes; off += stride)
         row[off + 1] &= std::byte{0x3B};
+      if (type == GgmlType::Q4_K || type == GgmlType::Q6_K) {
+        // d and dmin (Q4_K) / d (Q6_K, last 2 bytes of each 210-byte block).
+        const size_t block = type == GgmlType::Q4_K ? 144 : 210;
+        for (size_t off = 0; off < bytes; off += block) {
+          if (type == GgmlType::Q4_K) {
+            row[off + 1] &= std::byte{0x3B};
+            row[off + 3] &= std::byte{0x3B};
+          } else {
+            row[off + block - 1] &= std::byte{0x3B};
+          }
+        }
+      }
       if (type == GgmlType::F16 || type == GgmlType::BF16) {
         for (size_t off = 1; off < bytes; off += 2) row[off] &= std::byte{0x3B};
       }
@@ -470,6 +482,34 @@ TEST(KernelDequantizeFast, MatchesTheReferenceBitForBit) {
       dequantize_row(type, row, expected);
       dequantize_row_fast(type, row, actual);
       ASSERT_EQ(std::memcmp(expected.data(), actual.data(), n * sizeof(float)), 0);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace cortiq::kernels
+
+namespace cortiq::kernels {
+namespace {
+
+// The fused decode dot gives the bits of dequantize-then-dot_f32.
+TEST(KernelDequantizeFast, FusedDotMatchesDequantizeThenDot) {
+  NormalSampler normal(3);
+  for (const GgmlType type : {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K}) {
+    for (const size_t n : {256u, 512u, 2048u}) {
+      std::vector<float> values(n), x(n), row(n);
+      for (auto& v : values) v = static_cast<float>(normal.next());
+      for (auto& v : x) v = static_cast<float>(normal.next());
+      std::vector<std::byte> bytes(*ggml_row_bytes(type, n));
+      quantize_row(type, values, bytes);
+      dequantize_row(type, bytes, row);
+      const float expected = dot_f32(row.data(), x.data(), static_cast<int64_t>(n));
+      float fused = 0;
+      if (!dot_dequantized(type, bytes.data(), x.data(), static_cast<int64_t>(n), fused)) {
+        GTEST_SKIP() << "no fused kernel at this SIMD level";
+      }
+      EXPECT_EQ(std::bit_cast<uint32_t>(fused), std::bit_cast<uint32_t>(expected))
+          << ggml_type_name(type) << " n=" << n;
     }
   }
 }

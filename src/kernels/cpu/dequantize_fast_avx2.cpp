@@ -51,7 +51,151 @@ void q8_0_rows(const std::byte* src, float* dst, int64_t n_blocks) {
   }
 }
 
+// Q4_K: a 256-element super-block of 144 bytes: d, dmin (fp16), 12 bytes of
+// packed 6-bit (scale, min) pairs, 128 bytes of nibbles. Sub-block g = 2c + p
+// (c = 0..3, p = 0..1) holds elements 64c + 32p + l, the low (p = 0) or high
+// (p = 1) nibbles of bytes 32c + l; x = (d * scale_g) * q - dmin * min_g.
+constexpr int64_t kQ4KBytes = 144;
+
+// The (scale, min) pair of a sub-block, as quant/k_scales.hpp unpacks it
+// (repeated here: SIMD files define no inline functions shared with
+// baseline code).
+void q4_k_scale_min(const uint8_t* packed, int g, int& scale, int& min) {
+  if (g < 4) {
+    scale = packed[g] & 63;
+    min = packed[g + 4] & 63;
+  } else {
+    scale = (packed[g + 4] & 0xF) | ((packed[g - 4] >> 6) << 4);
+    min = (packed[g + 4] >> 4) | ((packed[g] >> 6) << 4);
+  }
+}
+
+float half_at(const std::byte* p) {
+  return scale_of(p);
+}
+
+// The 32 values of one sub-block from its 32 nibble bytes (0..15 each).
+void q4_k_values(__m256i nibbles, float dl, float ml, __m256 out[4]) {
+  const __m256 vd = _mm256_set1_ps(dl);
+  const __m256 vm = _mm256_set1_ps(ml);
+  const __m128i halves[2] = {_mm256_castsi256_si128(nibbles), _mm256_extracti128_si256(nibbles, 1)};
+  for (int h = 0; h < 2; ++h) {
+    for (int k = 0; k < 2; ++k) {
+      const __m128i bytes = k == 0 ? halves[h] : _mm_srli_si128(halves[h], 8);
+      const __m256 q = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(bytes));
+      out[2 * h + k] = _mm256_sub_ps(_mm256_mul_ps(vd, q), vm);
+    }
+  }
+}
+
+// Calls fn(sub-block values[4], first element) for every sub-block of a row.
+template <typename Fn>
+void q4_k_each_subblock(const std::byte* src, int64_t n_blocks, Fn fn) {
+  const __m256i mask = _mm256_set1_epi8(0x0F);
+  for (int64_t b = 0; b < n_blocks; ++b, src += kQ4KBytes) {
+    const float d = half_at(src);
+    const float dmin = half_at(src + 2);
+    const auto* packed = reinterpret_cast<const uint8_t*>(src + 4);
+    const std::byte* qs = src + 16;
+    for (int c = 0; c < 4; ++c) {
+      const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(qs + 32 * c));
+      const __m256i parts[2] = {_mm256_and_si256(q, mask),
+                                _mm256_and_si256(_mm256_srli_epi16(q, 4), mask)};
+      for (int p = 0; p < 2; ++p) {
+        int scale = 0, min = 0;
+        q4_k_scale_min(packed, 2 * c + p, scale, min);
+        __m256 values[4];
+        q4_k_values(parts[p], d * static_cast<float>(scale), dmin * static_cast<float>(min),
+                    values);
+        fn(values, 256 * b + 64 * c + 32 * p);
+      }
+    }
+  }
+}
+
+// The 16 lanes of dot_f32 as two registers, and its final 8-4-2-1 fold.
+struct Lanes {
+  __m256 lo = _mm256_setzero_ps();  // lanes 0..7
+  __m256 hi = _mm256_setzero_ps();  // lanes 8..15
+
+  // One 16-element chunk: lane j += w[j] * x[j] (multiply, then add).
+  void add(__m256 w_lo, __m256 w_hi, const float* x) {
+    lo = _mm256_add_ps(lo, _mm256_mul_ps(w_lo, _mm256_loadu_ps(x)));
+    hi = _mm256_add_ps(hi, _mm256_mul_ps(w_hi, _mm256_loadu_ps(x + 8)));
+  }
+  float fold() const {
+    const __m256 v = _mm256_add_ps(lo, hi);
+    __m128 h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_add_ss(h, _mm_shuffle_ps(h, h, 1));
+    return _mm_cvtss_f32(h);
+  }
+};
+
+float q4_0_dot(const std::byte* src, const float* x, int64_t n_blocks) {
+  const __m128i low_mask = _mm_set1_epi8(0x0F);
+  const __m128i eight = _mm_set1_epi8(8);
+  Lanes lanes;
+  for (int64_t b = 0; b < n_blocks; ++b, src += 18, x += 32) {
+    const __m256 d = _mm256_set1_ps(scale_of(src));
+    const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 2));
+    const __m128i lo = _mm_sub_epi8(_mm_and_si128(q, low_mask), eight);
+    const __m128i hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(q, 4), low_mask), eight);
+    lanes.add(_mm256_mul_ps(bytes_to_floats(lo), d),
+              _mm256_mul_ps(bytes_to_floats(_mm_srli_si128(lo, 8)), d), x);
+    lanes.add(_mm256_mul_ps(bytes_to_floats(hi), d),
+              _mm256_mul_ps(bytes_to_floats(_mm_srli_si128(hi, 8)), d), x + 16);
+  }
+  return lanes.fold();
+}
+
+float q8_0_dot(const std::byte* src, const float* x, int64_t n_blocks) {
+  Lanes lanes;
+  for (int64_t b = 0; b < n_blocks; ++b, src += 34, x += 32) {
+    const __m256 d = _mm256_set1_ps(scale_of(src));
+    __m256 w[4];
+    for (int k = 0; k < 4; ++k) {
+      const __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(src + 2 + 8 * k));
+      w[k] = _mm256_mul_ps(bytes_to_floats(q), d);
+    }
+    lanes.add(w[0], w[1], x);
+    lanes.add(w[2], w[3], x + 16);
+  }
+  return lanes.fold();
+}
+
+float q4_k_dot(const std::byte* src, const float* x, int64_t n_blocks) {
+  Lanes lanes;
+  q4_k_each_subblock(src, n_blocks, [&](const __m256* v, int64_t at) {
+    lanes.add(v[0], v[1], x + at);
+    lanes.add(v[2], v[3], x + at + 16);
+  });
+  return lanes.fold();
+}
+
+void q4_k_rows(const std::byte* src, float* dst, int64_t n_blocks) {
+  q4_k_each_subblock(src, n_blocks, [&](const __m256* v, int64_t at) {
+    for (int k = 0; k < 4; ++k) _mm256_storeu_ps(dst + at + 8 * k, v[k]);
+  });
+}
+
 }  // namespace
+
+bool dot_dequantized(GgmlType type, const std::byte* row, const float* x, int64_t n, float& out) {
+  switch (type) {
+    case GgmlType::Q4_0:
+      out = q4_0_dot(row, x, n / 32);
+      return true;
+    case GgmlType::Q8_0:
+      out = q8_0_dot(row, x, n / 32);
+      return true;
+    case GgmlType::Q4_K:
+      out = q4_k_dot(row, x, n / 256);
+      return true;
+    default:
+      return false;
+  }
+}
 
 bool dequantize_row(GgmlType type, const std::byte* src, float* dst, int64_t n) {
   switch (type) {
@@ -60,6 +204,9 @@ bool dequantize_row(GgmlType type, const std::byte* src, float* dst, int64_t n) 
       return true;
     case GgmlType::Q8_0:
       q8_0_rows(src, dst, n / 32);
+      return true;
+    case GgmlType::Q4_K:
+      q4_k_rows(src, dst, n / 256);
       return true;
     default:
       return false;
