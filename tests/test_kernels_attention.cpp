@@ -10,16 +10,12 @@
 #include "base/fp16.hpp"
 #include "base/random.hpp"
 #include "kernels/cpu/attention.hpp"
+#include "test_support.hpp"
 
 namespace cortiq::kernels {
 namespace {
 
-std::vector<float> normal_values(uint64_t seed, size_t n, double scale = 1.0) {
-  NormalSampler normal(seed);
-  std::vector<float> x(n);
-  for (float& v : x) v = static_cast<float>(normal.next() * scale);
-  return x;
-}
+using test::normal_values;
 
 // A cache of n_cells rows of n_head_kv * head_dim elements, each row padded
 // by 16 bytes so that row_bytes, not the element count, steps the rows.

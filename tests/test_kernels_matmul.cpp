@@ -19,16 +19,12 @@
 #include "kernels/cpu/dequantize_fast.hpp"
 #include "kernels/cpu/matmul.hpp"
 #include "quant/quantize.hpp"
+#include "test_support.hpp"
 
 namespace cortiq::kernels {
 namespace {
 
-std::vector<float> normal_values(uint64_t seed, size_t n, double scale = 1.0) {
-  NormalSampler normal(seed);
-  std::vector<float> x(n);
-  for (float& v : x) v = static_cast<float>(normal.next() * scale);
-  return x;
-}
+using test::normal_values;
 
 // A weight matrix and the bytes it views.
 struct Weights {

@@ -8,16 +8,12 @@
 #include "base/random.hpp"
 #include "kernels/cpu/activations.hpp"
 #include "kernels/cpu/norm.hpp"
+#include "test_support.hpp"
 
 namespace cortiq::kernels {
 namespace {
 
-std::vector<float> normal_values(uint64_t seed, size_t n, double scale = 1.0) {
-  NormalSampler normal(seed);
-  std::vector<float> x(n);
-  for (float& v : x) v = static_cast<float>(normal.next() * scale);
-  return x;
-}
+using test::normal_values;
 
 TEST(KernelRmsNorm, MatchesDoubleReference) {
   for (const size_t n : {1u, 7u, 64u, 4096u}) {

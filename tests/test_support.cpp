@@ -72,4 +72,11 @@ int run_cli(const std::string& args, std::string* output) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+std::vector<float> normal_values(uint64_t seed, size_t n, double scale) {
+  NormalSampler normal(seed);
+  std::vector<float> x(n);
+  for (float& v : x) v = static_cast<float>(normal.next() * scale);
+  return x;
+}
+
 }  // namespace cortiq::test

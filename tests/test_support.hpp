@@ -46,6 +46,9 @@ void write_file_bytes(const std::filesystem::path& path, const std::vector<uint8
 // and fills `output` with stdout+stderr.
 int run_cli(const std::string& args, std::string* output = nullptr);
 
+// n normal(0, scale) floats from a seeded NormalSampler.
+std::vector<float> normal_values(uint64_t seed, size_t n, double scale = 1.0);
+
 // Caps the address space of this process at what it maps now plus
 // `headroom` bytes, so that a larger allocation fails. Only for the child of
 // a death test (EXPECT_EXIT): the limit stays for the rest of the process.

@@ -30,13 +30,6 @@ AttentionWeights AttentionWeights::bind(const WeightBinder& b, const ModelHParam
 
 namespace {
 
-void add_bias(std::span<float> rows, std::span<const float> bias, size_t n_rows) {
-  if (bias.empty()) return;
-  for (size_t r = 0; r < n_rows; ++r) {
-    kernels::add_inplace(rows.subspan(r * bias.size(), bias.size()), bias);
-  }
-}
-
 // Per-head RMS norm (qwen3's q_norm / k_norm), in place.
 void norm_heads(std::span<float> row, std::span<const float> weight, int64_t head_dim, float eps) {
   if (weight.empty()) return;
@@ -58,9 +51,9 @@ void project_qkv(const AttentionWeights& w, const ModelHParams& hp, const Attent
   kernels::matmul(w.wq, normed, n, q, hp.q_width(), ctx.pool, buf.matmul);
   kernels::matmul(w.wk, normed, n, k, hp.k_width(), ctx.pool, buf.matmul);
   kernels::matmul(w.wv, normed, n, v, hp.v_width(), ctx.pool, buf.matmul);
-  add_bias(q, w.bq, rows);
-  add_bias(k, w.bk, rows);
-  add_bias(v, w.bv, rows);
+  kernels::add_bias_rows(q, w.bq);
+  kernels::add_bias_rows(k, w.bk);
+  kernels::add_bias_rows(v, w.bv);
   const auto qw = static_cast<size_t>(hp.q_width());
   const auto kw = static_cast<size_t>(hp.k_width());
   const auto rope_dims = static_cast<size_t>(pass.rope.n_dims);
@@ -133,7 +126,7 @@ void attention_block(const AttentionWeights& w, const ModelHParams& hp, int64_t 
   }
   attend(hp, layer, pass, cache, ctx, q, attn);
   kernels::matmul(w.wo, attn, static_cast<int64_t>(rows), proj, hp.n_embd, ctx.pool, buf.matmul);
-  add_bias(proj, w.bo, rows);
+  kernels::add_bias_rows(proj, w.bo);
   kernels::add_inplace(residual.first(rows * n_embd), proj);
 }
 

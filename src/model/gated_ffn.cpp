@@ -20,18 +20,6 @@ GatedFfnWeights GatedFfnWeights::bind(const WeightBinder& b, const ModelHParams&
   return w;
 }
 
-namespace {
-
-void add_bias_rows(std::span<float> rows, std::span<const float> bias, int64_t n_rows) {
-  if (bias.empty()) return;
-  const size_t width = bias.size();
-  for (int64_t r = 0; r < n_rows; ++r) {
-    kernels::add_inplace(rows.subspan(static_cast<size_t>(r) * width, width), bias);
-  }
-}
-
-}  // namespace
-
 void gated_ffn_block(const GatedFfnWeights& w, const ModelHParams& hp, int64_t n_rows,
                      ForwardContext& ctx, std::span<float> residual) {
   auto& buf = ctx.buffers;
@@ -49,11 +37,11 @@ void gated_ffn_block(const GatedFfnWeights& w, const ModelHParams& hp, int64_t n
   }
   kernels::matmul(w.gate, normed, n_rows, gate, hp.n_ff, ctx.pool, buf.matmul);
   kernels::matmul(w.up, normed, n_rows, up, hp.n_ff, ctx.pool, buf.matmul);
-  add_bias_rows(gate, w.gate_b, n_rows);
-  add_bias_rows(up, w.up_b, n_rows);
+  kernels::add_bias_rows(gate, w.gate_b);
+  kernels::add_bias_rows(up, w.up_b);
   kernels::swiglu(gate, up, gate);
   kernels::matmul(w.down, gate, n_rows, proj, hp.n_embd, ctx.pool, buf.matmul);
-  add_bias_rows(proj, w.down_b, n_rows);
+  kernels::add_bias_rows(proj, w.down_b);
   kernels::add_inplace(residual.first(rows * n_embd), proj);
 }
 

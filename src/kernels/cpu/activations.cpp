@@ -49,4 +49,12 @@ void add_inplace(std::span<float> x, std::span<const float> b) {
   for (size_t i = 0; i < x.size(); ++i) x[i] += b[i];
 }
 
+void add_bias_rows(std::span<float> rows, std::span<const float> bias) {
+  if (bias.empty()) return;
+  assert(rows.size() % bias.size() == 0);
+  for (size_t start = 0; start + bias.size() <= rows.size(); start += bias.size()) {
+    add_inplace(rows.subspan(start, bias.size()), bias);
+  }
+}
+
 }  // namespace cortiq::kernels

@@ -18,4 +18,8 @@ void swiglu(std::span<const float> gate, std::span<const float> up, std::span<fl
 // x[i] += b[i]. Sizes must agree.
 void add_inplace(std::span<float> x, std::span<const float> b);
 
+// Adds bias to each row of `rows` (rows.size() a multiple of bias.size());
+// an empty bias adds nothing.
+void add_bias_rows(std::span<float> rows, std::span<const float> bias);
+
 }  // namespace cortiq::kernels
