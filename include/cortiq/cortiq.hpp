@@ -178,6 +178,9 @@ class Session {
   // Forwards ids after the history in chunks; the logits of the last row
   // land in last_logits_. Returns false when cancelled between chunks.
   bool prefill(std::span<const TokenId> ids, int64_t chunk_size, std::vector<float>* all_logits);
+  // evaluate() and append(): checked, chunked, cancellable; throws when
+  // cancelled. Returns every row's logits when all_logits, else nothing.
+  std::vector<float> extend(std::span<const TokenId> ids, int64_t chunk_size, bool all_logits);
   enum class RowLogits { none, last, all };
   void forward_rows(std::span<const TokenId> ids, RowLogits want, std::span<float> logits);
   void decode_loop(Sampler& sampler, LoopDetector* loops, const GenerateOptions& options,

@@ -16,6 +16,7 @@
 #include "cli/args.hpp"
 #include "cli/commands.hpp"
 #include "cli/generation_args.hpp"
+#include "cli/inspect_report.hpp"
 #include "formats/gguf/gguf_file.hpp"
 #include "model/hparams.hpp"
 #include "quant/quant_recipe.hpp"
@@ -105,12 +106,6 @@ std::string model_label(const Model& model, uint64_t n_params) {
   return model.hparams().arch + " " + size + " " + type;
 }
 
-uint64_t parameter_count(const Model& model) {
-  uint64_t n = 0;
-  for (const auto& t : model.file().tensors()) n += static_cast<uint64_t>(t.n_elements());
-  return n;
-}
-
 // The bytes of the weights (llama-bench's "size": tensors, not the file).
 uint64_t weight_bytes(const Model& model) {
   uint64_t n = 0;
@@ -195,7 +190,7 @@ int run_bench(std::span<const std::string> argv) {
   if (n_gen > 0)
     results.push_back(
         run_test(session, strfmt("tg%lld", static_cast<long long>(n_gen)), n_gen, true, reps));
-  const uint64_t params = parameter_count(*model);
+  const uint64_t params = parameter_count(model->file());
   const std::string label = model_label(*model, params);
   const uint64_t bytes = weight_bytes(*model);
   const int threads = model->pool().size();

@@ -50,11 +50,6 @@ std::string messages_json(const std::vector<Message>& messages) {
   return json.take();
 }
 
-std::string token_text(const Vocab& vocab, TokenId id) {
-  if (id < 0 || static_cast<size_t>(id) >= vocab.size()) return {};
-  return vocab.tokens[static_cast<size_t>(id)];
-}
-
 std::atomic<Session*> g_generating{nullptr};
 
 // During a reply Ctrl-C cancels it; at the prompt it ends the program.
@@ -110,7 +105,7 @@ class Chat {
     const std::string prompt = render();
     // The template usually writes the BOS text itself; do not add a second.
     const auto& vocab = model_->tokenizer().vocab();
-    const std::string bos = token_text(vocab, vocab.bos);
+    const std::string_view bos = vocab.token_text(vocab.bos);
     options_.add_special = bos.empty() || prompt.rfind(bos, 0) != 0;
     const GeneratingGuard guard(session_);
     const auto result = session_.generate(prompt, options_, [](std::string_view piece, TokenId) {
@@ -141,8 +136,8 @@ class Chat {
     ChatInputs in;
     in.messages = messages_from_json(messages_json(messages_));
     in.add_generation_prompt = true;
-    in.bos_token = token_text(vocab, vocab.bos);
-    in.eos_token = token_text(vocab, vocab.eos);
+    in.bos_token = vocab.token_text(vocab.bos);
+    in.eos_token = vocab.token_text(vocab.eos);
     return tmpl_.render(in);
   }
 

@@ -39,12 +39,6 @@ std::string read_text_file(const std::string& path) {
   return text.str();
 }
 
-// The text of a special token named by an id key, or "" when absent.
-std::string special_token_text(const Vocab& vocab, TokenId id) {
-  if (id == kNoToken || id < 0 || static_cast<size_t>(id) >= vocab.size()) return {};
-  return vocab.tokens[static_cast<size_t>(id)];
-}
-
 ChatInputs inputs_from(const ParsedArgs& args, const Vocab& vocab) {
   ChatInputs in;
   if (args.has("messages") == args.has("messages-file")) {
@@ -63,8 +57,8 @@ ChatInputs inputs_from(const ParsedArgs& args, const Vocab& vocab) {
     }
   }
   in.add_generation_prompt = args.has("add-generation-prompt");
-  in.bos_token = special_token_text(vocab, vocab.bos);
-  in.eos_token = special_token_text(vocab, vocab.eos);
+  in.bos_token = vocab.token_text(vocab.bos);
+  in.eos_token = vocab.token_text(vocab.eos);
   return in;
 }
 

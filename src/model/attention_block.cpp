@@ -30,16 +30,6 @@ AttentionWeights AttentionWeights::bind(const WeightBinder& b, const ModelHParam
 
 namespace {
 
-// Per-head RMS norm (qwen3's q_norm / k_norm), in place.
-void norm_heads(std::span<float> row, std::span<const float> weight, int64_t head_dim, float eps) {
-  if (weight.empty()) return;
-  const auto hd = static_cast<size_t>(head_dim);
-  for (size_t h = 0; h * hd < row.size(); ++h) {
-    auto head = row.subspan(h * hd, hd);
-    kernels::rms_norm(head, weight, eps, head);
-  }
-}
-
 // Projects the normed rows to queries, keys and values, with biases, head
 // norms and RoPE applied.
 void project_qkv(const AttentionWeights& w, const ModelHParams& hp, const AttentionPass& pass,
@@ -60,8 +50,10 @@ void project_qkv(const AttentionWeights& w, const ModelHParams& hp, const Attent
   for (size_t r = 0; r < rows; ++r) {
     auto q_row = q.subspan(r * qw, qw);
     auto k_row = k.subspan(r * kw, kw);
-    norm_heads(q_row, w.q_norm, hp.head_dim_k, hp.rms_eps);
-    norm_heads(k_row, w.k_norm, hp.head_dim_k, hp.rms_eps);
+    // Per-head RMS norms (qwen3's q_norm / k_norm), in place.
+    const auto head_dim = static_cast<size_t>(hp.head_dim_k);
+    if (!w.q_norm.empty()) kernels::rms_norm_rows(q_row, w.q_norm, hp.rms_eps, q_row, head_dim);
+    if (!w.k_norm.empty()) kernels::rms_norm_rows(k_row, w.k_norm, hp.rms_eps, k_row, head_dim);
     const auto cache = pass.rope_cache.subspan(r * rope_dims, rope_dims);
     kernels::rope_apply(q_row, hp.n_head, hp.head_dim_k, pass.rope, cache);
     kernels::rope_apply(k_row, hp.n_head_kv, hp.head_dim_k, pass.rope, cache);
@@ -113,10 +105,7 @@ void attention_block(const AttentionWeights& w, const ModelHParams& hp, int64_t 
       ForwardBuffers::take(buf.attn_out, rows * static_cast<size_t>(hp.n_head * hp.head_dim_v));
   auto proj = ForwardBuffers::take(buf.proj, rows * n_embd);
 
-  for (size_t r = 0; r < rows; ++r) {
-    kernels::rms_norm(residual.subspan(r * n_embd, n_embd), w.norm, hp.rms_eps,
-                      normed.subspan(r * n_embd, n_embd));
-  }
+  kernels::rms_norm_rows(residual.first(rows * n_embd), w.norm, hp.rms_eps, normed, n_embd);
   project_qkv(w, hp, pass, ctx, normed, q, k, v);
   const auto kw = static_cast<size_t>(hp.k_width());
   const auto vw = static_cast<size_t>(hp.v_width());

@@ -58,24 +58,17 @@ void check_rows(std::span<const BatchRow> rows, const KvCache& cache, int64_t n_
 
 void DecoderModel::forward(std::span<const BatchRow> rows, KvCache& cache, ForwardContext& ctx,
                            std::span<float> logits) const {
-  auto& start_lengths = ctx.buffers.seq_lengths;
-  check_rows(rows, cache, hparams_.n_vocab, static_cast<int64_t>(logits.size()), start_lengths);
-  // check_rows left each sequence's next position; turn that back into the
-  // lengths before this batch, to undo on failure.
-  for (const auto& row : rows) start_lengths[static_cast<size_t>(row.seq)] = -1;
-  for (const auto& row : rows) {
-    auto& length = start_lengths[static_cast<size_t>(row.seq)];
-    if (length < 0) length = cache.length(row.seq);
-  }
+  check_rows(rows, cache, hparams_.n_vocab, static_cast<int64_t>(logits.size()),
+             ctx.buffers.seq_next);
   auto& cells = ctx.buffers.row_cells;
   cells.resize(rows.size());
   try {
     for (size_t i = 0; i < rows.size(); ++i) cells[i] = cache.append(rows[i].seq, 1)[0];
     run_layers(rows, cells, cache, ctx, logits);
   } catch (...) {
-    for (size_t seq = 0; seq < start_lengths.size(); ++seq) {
-      if (start_lengths[seq] >= 0) cache.truncate(static_cast<int32_t>(seq), start_lengths[seq]);
-    }
+    // Each sequence goes back to its first position in the batch (truncating
+    // to a later row's position first is a no-op or a partial cut).
+    for (const auto& row : rows) cache.truncate(row.seq, row.pos);
     throw;
   }
 }

@@ -23,9 +23,9 @@ struct ForwardBuffers {
   std::vector<float> rope;      // [rows][rope dims]: cos/sin per row's position
   std::vector<std::vector<float>> scores;  // per thread: attention scores of one row
   kernels::MatmulScratch matmul;
-  std::vector<int32_t> token_ids;    // [rows]
-  std::vector<int32_t> row_cells;    // [rows]: each row's cache cell
-  std::vector<int64_t> seq_lengths;  // [sequences]: lengths before the batch
+  std::vector<int32_t> token_ids;  // [rows]
+  std::vector<int32_t> row_cells;  // [rows]: each row's cache cell
+  std::vector<int64_t> seq_next;   // [sequences]: next position, while checking a batch
 
   // Resizes v to at least n elements (never shrinks; no allocation when big enough).
   static std::span<float> take(std::vector<float>& v, size_t n) {

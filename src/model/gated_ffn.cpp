@@ -31,10 +31,7 @@ void gated_ffn_block(const GatedFfnWeights& w, const ModelHParams& hp, int64_t n
   auto up = ForwardBuffers::take(buf.up, rows * n_ff);
   auto proj = ForwardBuffers::take(buf.proj, rows * n_embd);
 
-  for (size_t r = 0; r < rows; ++r) {
-    kernels::rms_norm(residual.subspan(r * n_embd, n_embd), w.norm, hp.rms_eps,
-                      normed.subspan(r * n_embd, n_embd));
-  }
+  kernels::rms_norm_rows(residual.first(rows * n_embd), w.norm, hp.rms_eps, normed, n_embd);
   kernels::matmul(w.gate, normed, n_rows, gate, hp.n_ff, ctx.pool, buf.matmul);
   kernels::matmul(w.up, normed, n_rows, up, hp.n_ff, ctx.pool, buf.matmul);
   kernels::add_bias_rows(gate, w.gate_b);

@@ -120,44 +120,39 @@ bool Session::prefill(std::span<const TokenId> ids, int64_t chunk_size,
   return true;
 }
 
-std::vector<float> Session::evaluate(std::span<const TokenId> ids, int64_t chunk_size) {
+std::vector<float> Session::extend(std::span<const TokenId> ids, int64_t chunk_size,
+                                   bool all_logits) {
   check_prompt(ids);
   if (static_cast<int64_t>(history_.size() + ids.size()) > model_->context_length()) {
-    throw Error("evaluate: the tokens do not fit in the context");
+    throw Error(strfmt("the tokens do not fit in the context (%zu cached + %zu new > %lld)",
+                       history_.size(), ids.size(),
+                       static_cast<long long>(model_->context_length())));
   }
   if (chunk_size <= 0) chunk_size = model_->options().chunk_size;
-  std::vector<float> logits(ids.size() * static_cast<size_t>(model_->n_vocab()));
+  std::vector<float> logits;  // allocated only after the checks
+  if (all_logits) logits.resize(ids.size() * static_cast<size_t>(model_->n_vocab()));
   cancel_requested_.store(false);
   const size_t before = history_.size();
   bool completed = false;
   try {
-    completed = prefill(ids, chunk_size, &logits);
+    completed = prefill(ids, chunk_size, all_logits ? &logits : nullptr);
   } catch (...) {
     reset();
     throw;
   }
   if (!completed) {
     // The forwarded prefix stays in the history; no partial result escapes.
-    throw Error(strfmt("evaluation cancelled after %zu of %zu tokens", history_.size() - before,
-                       ids.size()));
+    throw Error(strfmt("cancelled after %zu of %zu tokens", history_.size() - before, ids.size()));
   }
   return logits;
 }
 
+std::vector<float> Session::evaluate(std::span<const TokenId> ids, int64_t chunk_size) {
+  return extend(ids, chunk_size, true);
+}
+
 void Session::append(std::span<const TokenId> ids) {
-  check_prompt(ids);
-  if (static_cast<int64_t>(history_.size() + ids.size()) > model_->context_length()) {
-    throw Error("the tokens do not fit in the context");
-  }
-  cancel_requested_.store(false);
-  bool completed = false;
-  try {
-    completed = prefill(ids, model_->options().chunk_size, nullptr);
-  } catch (...) {
-    reset();
-    throw;
-  }
-  if (!completed) throw Error("cancelled");
+  extend(ids, 0, false);
 }
 
 GenerateResult Session::generate(std::string_view prompt, const GenerateOptions& options,

@@ -87,6 +87,11 @@ struct Vocab {
   static Vocab from_gguf(const gguf::GgufFile& file);
 
   size_t size() const { return tokens.size(); }
+  // The vocabulary string of a token; empty for kNoToken or an id out of range.
+  std::string_view token_text(TokenId id) const {
+    return id >= 0 && static_cast<size_t>(id) < tokens.size() ? tokens[static_cast<size_t>(id)]
+                                                              : std::string_view();
+  }
   std::optional<TokenId> find(std::string_view text) const;
   TokenType type(TokenId id) const;
   bool is_end_of_generation(TokenId id) const;

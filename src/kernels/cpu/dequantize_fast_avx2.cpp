@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "kernels/cpu/dequantize_fast.hpp"
+#include "kernels/cpu/dot_lanes_avx2.hpp"
 
 namespace cortiq::kernels::avx2 {
 
@@ -113,29 +114,10 @@ void q4_k_each_subblock(const std::byte* src, int64_t n_blocks, Fn fn) {
   }
 }
 
-// The 16 lanes of dot_f32 as two registers, and its final 8-4-2-1 fold.
-struct Lanes {
-  __m256 lo = _mm256_setzero_ps();  // lanes 0..7
-  __m256 hi = _mm256_setzero_ps();  // lanes 8..15
-
-  // One 16-element chunk: lane j += w[j] * x[j] (multiply, then add).
-  void add(__m256 w_lo, __m256 w_hi, const float* x) {
-    lo = _mm256_add_ps(lo, _mm256_mul_ps(w_lo, _mm256_loadu_ps(x)));
-    hi = _mm256_add_ps(hi, _mm256_mul_ps(w_hi, _mm256_loadu_ps(x + 8)));
-  }
-  float fold() const {
-    const __m256 v = _mm256_add_ps(lo, hi);
-    __m128 h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    h = _mm_add_ps(h, _mm_movehl_ps(h, h));
-    h = _mm_add_ss(h, _mm_shuffle_ps(h, h, 1));
-    return _mm_cvtss_f32(h);
-  }
-};
-
 float q4_0_dot(const std::byte* src, const float* x, int64_t n_blocks) {
   const __m128i low_mask = _mm_set1_epi8(0x0F);
   const __m128i eight = _mm_set1_epi8(8);
-  Lanes lanes;
+  DotLanes lanes;
   for (int64_t b = 0; b < n_blocks; ++b, src += 18, x += 32) {
     const __m256 d = _mm256_set1_ps(scale_of(src));
     const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 2));
@@ -150,7 +132,7 @@ float q4_0_dot(const std::byte* src, const float* x, int64_t n_blocks) {
 }
 
 float q8_0_dot(const std::byte* src, const float* x, int64_t n_blocks) {
-  Lanes lanes;
+  DotLanes lanes;
   for (int64_t b = 0; b < n_blocks; ++b, src += 34, x += 32) {
     const __m256 d = _mm256_set1_ps(scale_of(src));
     __m256 w[4];
@@ -165,7 +147,7 @@ float q8_0_dot(const std::byte* src, const float* x, int64_t n_blocks) {
 }
 
 float q4_k_dot(const std::byte* src, const float* x, int64_t n_blocks) {
-  Lanes lanes;
+  DotLanes lanes;
   q4_k_each_subblock(src, n_blocks, [&](const __m256* v, int64_t at) {
     lanes.add(v[0], v[1], x + at);
     lanes.add(v[2], v[3], x + at + 16);

@@ -24,4 +24,12 @@ void rms_norm(std::span<const float> x, std::span<const float> weight, float eps
   }
 }
 
+void rms_norm_rows(std::span<const float> x, std::span<const float> weight, float eps,
+                   std::span<float> out, size_t width) {
+  assert(width > 0 && x.size() % width == 0 && out.size() == x.size());
+  for (size_t start = 0; start < x.size(); start += width) {
+    rms_norm(x.subspan(start, width), weight, eps, out.subspan(start, width));
+  }
+}
+
 }  // namespace cortiq::kernels

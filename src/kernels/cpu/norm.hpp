@@ -11,4 +11,9 @@ namespace cortiq::kernels {
 void rms_norm(std::span<const float> x, std::span<const float> weight, float eps,
               std::span<float> out);
 
+// rms_norm of each `width`-element row of x (x.size() a multiple of width),
+// all with the same weight (empty, or width long). out may alias x.
+void rms_norm_rows(std::span<const float> x, std::span<const float> weight, float eps,
+                   std::span<float> out, size_t width);
+
 }  // namespace cortiq::kernels
