@@ -3,13 +3,17 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <vector>
 
+#include "base/cpu_features.hpp"
 #include "base/fp16.hpp"
 #include "base/random.hpp"
+#include "kernels/cpu/activations.hpp"
 #include "kernels/cpu/attention.hpp"
+#include "kernels/cpu/attention_simd.hpp"
 #include "test_support.hpp"
 
 namespace cortiq::kernels {
@@ -93,7 +97,7 @@ void check_attention(bool f16, int64_t n_head, int64_t n_head_kv, double toleran
   const KvRowsView keys{k.bytes.data(), k.row_bytes, f16, cells};
   const KvRowsView values{v.bytes.data(), v.row_bytes, f16, cells};
   std::vector<float> out(static_cast<size_t>(n_head * shape.head_dim_v), 99.0f);
-  std::vector<float> scratch(static_cast<size_t>(n_kv));
+  std::vector<float> scratch(static_cast<size_t>(n_kv + shape.head_dim_k));
   attention_row(q, keys, values, n_kv, shape, out, scratch);
   const std::vector<double> expected = naive_attention(q, k, v, cells, n_kv, shape, f16);
   for (size_t i = 0; i < out.size(); ++i) {
@@ -127,7 +131,7 @@ TEST(KernelAttention, F16CacheRoundsTheQuery) {
   for (float& x : q) x += 1e-5f;
   std::vector<float> rounded = q;
   for (float& x : rounded) x = fp16_to_fp32(fp32_to_fp16(x));
-  std::vector<float> a(32), b(32), scratch(4);
+  std::vector<float> a(32), b(32), scratch(4 + 64);
   attention_row(q, keys, values, 4, shape, a, scratch);
   attention_row(rounded, keys, values, 4, shape, b, scratch);
   EXPECT_EQ(a, b);
@@ -141,9 +145,74 @@ TEST(KernelAttention, SinglePositionReturnsItsValues) {
   const KvRowsView keys{k.bytes.data(), k.row_bytes, false, cells};
   const KvRowsView values{v.bytes.data(), v.row_bytes, false, cells};
   const std::vector<float> q = normal_values(10, 16);
-  std::vector<float> out(16), scratch(1);
+  std::vector<float> out(16), scratch(1 + 64);
   attention_row(q, keys, values, 1, shape, out, scratch);
   for (int i = 0; i < 16; ++i) EXPECT_EQ(out[i], v.at(2, 16, i)) << i;
+}
+
+// The AVX2 inner loops give the scalar loops' bits: the f16 dot, both
+// axpys, and the exponentials with their sum (including the overflow and
+// underflow ranges of exp_approx and a short last group).
+TEST(KernelAttention, SimdLoopsMatchScalarBitForBit) {
+  if (!cpu_features().avx2) GTEST_SKIP() << "no AVX2 on this CPU";
+  const AttentionLoops& s = scalar::kAttentionLoops;
+  const AttentionLoops& v = avx2::kAttentionLoops;
+  std::vector<float> q = normal_values(1, 128, 3.0);
+  for (float& x : q) x = fp16_to_fp32(fp32_to_fp16(x));
+  std::vector<uint16_t> k(128);
+  const std::vector<float> kv = normal_values(2, 128, 2.0);
+  for (size_t i = 0; i < k.size(); ++i) k[i] = fp32_to_fp16(kv[i]);
+  for (const int64_t n : {16, 64, 128}) {
+    EXPECT_EQ(std::bit_cast<uint32_t>(s.dot_f16(q.data(), k.data(), n)),
+              std::bit_cast<uint32_t>(v.dot_f16(q.data(), k.data(), n)))
+        << n;
+    std::vector<float> ys(q), yv(q);
+    s.axpy_f16(0.37f, k.data(), ys.data(), n);
+    v.axpy_f16(0.37f, k.data(), yv.data(), n);
+    s.axpy_f32(-1.3f, kv.data(), ys.data(), n);
+    v.axpy_f32(-1.3f, kv.data(), yv.data(), n);
+    EXPECT_EQ(ys, yv) << n;
+  }
+  std::vector<float> scores = normal_values(3, 77, 40.0);
+  scores[5] = -200.0f;  // 2^n below the exponent range: 0
+  scores[9] = 150.0f;   // far above the max below: saturates in exp(s - max)
+  scores[13] = -130.0f;
+  for (const int64_t n : {1, 7, 8, 23, 77}) {
+    std::vector<float> a(scores.begin(), scores.begin() + n), b = a;
+    const float max = 60.0f;
+    const double sa = s.exp_sum(a.data(), n, max);
+    const double sb = v.exp_sum(b.data(), n, max);
+    EXPECT_EQ(std::bit_cast<uint64_t>(sa), std::bit_cast<uint64_t>(sb)) << n;
+    for (int64_t i = 0; i < n; ++i) {
+      ASSERT_EQ(std::bit_cast<uint32_t>(a[i]), std::bit_cast<uint32_t>(b[i])) << n << " " << i;
+      ASSERT_EQ(std::bit_cast<uint32_t>(a[i]),
+                std::bit_cast<uint32_t>(exp_approx(scores[i] - max)));
+    }
+  }
+}
+
+// A whole attention row with a head size the SIMD loops take: the same bits
+// at the scalar level and at AVX2.
+TEST(KernelAttention, RowIsTheSameAtEverySimdLevel) {
+  if (!cpu_features().avx2) GTEST_SKIP() << "no AVX2 on this CPU";
+  for (const bool f16 : {false, true}) {
+    const AttentionShape shape{4, 2, 64, 64, 0.125f};
+    const int64_t n_kv = 37;
+    const Cache k(11, n_kv, 2 * 64, f16), v(12, n_kv, 2 * 64, f16);
+    std::vector<int32_t> cells(static_cast<size_t>(n_kv));
+    for (int32_t i = 0; i < n_kv; ++i) cells[static_cast<size_t>(i)] = (i * 7) % n_kv;
+    const KvRowsView keys{k.bytes.data(), k.row_bytes, f16, cells};
+    const KvRowsView values{v.bytes.data(), v.row_bytes, f16, cells};
+    const std::vector<float> q = normal_values(13, 4 * 64, 2.0);
+    std::vector<float> scratch(static_cast<size_t>(n_kv + 64));
+    std::vector<float> simd(4 * 64), plain(4 * 64);
+    const SimdLevel level = simd_level();
+    attention_row(q, keys, values, n_kv, shape, simd, scratch);
+    set_simd_level(SimdLevel::scalar);
+    attention_row(q, keys, values, n_kv, shape, plain, scratch);
+    set_simd_level(level);
+    EXPECT_EQ(simd, plain) << (f16 ? "f16" : "f32");
+  }
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 #include "base/thread_pool.hpp"
 #include "kernels/cpu/dequantize_fast.hpp"
 #include "kernels/cpu/matmul.hpp"
+#include "kernels/cpu/packed_weights.hpp"
 #include "quant/quantize.hpp"
 #include "test_support.hpp"
 
@@ -194,32 +195,88 @@ TEST(KernelMatmul, BatchInvariant) {
 }
 
 // Once sized, the scratch serves the same and smaller calls without
-// allocating, and grows safely for a larger weight.
+// allocating, and grows safely for a larger weight: the float path's
+// buffers (Q5_0, Q4_1) and the integer kernels' activation blocks (Q8_0).
 TEST(KernelMatmul, ScratchIsReusedAndGrows) {
   ThreadPool pool(2);
   MatmulScratch scratch;
-  const Weights big = make_weights(GgmlType::Q8_0, 16, 256, 1);
-  const Weights small = make_weights(GgmlType::Q4_K, 8, 256, 2);
+  const Weights big = make_weights(GgmlType::Q5_0, 16, 256, 1);
+  const Weights small = make_weights(GgmlType::Q4_1, 8, 256, 2);
+  const Weights integer = make_weights(GgmlType::Q8_0, 16, 256, 1);
   const std::vector<float> x = normal_values(3, 4 * 512);
   std::vector<float> y(64);
   matmul(big.view, std::span(x).first(4 * 256), 4, y, 16, pool, scratch);
+  matmul(integer.view, std::span(x).first(4 * 256), 4, y, 16, pool, scratch);
   ASSERT_EQ(scratch.weight_rows.size(), 2u);
   const float* activations = scratch.activations.data();
   const float* row0 = scratch.weight_rows[0].data();
   const float* row1 = scratch.weight_rows[1].data();
+  const Q8Block32* blocks = scratch.q8_blocks.data();
   matmul(big.view, std::span(x).first(4 * 256), 4, y, 16, pool, scratch);
   matmul(small.view, std::span(x).first(2 * 256), 2, y, 8, pool, scratch);
+  matmul(integer.view, std::span(x).first(2 * 256), 2, y, 16, pool, scratch);
   EXPECT_EQ(scratch.activations.data(), activations);
   EXPECT_EQ(scratch.weight_rows[0].data(), row0);
   EXPECT_EQ(scratch.weight_rows[1].data(), row1);
+  EXPECT_EQ(scratch.q8_blocks.data(), blocks);
 
-  const Weights wide = make_weights(GgmlType::Q6_K, 5, 512, 4);
-  std::vector<float> wide_y(20);
-  matmul(wide.view, x, 4, wide_y, 5, pool, scratch);
-  std::vector<float> fresh_y(20);
-  MatmulScratch fresh;
-  matmul(wide.view, x, 4, fresh_y, 5, pool, fresh);
-  EXPECT_EQ(wide_y, fresh_y);
+  for (const GgmlType type : {GgmlType::Q6_K, GgmlType::Q8_0}) {
+    const Weights wide = make_weights(type, 5, 512, 4);
+    std::vector<float> wide_y(20);
+    matmul(wide.view, x, 4, wide_y, 5, pool, scratch);
+    std::vector<float> fresh_y(20);
+    MatmulScratch fresh;
+    matmul(wide.view, x, 4, fresh_y, 5, pool, fresh);
+    EXPECT_EQ(wide_y, fresh_y) << name_of(type);
+  }
+}
+
+// Several matrices over one input: the same bits as separate calls, for
+// sets sharing an activation format (Q8_0 blocks; Q8_K blocks), a packed
+// matrix among them, and a mixed set that falls back to separate calls.
+TEST(KernelMatmul, SharedInputEqualsSeparateCalls) {
+  ThreadPool pool(2);
+  const int64_t n_cols = 256;
+  Weights packed_q4 = make_weights(GgmlType::Q4_0, 40, n_cols, 1);
+  std::vector<std::byte> packed(packed_q4.bytes.size());
+  pack_rows(packed_q4.view, packed, 0, 5);
+  packed_q4.view.packed = packed.data();
+  const Weights sets[][3] = {
+      {packed_q4, make_weights(GgmlType::Q8_0, 16, n_cols, 2),
+       make_weights(GgmlType::Q4_0, 13, n_cols, 3)},
+      {make_weights(GgmlType::Q4_K, 24, n_cols, 4), make_weights(GgmlType::Q6_K, 8, n_cols, 5),
+       make_weights(GgmlType::Q4_K, 3, n_cols, 6)},
+      {make_weights(GgmlType::F16, 8, n_cols, 7), make_weights(GgmlType::Q4_0, 8, n_cols, 8),
+       make_weights(GgmlType::Q6_K, 5, n_cols, 9)},
+  };
+  for (const auto& set : sets) {
+    for (const int64_t n_rows_x : {1, 9}) {
+      const std::vector<float> x = normal_values(10, static_cast<size_t>(n_rows_x * n_cols));
+      MatmulScratch scratch;
+      std::vector<std::vector<float>> shared(3), separate(3);
+      std::vector<MatmulOutput> outputs;
+      for (size_t i = 0; i < 3; ++i) {
+        const WeightView& w = set[i].view;
+        shared[i].assign(static_cast<size_t>(n_rows_x * w.n_rows), -1.0f);
+        separate[i] = shared[i];
+        outputs.push_back({&w, shared[i], w.n_rows});
+        matmul(w, x, n_rows_x, separate[i], w.n_rows, pool, scratch);
+      }
+      matmul_shared_input(outputs, x, n_rows_x, pool, scratch);
+      for (size_t i = 0; i < 3; ++i) {
+        EXPECT_EQ(
+            std::memcmp(shared[i].data(), separate[i].data(), shared[i].size() * sizeof(float)), 0)
+            << name_of(set[i].view.type) << " output " << i << ", " << n_rows_x << " rows";
+      }
+    }
+  }
+  const Weights narrow = make_weights(GgmlType::Q4_0, 8, 128, 1);
+  const Weights wide = make_weights(GgmlType::Q4_0, 8, 256, 1);
+  std::vector<float> y1(8), y2(8);
+  const std::vector<float> x = normal_values(1, 256);
+  MatmulScratch scratch;
+  const MatmulOutput mismatched[] = {{&wide.view, y1, 8}, {&narrow.view, y2, 8}};
+  EXPECT_THROW(matmul_shared_input(mismatched, x, 1, pool, scratch), Error);
 }
 
 // Rows of F32 at an odd address are copied, not read misaligned.

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <utility>
 
@@ -43,6 +44,15 @@ MappedFile MappedFile::open(const std::filesystem::path& path) {
   if (p == MAP_FAILED) throw_os_error(file.path_, "map");
   file.data_ = static_cast<const std::byte*>(p);
   return file;
+}
+
+void MappedFile::drop_pages(std::span<const std::byte> range) const {
+  if (range.empty() || range.data() < data_ || range.data() + range.size() > data_ + size_) return;
+  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto begin = (reinterpret_cast<uintptr_t>(range.data()) + page - 1) / page * page;
+  const auto end = (reinterpret_cast<uintptr_t>(range.data()) + range.size()) / page * page;
+  // Advice only: a failure leaves the pages resident, which is harmless.
+  if (end > begin) (void)::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
 }
 
 MappedFile::MappedFile(MappedFile&& other) noexcept

@@ -22,6 +22,10 @@ class MappedFile {
   ~MappedFile();
 
   std::span<const std::byte> bytes() const { return {data_, size_}; }
+  // Gives the whole pages inside `range` back to the OS (their contents are
+  // read from the file again if touched); a range outside the mapping is
+  // ignored. For data the engine keeps a copy of, e.g. packed weights.
+  void drop_pages(std::span<const std::byte> range) const;
   size_t size() const { return size_; }
   const std::string& path() const { return path_; }
 

@@ -38,9 +38,9 @@ void project_qkv(const AttentionWeights& w, const ModelHParams& hp, const Attent
   auto& buf = ctx.buffers;
   const auto n = static_cast<int64_t>(pass.rows.size());
   const auto rows = pass.rows.size();
-  kernels::matmul(w.wq, normed, n, q, hp.q_width(), ctx.pool, buf.matmul);
-  kernels::matmul(w.wk, normed, n, k, hp.k_width(), ctx.pool, buf.matmul);
-  kernels::matmul(w.wv, normed, n, v, hp.v_width(), ctx.pool, buf.matmul);
+  const kernels::MatmulOutput qkv[] = {
+      {&w.wq, q, hp.q_width()}, {&w.wk, k, hp.k_width()}, {&w.wv, v, hp.v_width()}};
+  kernels::matmul_shared_input(qkv, normed, n, ctx.pool, buf.matmul);
   kernels::add_bias_rows(q, w.bq);
   kernels::add_bias_rows(k, w.bk);
   kernels::add_bias_rows(v, w.bv);
@@ -69,7 +69,7 @@ void attend(const ModelHParams& hp, int64_t layer, const AttentionPass& pass, co
   if (buf.scores.size() < static_cast<size_t>(n_threads)) buf.scores.resize(n_threads);
   int64_t max_kv = 0;
   for (const auto& row : pass.rows) max_kv = std::max<int64_t>(max_kv, row.pos + 1);
-  for (auto& s : buf.scores) ForwardBuffers::take(s, static_cast<size_t>(max_kv));
+  for (auto& s : buf.scores) ForwardBuffers::take(s, static_cast<size_t>(max_kv + hp.head_dim_k));
 
   const kernels::AttentionShape shape{hp.n_head, hp.n_head_kv, hp.head_dim_k, hp.head_dim_v,
                                       hp.kq_scale()};

@@ -6,6 +6,7 @@
 #include <span>
 #include <string>
 
+#include "kernels/cpu/packed_weights.hpp"
 #include "model/forward_buffers.hpp"
 #include "model/hparams.hpp"
 #include "runtime/batch.hpp"
@@ -23,6 +24,7 @@ class DecoderModel {
   virtual ~DecoderModel() = default;
 
   const ModelHParams& hparams() const { return hparams_; }
+  const kernels::PackedWeightStore& packed_weights() const { return packed_weights_; }
 
   // Runs the rows through the model. Their keys and values enter the cache
   // (the rows of each sequence must continue it: consecutive positions from
@@ -42,6 +44,9 @@ class DecoderModel {
                           KvCache& cache, ForwardContext& ctx, std::span<float> logits) const = 0;
 
   ModelHParams hparams_;
+  // Packed copies of the matrices the integer kernels read interleaved; the
+  // family's WeightBinder fills it.
+  kernels::PackedWeightStore packed_weights_;
 };
 
 // Binds the weights of a parsed GGUF to the family of its

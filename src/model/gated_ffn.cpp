@@ -32,8 +32,8 @@ void gated_ffn_block(const GatedFfnWeights& w, const ModelHParams& hp, int64_t n
   auto proj = ForwardBuffers::take(buf.proj, rows * n_embd);
 
   kernels::rms_norm_rows(residual.first(rows * n_embd), w.norm, hp.rms_eps, normed, n_embd);
-  kernels::matmul(w.gate, normed, n_rows, gate, hp.n_ff, ctx.pool, buf.matmul);
-  kernels::matmul(w.up, normed, n_rows, up, hp.n_ff, ctx.pool, buf.matmul);
+  const kernels::MatmulOutput gate_up[] = {{&w.gate, gate, hp.n_ff}, {&w.up, up, hp.n_ff}};
+  kernels::matmul_shared_input(gate_up, normed, n_rows, ctx.pool, buf.matmul);
   kernels::add_bias_rows(gate, w.gate_b);
   kernels::add_bias_rows(up, w.up_b);
   kernels::swiglu(gate, up, gate);

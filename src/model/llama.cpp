@@ -30,7 +30,7 @@ namespace {
 class LlamaModel final : public DecoderModel {
  public:
   LlamaModel(const gguf::GgufFile& file, ModelHParams hp) : DecoderModel(std::move(hp)) {
-    const WeightBinder b(file);
+    const WeightBinder b(file, &packed_weights_);
     auto& h = hparams_;
     if (h.n_vocab == 0) {
       const auto* embd = file.find_tensor("token_embd.weight");

@@ -62,6 +62,11 @@ kernels::WeightView WeightBinder::matrix(std::string_view name, int64_t n_cols,
   view.row_bytes = static_cast<size_t>(*row_bytes);
   view.data = info.data.data();
   view.name = info.name;
+  if (!packed_ || n_rows <= 1) return view;
+  view = packed_->pack(view);
+  // The kernels read the packed copy; the file's pages come back only for
+  // what else reads them (embedding rows of a tied output).
+  if (view.packed) file_.drop_pages(info.data);
   return view;
 }
 

@@ -1,6 +1,8 @@
 // Finding a family's tensors in a GGUF and checking them: names, shapes and
 // types, with errors that name the tensor. Matrices stay in the mapped file
-// (views); small vectors (norm weights, biases) are copied out as f32.
+// (views), plus a packed copy for the integer kernels when a store is given
+// (kernels/cpu/packed_weights.hpp); small vectors (norm weights, biases) are
+// copied out as f32.
 #pragma once
 
 #include <cstdint>
@@ -8,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "kernels/cpu/packed_weights.hpp"
 #include "kernels/cpu/weight_view.hpp"
 
 namespace cortiq::gguf {
@@ -18,7 +21,8 @@ namespace cortiq {
 
 class WeightBinder {
  public:
-  explicit WeightBinder(const gguf::GgufFile& file) : file_(file) {}
+  explicit WeightBinder(const gguf::GgufFile& file, kernels::PackedWeightStore* packed = nullptr)
+      : file_(file), packed_(packed) {}
 
   // A matrix of n_rows rows of n_cols elements (ggml shape {n_cols, n_rows}).
   kernels::WeightView matrix(std::string_view name, int64_t n_cols, int64_t n_rows) const;
@@ -35,6 +39,7 @@ class WeightBinder {
 
  private:
   const gguf::GgufFile& file_;
+  kernels::PackedWeightStore* packed_;
 };
 
 }  // namespace cortiq

@@ -27,8 +27,11 @@ uint64_t total_memory() {
 }
 
 // Reads one byte of every page of the weights so that the first tokens do
-// not pay for page faults, reporting progress as it goes.
-void touch_weights(const gguf::GgufFile& file, const std::function<void(double)>& progress) {
+// not pay for page faults, reporting progress as it goes. Tensors with a
+// packed copy are skipped: the kernels read the copy, and touching the
+// file's pages would bring back what packing gave up.
+void touch_weights(const gguf::GgufFile& file, const kernels::PackedWeightStore& packed,
+                   const std::function<void(double)>& progress) {
   uint64_t total = 0;
   for (const auto& t : file.tensors()) total += t.data.size();
   if (total == 0) return;
@@ -37,7 +40,7 @@ void touch_weights(const gguf::GgufFile& file, const std::function<void(double)>
   uint64_t done = 0, next_report = kReportEvery;
   volatile unsigned char sink = 0;
   for (const auto& t : file.tensors()) {
-    for (size_t off = 0; off < t.data.size(); off += kPage) {
+    for (size_t off = 0; !packed.holds(t.data.data()) && off < t.data.size(); off += kPage) {
       sink = sink + static_cast<unsigned char>(t.data[off]);
     }
     done += t.data.size();
@@ -98,7 +101,7 @@ std::shared_ptr<const Model> Model::load(const std::filesystem::path& path,
   const KvCacheShape kv{hp.n_layer, hp.k_width(),   hp.v_width(), model->context_,
                         1,          options.kv_type};
   check_memory(file, KvCache::bytes_needed(kv));
-  if (options.progress) touch_weights(file, options.progress);
+  if (options.progress) touch_weights(file, model->decoder_->packed_weights(), options.progress);
   model->pool_ = std::make_unique<ThreadPool>(options.threads);
   return model;
 }

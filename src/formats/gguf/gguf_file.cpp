@@ -72,6 +72,10 @@ GgufFile GgufFile::parse(std::span<const std::byte> bytes, std::string name) {
   return file;
 }
 
+void GgufFile::drop_pages(std::span<const std::byte> range) const {
+  for (const auto& part : parts_) part->mapping.drop_pages(range);
+}
+
 GgufFile GgufFile::open(const std::filesystem::path& path) {
   MappedFile mapping = MappedFile::open(path);
   GgufFile file = parse(mapping.bytes(), path.string());

@@ -87,6 +87,8 @@ class GgufFile {
   // Tensors of all parts in file order.
   const std::vector<TensorInfo>& tensors() const { return tensors_; }
   const TensorInfo* find_tensor(std::string_view name) const;
+  // MappedFile::drop_pages on the part holding `range` (nothing for parse()).
+  void drop_pages(std::span<const std::byte> range) const;
 
  private:
   struct Part;

@@ -12,6 +12,8 @@
 #include <cmath>
 #include <cstdint>
 
+#include "base/cpu_features.hpp"
+
 namespace cortiq::kernels {
 
 float exp_approx(float x) {
@@ -40,8 +42,13 @@ float silu(float x) {
 
 void swiglu(std::span<const float> gate, std::span<const float> up, std::span<float> out) {
   assert(gate.size() == up.size() && out.size() == gate.size());
+  size_t done = 0;
+#if defined(__x86_64__)
+  if (simd_level() >= SimdLevel::avx2)
+    done = avx2::swiglu(gate.data(), up.data(), out.data(), out.size());
+#endif
   // Element i is read before it is written, so out may alias either input.
-  for (size_t i = 0; i < out.size(); ++i) out[i] = silu(gate[i]) * up[i];
+  for (size_t i = done; i < out.size(); ++i) out[i] = silu(gate[i]) * up[i];
 }
 
 void add_inplace(std::span<float> x, std::span<const float> b) {

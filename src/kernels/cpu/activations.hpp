@@ -1,6 +1,7 @@
 // Element-wise pieces of the feed-forward block.
 #pragma once
 
+#include <cstddef>
 #include <span>
 
 namespace cortiq::kernels {
@@ -14,6 +15,12 @@ float silu(float x);
 
 // out[i] = silu(gate[i]) * up[i] (SwiGLU). out may alias gate or up.
 void swiglu(std::span<const float> gate, std::span<const float> up, std::span<float> out);
+
+namespace avx2 {
+// swiglu over the first n - n % 8 elements, the scalar's bits; returns how
+// many it did (the caller finishes the rest).
+size_t swiglu(const float* gate, const float* up, float* out, size_t n);
+}  // namespace avx2
 
 // x[i] += b[i]. Sizes must agree.
 void add_inplace(std::span<float> x, std::span<const float> b);

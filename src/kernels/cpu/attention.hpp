@@ -34,7 +34,7 @@ struct AttentionShape {
 
 // q: n_head * head_dim_k floats; out: n_head * head_dim_v floats; attends to
 // positions [0, n_kv) of keys/values (n_kv <= cells.size()). scratch must
-// hold at least n_kv floats.
+// hold at least n_kv + head_dim_k floats.
 void attention_row(std::span<const float> q, const KvRowsView& keys, const KvRowsView& values,
                    int64_t n_kv, const AttentionShape& shape, std::span<float> out,
                    std::span<float> scratch);

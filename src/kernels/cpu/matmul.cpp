@@ -1,5 +1,7 @@
-// Reference matmul: activations rounded through the peer's vec_dot_type,
-// weight rows dequantized to f32, one fixed-order f32 dot per output element.
+// matmul: the integer kernels (activations quantized once to 8-bit blocks)
+// for the types that have them, else the float path — activations rounded
+// through the peer's vec_dot_type, weight rows dequantized to f32, one
+// fixed-order f32 dot per output element.
 #include "kernels/cpu/matmul.hpp"
 
 #include <algorithm>
@@ -15,6 +17,7 @@
 #include "base/fp16.hpp"
 #include "base/thread_pool.hpp"
 #include "kernels/cpu/dequantize_fast.hpp"
+#include "kernels/cpu/matmul_integer.hpp"
 #include "quant/blocks.hpp"
 #include "quant/quantize.hpp"
 #include "quant/scalar_math.hpp"
@@ -254,6 +257,8 @@ void matmul(const WeightView& w, std::span<const float> x, int64_t n_rows_x, std
             int64_t y_stride, ThreadPool& pool, MatmulScratch& scratch) {
   const GgmlType act_type = check_matmul(w, x, n_rows_x, y, y_stride);
   if (n_rows_x == 0 || w.n_rows == 0) return;
+  const MatmulOutput output{&w, y, y_stride};
+  if (matmul_integer({&output, 1}, x, n_rows_x, pool, scratch)) return;
   const int64_t n_cols = w.n_cols;
   const bool in_place = reads_in_place(w);
   const bool round = act_type != GgmlType::F32;
@@ -309,6 +314,22 @@ void matmul(const WeightView& w, std::span<const float> x, int64_t n_rows_x, std
       }
     }
   });
+}
+
+void matmul_shared_input(std::span<const MatmulOutput> outputs, std::span<const float> x,
+                         int64_t n_rows_x, ThreadPool& pool, MatmulScratch& scratch) {
+  for (const MatmulOutput& out : outputs) {
+    check_matmul(*out.w, x, n_rows_x, out.y, out.y_stride);
+    if (out.w->n_cols != outputs[0].w->n_cols) {
+      throw Error(tensor_prefix(*out.w, "matmul") + "takes rows of " +
+                  std::to_string(out.w->n_cols) + " inputs, the others " +
+                  std::to_string(outputs[0].w->n_cols));
+    }
+  }
+  if (n_rows_x == 0) return;
+  if (matmul_integer(outputs, x, n_rows_x, pool, scratch)) return;
+  for (const MatmulOutput& out : outputs)
+    matmul(*out.w, x, n_rows_x, out.y, out.y_stride, pool, scratch);
 }
 
 void get_rows(const WeightView& table, std::span<const int32_t> ids, std::span<float> out) {

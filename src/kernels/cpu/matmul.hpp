@@ -10,18 +10,21 @@
 // batch-invariance contract (DESIGN.md): a position's logits are bitwise the
 // same whether it was computed alone or with 63 others.
 //
-// This file is the reference path (dequantize a weight row to f32, dot in
-// f32). Faster kernels (issue "CPU speed") must match it to rounding and
-// keep the batch invariance. Against the peer's own ggml mul_mat on the same
-// bytes (every type below, 1 and 16 rows) it agrees to about 4e-7 relative
-// L2: the rounded activations are bit-identical, only the summation order
-// (and the peer's FMAs) differ.
+// Two paths, chosen by weight type alone (so by the type, never by the
+// batch): the integer kernels (dot_packed.hpp for Q4_0 / Q8_0, dot_kquants.hpp
+// for the K-quants) multiply the activations' 8-bit codes with the weight
+// codes and scale per block; every other type takes the float path,
+// dequantizing a weight row to f32 and calling dot_f32. Each has one order
+// of operations on every SIMD level. Against the peer's own ggml mul_mat on
+// the same bytes the float path agrees to about 4e-7 relative L2 (the
+// rounded activations are bit-identical; summation order and FMAs differ).
 #pragma once
 
 #include <cstdint>
 #include <span>
 #include <vector>
 
+#include "kernels/cpu/q8_activations.hpp"
 #include "kernels/cpu/weight_view.hpp"
 #include "quant/ggml_type.hpp"
 
@@ -73,6 +76,8 @@ float dot_f32(const float* a, const float* b, int64_t n);
 struct MatmulScratch {
   std::vector<float> activations;               // n x n_cols, rounded
   std::vector<std::vector<float>> weight_rows;  // one dequantized row per thread
+  std::vector<Q8Block32> q8_blocks;             // n x n_cols / 32, integer kernels
+  std::vector<Q8BlockK> q8k_blocks;             // n x n_cols / 256, integer kernels
 };
 
 // y[r * y_stride + o] = dot(W row o, x[r * n_cols ...]) for r in [0, n_rows_x)
@@ -84,6 +89,20 @@ struct MatmulScratch {
 // do not agree.
 void matmul(const WeightView& w, std::span<const float> x, int64_t n_rows_x, std::span<float> y,
             int64_t y_stride, ThreadPool& pool, MatmulScratch& scratch);
+
+// One of several matrices applied to the same input: y[r * y_stride + o].
+struct MatmulOutput {
+  const WeightView* w = nullptr;
+  std::span<float> y;
+  int64_t y_stride = 0;
+};
+
+// matmul of each weight (same n_cols) with the same x — Q, K and
+// V, or gate and up. The same bits as separate matmul calls, but the input
+// is quantized once and the threads share all the matrices' rows in one
+// dispatch, which matters at decode, where each matrix is small work.
+void matmul_shared_input(std::span<const MatmulOutput> outputs, std::span<const float> x,
+                         int64_t n_rows_x, ThreadPool& pool, MatmulScratch& scratch);
 
 // Embedding lookup: row `ids[i]` of `table` dequantized to f32 into
 // out[i * table.n_cols ...]. Throws cortiq::Error for an id outside the table.

@@ -1,0 +1,51 @@
+// Integer dot products of Q4_0 and Q8_0 weights with activation rows in
+// Q8Block32 blocks: the matmul kernels for these types, over the packed
+// 8-row groups (packed_weights.hpp) or, for matrices that could not be
+// packed, over the file's rows.
+//
+// The order of operations, the same on every path and SIMD level (so
+// results are the same bits whichever runs): per output, acc = 0, then for
+// each 32-element block b in order
+//
+//   isum = sum of w_code * a_code over the block, exact in int32
+//          (Q4_0 codes are nibbles minus 8: sum nibble * a - 8 * a.sum)
+//   acc  = fma(float(isum), d_w(b) * a.d(b), acc)
+//
+// with d_w the block's fp16 scale as a float. This is also the order of the
+// peer's repacked AVX2 kernels. Each output has its own accumulator, so the
+// result does not depend on how many activation rows are computed together.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/cpu/packed_weights.hpp"
+#include "kernels/cpu/q8_activations.hpp"
+#include "quant/ggml_type.hpp"
+
+namespace cortiq::kernels {
+
+// One packed group (8 weight rows) against n_act activation rows, 1 <= n_act
+// <= 4: out[i * 8 + r] = dot(weight row r of the group, activation row i).
+// Activation row i is a + i * a_stride (in blocks); n_blocks blocks per row.
+using PackedDot = void (*)(const std::byte* group, const Q8Block32* a, int64_t a_stride, int n_act,
+                           int64_t n_blocks, float* out);
+
+// One weight row as the file stores it against n_act rows: out[i].
+using RowDot = void (*)(const std::byte* row, const Q8Block32* a, int64_t a_stride, int n_act,
+                        int64_t n_blocks, float* out);
+
+// The best kernel at this machine's SIMD level; nullptr for layout none.
+PackedDot packed_dot(PackedLayout layout);
+// Row kernels for Q4_0 and Q8_0 (nullptr for other types).
+RowDot row_dot(GgmlType type);
+
+namespace scalar {
+PackedDot packed_dot(PackedLayout layout);
+RowDot row_dot(GgmlType type);
+}  // namespace scalar
+namespace avx2 {
+PackedDot packed_dot(PackedLayout layout);
+}
+
+}  // namespace cortiq::kernels

@@ -1,0 +1,143 @@
+// AVX2 kernels over the packed 8-row groups: the eight rows' products land
+// in the eight 32-bit lanes, so each block ends in one convert and one FMA
+// per activation row — the order of dot_packed.hpp, lane by lane.
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "kernels/cpu/dot_packed.hpp"
+
+namespace cortiq::kernels::avx2 {
+
+namespace {
+
+constexpr int64_t kQ4Block = 144;  // packed_block_bytes(q4_0x8)
+constexpr int64_t kQ8Block = 272;  // packed_block_bytes(q8_0x8)
+constexpr int kCodes = 16;         // offset of the codes after the 8 fp16 scales
+
+// Four activation codes, broadcast to every lane.
+__m256i broadcast4(const int8_t* q) {
+  int32_t v;
+  std::memcpy(&v, q, sizeof(v));
+  return _mm256_set1_epi32(v);
+}
+
+__m256 scales8(const std::byte* block) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(block)));
+}
+
+// Q4_0: nibbles are unsigned 0..15, so maddubs takes them as they are and
+// the -8 offset comes off as 8 * a.sum. Pairs of products stay below
+// 2 * 15 * 127, so 16 of them fit an int16 lane: a block's products are
+// summed in int16 and widened once.
+template <int N>
+void q4_0x8(const std::byte* group, const Q8Block32* a, int64_t a_stride, int64_t n_blocks,
+            float* out) {
+  const __m256i low = _mm256_set1_epi8(0x0F);
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 acc[N];
+  for (int i = 0; i < N; ++i) acc[i] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    const std::byte* block = group + b * kQ4Block;
+    __m256i sums[N];
+    for (int i = 0; i < N; ++i) sums[i] = _mm256_setzero_si256();
+    for (int k = 0; k < 4; ++k) {
+      const __m256i w =
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + kCodes + 32 * k));
+      const __m256i lo = _mm256_and_si256(w, low);
+      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(w, 4), low);
+      for (int i = 0; i < N; ++i) {
+        const int8_t* q = a[i * a_stride + b].qs;
+        const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo, broadcast4(q + 4 * k)),
+                                           _mm256_maddubs_epi16(hi, broadcast4(q + 16 + 4 * k)));
+        sums[i] = _mm256_add_epi16(sums[i], p);
+      }
+    }
+    const __m256 d = scales8(block);
+    for (int i = 0; i < N; ++i) {
+      const Q8Block32& ab = a[i * a_stride + b];
+      const __m256i isum =
+          _mm256_sub_epi32(_mm256_madd_epi16(sums[i], ones), _mm256_set1_epi32(8 * ab.sum));
+      acc[i] =
+          _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(d, _mm256_set1_ps(ab.d)), acc[i]);
+    }
+  }
+  for (int i = 0; i < N; ++i) _mm256_storeu_ps(out + 8 * i, acc[i]);
+}
+
+// Q8_0: signed times signed, so the weight's sign moves onto the
+// activation (maddubs needs one unsigned side). A pair of products can
+// reach 2 * 127 * 127, so each chunk widens to int32 at once.
+template <int N>
+void q8_0x8(const std::byte* group, const Q8Block32* a, int64_t a_stride, int64_t n_blocks,
+            float* out) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 acc[N];
+  for (int i = 0; i < N; ++i) acc[i] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    const std::byte* block = group + b * kQ8Block;
+    __m256i sums[N];
+    for (int i = 0; i < N; ++i) sums[i] = _mm256_setzero_si256();
+    for (int k = 0; k < 8; ++k) {
+      const __m256i w =
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + kCodes + 32 * k));
+      const __m256i magnitude = _mm256_sign_epi8(w, w);
+      for (int i = 0; i < N; ++i) {
+        const __m256i q = _mm256_sign_epi8(broadcast4(a[i * a_stride + b].qs + 4 * k), w);
+        sums[i] =
+            _mm256_add_epi32(sums[i], _mm256_madd_epi16(_mm256_maddubs_epi16(magnitude, q), ones));
+      }
+    }
+    const __m256 d = scales8(block);
+    for (int i = 0; i < N; ++i) {
+      const Q8Block32& ab = a[i * a_stride + b];
+      acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums[i]), _mm256_mul_ps(d, _mm256_set1_ps(ab.d)),
+                               acc[i]);
+    }
+  }
+  for (int i = 0; i < N; ++i) _mm256_storeu_ps(out + 8 * i, acc[i]);
+}
+
+void q4_0_group(const std::byte* group, const Q8Block32* a, int64_t a_stride, int n_act,
+                int64_t n_blocks, float* out) {
+  switch (n_act) {
+    case 1:
+      return q4_0x8<1>(group, a, a_stride, n_blocks, out);
+    case 2:
+      return q4_0x8<2>(group, a, a_stride, n_blocks, out);
+    case 3:
+      return q4_0x8<3>(group, a, a_stride, n_blocks, out);
+    default:
+      return q4_0x8<4>(group, a, a_stride, n_blocks, out);
+  }
+}
+
+void q8_0_group(const std::byte* group, const Q8Block32* a, int64_t a_stride, int n_act,
+                int64_t n_blocks, float* out) {
+  switch (n_act) {
+    case 1:
+      return q8_0x8<1>(group, a, a_stride, n_blocks, out);
+    case 2:
+      return q8_0x8<2>(group, a, a_stride, n_blocks, out);
+    case 3:
+      return q8_0x8<3>(group, a, a_stride, n_blocks, out);
+    default:
+      return q8_0x8<4>(group, a, a_stride, n_blocks, out);
+  }
+}
+
+}  // namespace
+
+PackedDot packed_dot(PackedLayout layout) {
+  switch (layout) {
+    case PackedLayout::q4_0x8:
+      return q4_0_group;
+    case PackedLayout::q8_0x8:
+      return q8_0_group;
+    case PackedLayout::none:
+      break;
+  }
+  return nullptr;
+}
+
+}  // namespace cortiq::kernels::avx2

@@ -1,0 +1,173 @@
+#include "kernels/cpu/matmul_integer.hpp"
+
+#include <algorithm>
+#include <array>
+#include <optional>
+#include <type_traits>
+
+#include "base/thread_pool.hpp"
+#include "kernels/cpu/dot_kquants.hpp"
+#include "kernels/cpu/dot_packed.hpp"
+#include "kernels/cpu/q8_activations.hpp"
+
+namespace cortiq::kernels {
+
+namespace {
+
+// Activation rows per pass over the weights: a pass's blocks stay in the
+// core's L2 while every weight unit of the thread meets them.
+constexpr int64_t kActRowsPerPass = 64;
+// Activation rows one kernel call takes (the kernels' n_act limit).
+constexpr int kActTile = 4;
+// At most this many matrices in one call (Q, K, V).
+constexpr size_t kMaxOutputs = 4;
+
+enum class ActFormat { q8_0, q8_k };
+
+// One weight matrix ready for the integer kernels. A unit is what one
+// kernel call covers: a packed group of 8 rows, or one row of the file.
+struct IntegerMatrix {
+  ActFormat act = ActFormat::q8_0;
+  PackedDot group = nullptr;
+  RowDot row = nullptr;
+  KQuantDot kquant = nullptr;
+  const std::byte* base = nullptr;
+  size_t unit_bytes = 0;
+  int64_t unit_rows = 1;
+  int64_t n_units = 0;
+  int64_t n_blocks = 0;  // activation blocks per row
+  float* y = nullptr;
+  int64_t y_stride = 0;
+};
+
+std::optional<IntegerMatrix> integer_matrix(const WeightView& w) {
+  IntegerMatrix m;
+  if (const PackedLayout layout = packed_layout(w.type, w.n_rows);
+      w.packed && layout != PackedLayout::none) {
+    m.group = packed_dot(layout);
+    m.base = w.packed;
+    m.unit_rows = kPackRows;
+    m.n_blocks = w.n_cols / 32;
+    m.unit_bytes = static_cast<size_t>(m.n_blocks) * packed_block_bytes(layout);
+  } else if ((m.row = row_dot(w.type))) {
+    m.n_blocks = w.n_cols / 32;
+  } else if ((m.kquant = kquant_dot(w.type))) {
+    m.act = ActFormat::q8_k;
+    m.n_blocks = w.n_cols / 256;
+  } else {
+    return std::nullopt;
+  }
+  if (!m.group) {
+    m.base = w.data;
+    m.unit_bytes = w.row_bytes;
+  }
+  m.n_units = w.n_rows / m.unit_rows;
+  return m;
+}
+
+// One unit against activation rows [begin, end), in tiles.
+template <typename Block>
+void run_unit(const IntegerMatrix& m, int64_t u, const Block* act, int64_t begin, int64_t end) {
+  std::array<float, kActTile * kPackRows> out;
+  const std::byte* unit = m.base + static_cast<size_t>(u) * m.unit_bytes;
+  for (int64_t i = begin; i < end; i += kActTile) {
+    const int n_act = static_cast<int>(std::min<int64_t>(kActTile, end - i));
+    const Block* a = act + i * m.n_blocks;
+    if constexpr (std::is_same_v<Block, Q8BlockK>) {
+      m.kquant(unit, a, m.n_blocks, n_act, m.n_blocks, out.data());
+    } else if (m.group) {
+      m.group(unit, a, m.n_blocks, n_act, m.n_blocks, out.data());
+    } else {
+      m.row(unit, a, m.n_blocks, n_act, m.n_blocks, out.data());
+    }
+    for (int j = 0; j < n_act; ++j) {
+      std::copy_n(out.data() + j * m.unit_rows, m.unit_rows,
+                  m.y + (i + j) * m.y_stride + u * m.unit_rows);
+    }
+  }
+}
+
+// Rows of x quantized once, on the pool when there are several.
+template <typename Block>
+void quantize_rows(std::span<const float> x, int64_t n_rows_x, int64_t n_cols, Block* out,
+                   ThreadPool& pool) {
+  const int64_t n_blocks = n_cols / static_cast<int64_t>(sizeof(Block::qs));
+  auto quantize = [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      if constexpr (std::is_same_v<Block, Q8BlockK>) {
+        quantize_q8_k(x.data() + r * n_cols, out + r * n_blocks, n_cols);
+      } else {
+        quantize_q8_0(x.data() + r * n_cols, out + r * n_blocks, n_cols);
+      }
+    }
+  };
+  if (n_rows_x < kActTile) return quantize(0, n_rows_x);
+  pool.parallel_for(n_rows_x, quantize);
+}
+
+// Threads share the units of all matrices by work (rows x blocks): thread
+// t takes the units whose first row of work falls in its 1/T of the total,
+// so both cores stay busy even when the matrices differ in size.
+template <typename Block>
+void run_matrices(std::span<const IntegerMatrix> matrices, const Block* act, int64_t n_rows_x,
+                  ThreadPool& pool) {
+  int64_t total = 0;
+  for (const IntegerMatrix& m : matrices) total += m.n_units * m.unit_rows * m.n_blocks;
+  pool.run([&](int thread, int n_threads) {
+    const int64_t begin = total * thread / n_threads;
+    const int64_t end = total * (thread + 1) / n_threads;
+    for (int64_t pass = 0; pass < n_rows_x; pass += kActRowsPerPass) {
+      const int64_t pass_end = std::min(n_rows_x, pass + kActRowsPerPass);
+      int64_t at = 0;  // work before the current matrix
+      for (const IntegerMatrix& m : matrices) {
+        const int64_t unit_work = m.unit_rows * m.n_blocks;
+        const int64_t matrix_work = m.n_units * unit_work;
+        // Units u with begin <= at + u * unit_work < end.
+        const int64_t first =
+            std::clamp((begin - at + unit_work - 1) / unit_work, int64_t{0}, m.n_units);
+        const int64_t last =
+            std::clamp((end - at + unit_work - 1) / unit_work, int64_t{0}, m.n_units);
+        for (int64_t u = first; u < last; ++u) run_unit(m, u, act, pass, pass_end);
+        at += matrix_work;
+      }
+    }
+  });
+}
+
+}  // namespace
+
+bool has_integer_kernel(const WeightView& w) {
+  return integer_matrix(w).has_value();
+}
+
+bool matmul_integer(std::span<const MatmulOutput> outputs, std::span<const float> x,
+                    int64_t n_rows_x, ThreadPool& pool, MatmulScratch& scratch) {
+  if (outputs.empty() || outputs.size() > kMaxOutputs) return false;
+  std::array<IntegerMatrix, kMaxOutputs> matrices;
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const std::optional<IntegerMatrix> m = integer_matrix(*outputs[i].w);
+    if (!m) return false;
+    matrices[i] = *m;
+    matrices[i].y = outputs[i].y.data();
+    matrices[i].y_stride = outputs[i].y_stride;
+  }
+  for (size_t i = 1; i < outputs.size(); ++i) {
+    if (matrices[i].act != matrices[0].act) return false;
+  }
+  const int64_t n_cols = outputs[0].w->n_cols;
+  const auto used = std::span(matrices).first(outputs.size());
+  if (matrices[0].act == ActFormat::q8_k) {
+    const auto n = static_cast<size_t>(n_rows_x * (n_cols / 256));
+    if (scratch.q8k_blocks.size() < n) scratch.q8k_blocks.resize(n);
+    quantize_rows(x, n_rows_x, n_cols, scratch.q8k_blocks.data(), pool);
+    run_matrices<Q8BlockK>(used, scratch.q8k_blocks.data(), n_rows_x, pool);
+  } else {
+    const auto n = static_cast<size_t>(n_rows_x * (n_cols / 32));
+    if (scratch.q8_blocks.size() < n) scratch.q8_blocks.resize(n);
+    quantize_rows(x, n_rows_x, n_cols, scratch.q8_blocks.data(), pool);
+    run_matrices<Q8Block32>(used, scratch.q8_blocks.data(), n_rows_x, pool);
+  }
+  return true;
+}
+
+}  // namespace cortiq::kernels

@@ -1,0 +1,63 @@
+// Weight matrices repacked at load into the interleaved layouts the integer
+// kernels read (DESIGN.md calls the 4-bit one "q4tp", a tiled, packed Q4).
+//
+// Eight consecutive weight rows form a group; a group stores, block by
+// block, the eight rows' fp16 scales and then their codes interleaved four
+// bytes at a time: chunk k holds bytes 4k..4k+3 of row 0, then of row 1, ...
+// row 7. One 256-bit load is then four code bytes of each of eight rows, and
+// the products of eight output rows land in the eight 32-bit lanes of one
+// register, with no horizontal sums. A group's blocks are contiguous, so a
+// thread streams its share of the matrix in order.
+//
+//   q4_0x8  { uint16 d[8]; uint8 qs[8 x 16] }   144 bytes per block (= 8 x 18)
+//   q8_0x8  { uint16 d[8]; int8  qs[8 x 32] }   272 bytes per block (= 8 x 34)
+//
+// The packed copy holds the same bytes as the file, rearranged: no
+// precision changes. Matrices whose row count is not a multiple of 8, and
+// types without a packed layout, stay as the file stores them.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "kernels/cpu/weight_view.hpp"
+
+namespace cortiq::kernels {
+
+enum class PackedLayout : uint8_t { none, q4_0x8, q8_0x8 };
+
+constexpr int64_t kPackRows = 8;
+
+// The layout a matrix of this type and row count is packed into.
+PackedLayout packed_layout(GgmlType type, int64_t n_rows);
+// Bytes of one block of one 8-row group in `layout` (0 for none).
+size_t packed_block_bytes(PackedLayout layout);
+
+// Rearranges w's rows into `out` (w.n_rows * w.row_bytes bytes), groups of
+// rows [first_group, end_group) only — so several threads can pack one
+// matrix. w must have a packed layout.
+void pack_rows(const WeightView& w, std::span<std::byte> out, int64_t first_group,
+               int64_t end_group);
+
+// Owns the packed copies of a model's matrices.
+class PackedWeightStore {
+ public:
+  // w with `packed` pointing at its packed copy, made on first request (a
+  // tied embedding asked for twice is packed once); w unchanged when it has
+  // no packed layout.
+  WeightView pack(WeightView w);
+  size_t bytes() const { return bytes_; }
+  // Whether the matrix whose file bytes start at `source` has a packed copy.
+  bool holds(const std::byte* source) const { return by_source_.contains(source); }
+
+ private:
+  std::vector<std::unique_ptr<std::byte[]>> buffers_;
+  std::unordered_map<const std::byte*, const std::byte*> by_source_;
+  size_t bytes_ = 0;
+};
+
+}  // namespace cortiq::kernels

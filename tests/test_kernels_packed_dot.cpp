@@ -1,0 +1,216 @@
+// The Q4_0 / Q8_0 integer kernels: packing is a pure rearrangement, the
+// packed and file-layout kernels and every SIMD level give the same bits,
+// the result is the exact dot of the dequantized operands up to float
+// rounding, extreme codes do not overflow, and matmul over a packed matrix
+// is batch invariant and equal to the unpacked one.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "base/cpu_features.hpp"
+#include "base/fp16.hpp"
+#include "base/thread_pool.hpp"
+#include "kernels/cpu/dot_packed.hpp"
+#include "kernels/cpu/matmul.hpp"
+#include "kernels/cpu/packed_weights.hpp"
+#include "kernels/cpu/q8_activations.hpp"
+#include "quant/quantize.hpp"
+#include "test_support.hpp"
+
+namespace cortiq::kernels {
+namespace {
+
+using test::normal_values;
+
+struct Matrix {
+  std::vector<std::byte> bytes;
+  std::vector<std::byte> packed;
+  WeightView view;  // with `packed` set
+};
+
+Matrix make_matrix(GgmlType type, int64_t n_rows, int64_t n_cols, uint64_t seed) {
+  Matrix m;
+  const size_t row_bytes = *ggml_row_bytes(type, static_cast<uint64_t>(n_cols));
+  m.bytes.resize(row_bytes * static_cast<size_t>(n_rows));
+  for (int64_t r = 0; r < n_rows; ++r) {
+    quantize_row(type, normal_values(seed + static_cast<uint64_t>(r), n_cols, 0.05),
+                 std::span(m.bytes).subspan(static_cast<size_t>(r) * row_bytes, row_bytes));
+  }
+  m.packed.resize(m.bytes.size());
+  m.view = {type, n_rows, n_cols, row_bytes, m.bytes.data(), "blk.0.packed.weight"};
+  pack_rows(m.view, m.packed, 0, n_rows / kPackRows);
+  m.view.packed = m.packed.data();
+  return m;
+}
+
+std::vector<Q8Block32> quantized(const std::vector<float>& x) {
+  std::vector<Q8Block32> blocks(x.size() / 32);
+  quantize_q8_0(x.data(), blocks.data(), static_cast<int64_t>(x.size()));
+  return blocks;
+}
+
+struct Case {
+  GgmlType type;
+  PackedLayout layout;
+};
+const Case kCases[] = {{GgmlType::Q4_0, PackedLayout::q4_0x8},
+                       {GgmlType::Q8_0, PackedLayout::q8_0x8}};
+
+size_t group_bytes(const Case& c, int64_t n_blocks) {
+  return static_cast<size_t>(n_blocks) * packed_block_bytes(c.layout);
+}
+
+TEST(KernelPackedDot, LayoutsForTypesAndRowCounts) {
+  EXPECT_EQ(packed_layout(GgmlType::Q4_0, 16), PackedLayout::q4_0x8);
+  EXPECT_EQ(packed_layout(GgmlType::Q8_0, 8), PackedLayout::q8_0x8);
+  EXPECT_EQ(packed_layout(GgmlType::Q4_0, 12), PackedLayout::none);
+  EXPECT_EQ(packed_layout(GgmlType::Q4_K, 16), PackedLayout::none);
+  EXPECT_EQ(packed_block_bytes(PackedLayout::q4_0x8), 8u * 18u);
+  EXPECT_EQ(packed_block_bytes(PackedLayout::q8_0x8), 8u * 34u);
+}
+
+// Activation codes times their scale are the values round_activations gives.
+TEST(KernelPackedDot, QuantizedActivationsAreTheRoundedOnes) {
+  const std::vector<float> x = normal_values(7, 32 * 40);
+  std::vector<float> rounded(x.size());
+  round_activations(GgmlType::Q4_0, x, rounded);
+  const std::vector<Q8Block32> blocks = quantized(x);
+  for (size_t b = 0; b < blocks.size(); ++b) {
+    int32_t sum = 0;
+    for (int j = 0; j < 32; ++j) {
+      const float value = static_cast<float>(blocks[b].qs[j]) * blocks[b].d;
+      ASSERT_EQ(std::bit_cast<uint32_t>(value), std::bit_cast<uint32_t>(rounded[b * 32 + j]));
+      sum += blocks[b].qs[j];
+    }
+    ASSERT_EQ(blocks[b].sum, sum);
+  }
+}
+
+// Scalar packed == scalar file layout (bits), and both within float
+// rounding of the double dot of the dequantized operands.
+TEST(KernelPackedDot, PackedMatchesFileRowsAndTheDoubleDot) {
+  for (const Case& c : kCases) {
+    for (const int64_t n_blocks : {1, 3, 64}) {
+      const int64_t n_cols = 32 * n_blocks;
+      const Matrix m = make_matrix(c.type, 16, n_cols, 11 + static_cast<uint64_t>(n_blocks));
+      const std::vector<float> x = normal_values(5, static_cast<size_t>(4 * n_cols));
+      const std::vector<Q8Block32> a = quantized(x);
+      for (int64_t g = 0; g < 2; ++g) {
+        float packed_out[32];
+        scalar::packed_dot(c.layout)(m.packed.data() + g * group_bytes(c, n_blocks), a.data(),
+                                     n_blocks, 4, n_blocks, packed_out);
+        for (int r = 0; r < 8; ++r) {
+          const int64_t row = g * 8 + r;
+          float row_out[4];
+          scalar::row_dot(c.type)(m.view.row(row).data(), a.data(), n_blocks, 4, n_blocks, row_out);
+          std::vector<float> w(static_cast<size_t>(n_cols));
+          dequantize_row(c.type, m.view.row(row), w);
+          for (int i = 0; i < 4; ++i) {
+            ASSERT_EQ(std::bit_cast<uint32_t>(packed_out[i * 8 + r]),
+                      std::bit_cast<uint32_t>(row_out[i]));
+            double dot = 0, magnitude = 0;
+            for (int64_t j = 0; j < n_cols; ++j) {
+              const Q8Block32& ab = a[static_cast<size_t>(i * n_blocks + j / 32)];
+              const double v = double(w[j]) * double(ab.qs[j % 32]) * double(ab.d);
+              dot += v;
+              magnitude += std::fabs(v);
+            }
+            EXPECT_NEAR(row_out[i], dot, 1e-6 * magnitude + 1e-30)
+                << ggml_type_name(c.type) << " row " << row << " act " << i;
+          }
+        }
+      }
+    }
+  }
+}
+
+// Every SIMD level gives the scalar bits, for 1..4 activation rows, and a
+// row's result does not depend on how many rows the call took.
+TEST(KernelPackedDot, SimdMatchesScalarBitForBit) {
+  if (!cpu_features().avx2) GTEST_SKIP() << "no AVX2 on this CPU";
+  for (const Case& c : kCases) {
+    const int64_t n_blocks = 16;
+    const Matrix m = make_matrix(c.type, 8, 32 * n_blocks, 3);
+    const std::vector<float> x = normal_values(9, static_cast<size_t>(4 * 32 * n_blocks));
+    const std::vector<Q8Block32> a = quantized(x);
+    float expected[32];
+    scalar::packed_dot(c.layout)(m.packed.data(), a.data(), n_blocks, 4, n_blocks, expected);
+    for (int n_act = 1; n_act <= 4; ++n_act) {
+      float got[32];
+      avx2::packed_dot(c.layout)(m.packed.data(), a.data(), n_blocks, n_act, n_blocks, got);
+      EXPECT_EQ(std::memcmp(got, expected, sizeof(float) * 8 * n_act), 0)
+          << ggml_type_name(c.type) << " n_act " << n_act;
+    }
+  }
+}
+
+// Codes at the ends of their ranges (activations +-127, Q8_0 weights -128
+// and 127, Q4_0 nibbles 0 and 15) stay exact: no int16 saturation.
+TEST(KernelPackedDot, ExtremeCodesDoNotOverflow) {
+  for (const Case& c : kCases) {
+    const int64_t n_blocks = 2;
+    const size_t row_bytes = c.type == GgmlType::Q4_0 ? 18 : 34;
+    std::vector<std::byte> rows(8 * n_blocks * row_bytes);
+    const uint16_t one = fp32_to_fp16(1.0f);
+    for (int r = 0; r < 8; ++r) {
+      for (int b = 0; b < n_blocks; ++b) {
+        std::byte* block = rows.data() + (r * n_blocks + b) * row_bytes;
+        std::memcpy(block, &one, 2);
+        // Rows alternate all-lowest and all-highest codes.
+        const auto code = static_cast<std::byte>(c.type == GgmlType::Q4_0 ? (r % 2 ? 0xFF : 0x00)
+                                                                          : (r % 2 ? 0x7F : 0x80));
+        std::fill(block + 2, block + row_bytes, code);
+      }
+    }
+    WeightView view{c.type, 8, 32 * n_blocks, n_blocks * row_bytes, rows.data(), "extreme"};
+    std::vector<std::byte> packed(rows.size());
+    pack_rows(view, packed, 0, 1);
+    std::vector<Q8Block32> a(static_cast<size_t>(n_blocks));
+    for (auto& block : a) {
+      block.d = 1.0f;
+      for (int j = 0; j < 32; ++j) block.qs[j] = -127;
+      block.sum = -127 * 32;
+    }
+    float out[8];
+    packed_dot(c.layout)(packed.data(), a.data(), n_blocks, 1, n_blocks, out);
+    for (int r = 0; r < 8; ++r) {
+      const int w = c.type == GgmlType::Q4_0 ? (r % 2 ? 7 : -8) : (r % 2 ? 127 : -128);
+      EXPECT_EQ(out[r], static_cast<float>(w * -127 * 32 * n_blocks))
+          << ggml_type_name(c.type) << " row " << r;
+    }
+  }
+}
+
+// matmul over a packed matrix: equal to the same matrix unpacked, and a
+// row's outputs are the same bits alone or in a batch of 37 on 1 or 2
+// threads.
+TEST(KernelPackedDot, MatmulPackedIsBatchInvariantAndEqualsUnpacked) {
+  ThreadPool one(1), two(2);
+  for (const Case& c : kCases) {
+    const int64_t n_rows = 40, n_cols = 96, n_batch = 37;
+    const Matrix m = make_matrix(c.type, n_rows, n_cols, 21);
+    WeightView unpacked = m.view;
+    unpacked.packed = nullptr;
+    const std::vector<float> x = normal_values(2, static_cast<size_t>(n_batch * n_cols));
+    MatmulScratch scratch;
+    std::vector<float> batch(static_cast<size_t>(n_batch * n_rows));
+    std::vector<float> plain(batch.size());
+    matmul(m.view, x, n_batch, batch, n_rows, two, scratch);
+    matmul(unpacked, x, n_batch, plain, n_rows, one, scratch);
+    ASSERT_EQ(std::memcmp(batch.data(), plain.data(), batch.size() * sizeof(float)), 0)
+        << ggml_type_name(c.type);
+    for (int64_t r = 0; r < n_batch; ++r) {
+      std::vector<float> alone(static_cast<size_t>(n_rows));
+      matmul(m.view, std::span(x).subspan(static_cast<size_t>(r * n_cols), n_cols), 1, alone,
+             n_rows, r % 2 ? one : two, scratch);
+      ASSERT_EQ(std::memcmp(alone.data(), batch.data() + r * n_rows, alone.size() * sizeof(float)),
+                0)
+          << ggml_type_name(c.type) << " row " << r;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace cortiq::kernels
