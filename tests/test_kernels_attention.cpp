@@ -97,7 +97,7 @@ void check_attention(bool f16, int64_t n_head, int64_t n_head_kv, double toleran
   const KvRowsView keys{k.bytes.data(), k.row_bytes, f16, cells};
   const KvRowsView values{v.bytes.data(), v.row_bytes, f16, cells};
   std::vector<float> out(static_cast<size_t>(n_head * shape.head_dim_v), 99.0f);
-  std::vector<float> scratch(static_cast<size_t>(n_kv + shape.head_dim_k));
+  std::vector<float> scratch(attention_scratch_floats(shape, 1, n_kv));
   attention_row(q, keys, values, n_kv, shape, out, scratch);
   const std::vector<double> expected = naive_attention(q, k, v, cells, n_kv, shape, f16);
   for (size_t i = 0; i < out.size(); ++i) {
@@ -131,7 +131,7 @@ TEST(KernelAttention, F16CacheRoundsTheQuery) {
   for (float& x : q) x += 1e-5f;
   std::vector<float> rounded = q;
   for (float& x : rounded) x = fp16_to_fp32(fp32_to_fp16(x));
-  std::vector<float> a(32), b(32), scratch(4 + 64);
+  std::vector<float> a(32), b(32), scratch(attention_scratch_floats(shape, 1, 4));
   attention_row(q, keys, values, 4, shape, a, scratch);
   attention_row(rounded, keys, values, 4, shape, b, scratch);
   EXPECT_EQ(a, b);
@@ -145,32 +145,23 @@ TEST(KernelAttention, SinglePositionReturnsItsValues) {
   const KvRowsView keys{k.bytes.data(), k.row_bytes, false, cells};
   const KvRowsView values{v.bytes.data(), v.row_bytes, false, cells};
   const std::vector<float> q = normal_values(10, 16);
-  std::vector<float> out(16), scratch(1 + 64);
+  std::vector<float> out(16), scratch(attention_scratch_floats(shape, 1, 1));
   attention_row(q, keys, values, 1, shape, out, scratch);
   for (int i = 0; i < 16; ++i) EXPECT_EQ(out[i], v.at(2, 16, i)) << i;
 }
 
-// The AVX2 inner loops give the scalar loops' bits: the f16 dot, both
-// axpys, and the exponentials with their sum (including the overflow and
-// underflow ranges of exp_approx and a short last group).
+// The AVX2 inner loops give the scalar loops' bits: the axpy, and the
+// exponentials with their sum (including the overflow and underflow ranges
+// of exp_approx and a short last group).
 TEST(KernelAttention, SimdLoopsMatchScalarBitForBit) {
   if (!cpu_features().avx2) GTEST_SKIP() << "no AVX2 on this CPU";
   const AttentionLoops& s = scalar::kAttentionLoops;
   const AttentionLoops& v = avx2::kAttentionLoops;
-  std::vector<float> q = normal_values(1, 128, 3.0);
-  for (float& x : q) x = fp16_to_fp32(fp32_to_fp16(x));
-  std::vector<uint16_t> k(128);
-  const std::vector<float> kv = normal_values(2, 128, 2.0);
-  for (size_t i = 0; i < k.size(); ++i) k[i] = fp32_to_fp16(kv[i]);
-  for (const int64_t n : {16, 64, 128}) {
-    EXPECT_EQ(std::bit_cast<uint32_t>(s.dot_f16(q.data(), k.data(), n)),
-              std::bit_cast<uint32_t>(v.dot_f16(q.data(), k.data(), n)))
-        << n;
-    std::vector<float> ys(q), yv(q);
-    s.axpy_f16(0.37f, k.data(), ys.data(), n);
-    v.axpy_f16(0.37f, k.data(), yv.data(), n);
-    s.axpy_f32(-1.3f, kv.data(), ys.data(), n);
-    v.axpy_f32(-1.3f, kv.data(), yv.data(), n);
+  const std::vector<float> x = normal_values(2, 128, 2.0);
+  for (const int64_t n : {8, 64, 128}) {
+    std::vector<float> ys = normal_values(1, 128), yv = ys;
+    s.axpy_f32(-1.3f, x.data(), ys.data(), n);
+    v.axpy_f32(-1.3f, x.data(), yv.data(), n);
     EXPECT_EQ(ys, yv) << n;
   }
   std::vector<float> scores = normal_values(3, 77, 40.0);
@@ -204,7 +195,7 @@ TEST(KernelAttention, RowIsTheSameAtEverySimdLevel) {
     const KvRowsView keys{k.bytes.data(), k.row_bytes, f16, cells};
     const KvRowsView values{v.bytes.data(), v.row_bytes, f16, cells};
     const std::vector<float> q = normal_values(13, 4 * 64, 2.0);
-    std::vector<float> scratch(static_cast<size_t>(n_kv + 64));
+    std::vector<float> scratch(attention_scratch_floats(shape, 1, n_kv));
     std::vector<float> simd(4 * 64), plain(4 * 64);
     const SimdLevel level = simd_level();
     attention_row(q, keys, values, n_kv, shape, simd, scratch);
@@ -212,6 +203,33 @@ TEST(KernelAttention, RowIsTheSameAtEverySimdLevel) {
     attention_row(q, keys, values, n_kv, shape, plain, scratch);
     set_simd_level(level);
     EXPECT_EQ(simd, plain) << (f16 ? "f16" : "f32");
+  }
+}
+
+
+// Rows computed together (different lengths, GQA groups of 3) give each
+// row's bits computed alone.
+TEST(KernelAttention, RowsTogetherEqualRowsAlone) {
+  for (const bool f16 : {false, true}) {
+    const AttentionShape shape{6, 2, 32, 16, 0.2f};
+    const int64_t n_cells = 20;
+    const Cache k(21, n_cells, 2 * 32, f16), v(22, n_cells, 2 * 16, f16);
+    std::vector<int32_t> cells(static_cast<size_t>(n_cells));
+    for (int32_t i = 0; i < n_cells; ++i) cells[static_cast<size_t>(i)] = (i * 3) % n_cells;
+    const KvRowsView keys{k.bytes.data(), k.row_bytes, f16, cells};
+    const KvRowsView values{v.bytes.data(), v.row_bytes, f16, cells};
+    const std::vector<int64_t> n_kv = {17, 20, 0, 5};
+    const std::vector<float> q = normal_values(23, 4 * 6 * 32, 2.0);
+    std::vector<float> together(4 * 6 * 16, 9.0f);
+    std::vector<float> scratch(attention_scratch_floats(shape, 4, 20));
+    attention_rows(q, n_kv, keys, values, shape, together, scratch);
+    for (size_t r = 0; r < 4; ++r) {
+      std::vector<float> alone(6 * 16, 7.0f);
+      attention_row(std::span(q).subspan(r * 6 * 32, 6 * 32), keys, values, n_kv[r], shape, alone,
+                    scratch);
+      EXPECT_EQ(alone, std::vector<float>(together.begin() + r * 96, together.begin() + (r + 1) * 96))
+          << (f16 ? "f16 " : "f32 ") << "row " << r;
+    }
   }
 }
 

@@ -1,5 +1,8 @@
 #include "model/attention_block.hpp"
 
+#include <algorithm>
+#include <array>
+
 #include "base/thread_pool.hpp"
 #include "kernels/cpu/activations.hpp"
 #include "kernels/cpu/attention.hpp"
@@ -60,31 +63,48 @@ void project_qkv(const AttentionWeights& w, const ModelHParams& hp, const Attent
   }
 }
 
-// Causal attention of every row over positions [0, pos] of its sequence,
-// rows split over the threads (each row is independent of the others).
+// Query rows computed together by attention_rows: consecutive rows of one
+// sequence share its cache rows' loads.
+constexpr int64_t kAttentionRowTile = 4;
+
+// Causal attention of every row over positions [0, pos] of its sequence.
+// Rows are cut into tiles (consecutive rows of one sequence, at most
+// kAttentionRowTile) and tile i goes to thread i % n_threads: later rows
+// attend to more positions, so interleaving keeps the threads even.
 void attend(const ModelHParams& hp, int64_t layer, const AttentionPass& pass, const KvCache& cache,
             ForwardContext& ctx, std::span<const float> q, std::span<float> out) {
   auto& buf = ctx.buffers;
   const int n_threads = ctx.pool.size();
-  if (buf.scores.size() < static_cast<size_t>(n_threads)) buf.scores.resize(n_threads);
-  int64_t max_kv = 0;
-  for (const auto& row : pass.rows) max_kv = std::max<int64_t>(max_kv, row.pos + 1);
-  for (auto& s : buf.scores) ForwardBuffers::take(s, static_cast<size_t>(max_kv + hp.head_dim_k));
-
   const kernels::AttentionShape shape{hp.n_head, hp.n_head_kv, hp.head_dim_k, hp.head_dim_v,
                                       hp.kq_scale()};
+  int64_t max_kv = 0;
+  for (const auto& row : pass.rows) max_kv = std::max<int64_t>(max_kv, row.pos + 1);
+  if (buf.scores.size() < static_cast<size_t>(n_threads)) buf.scores.resize(n_threads);
+  for (auto& s : buf.scores) {
+    ForwardBuffers::take(s, kernels::attention_scratch_floats(shape, kAttentionRowTile, max_kv));
+  }
   const auto qw = static_cast<size_t>(hp.q_width());
   const auto ow = static_cast<size_t>(hp.n_head * hp.head_dim_v);
-  const auto n = static_cast<int64_t>(pass.rows.size());
+  const size_t n = pass.rows.size();
   ctx.pool.run([&](int thread, int threads) {
-    const auto range = ThreadPool::split_range(n, 1, thread, threads);
-    auto& scores = buf.scores[static_cast<size_t>(thread)];
-    for (int64_t r = range.begin; r < range.end; ++r) {
-      const auto& row = pass.rows[static_cast<size_t>(r)];
-      const auto i = static_cast<size_t>(r);
-      kernels::attention_row(q.subspan(i * qw, qw), cache.keys(layer, row.seq),
-                             cache.values(layer, row.seq), row.pos + 1, shape,
-                             out.subspan(i * ow, ow), scores);
+    auto& scratch = buf.scores[static_cast<size_t>(thread)];
+    std::array<int64_t, kAttentionRowTile> n_kv;
+    size_t tile = 0;
+    for (size_t begin = 0; begin < n; ++tile) {
+      size_t end = begin + 1;
+      while (end < n && end - begin < kAttentionRowTile &&
+             pass.rows[end].seq == pass.rows[begin].seq) {
+        ++end;
+      }
+      if (tile % static_cast<size_t>(threads) == static_cast<size_t>(thread)) {
+        for (size_t r = begin; r < end; ++r) n_kv[r - begin] = pass.rows[r].pos + 1;
+        const int32_t seq = pass.rows[begin].seq;
+        kernels::attention_rows(q.subspan(begin * qw, (end - begin) * qw),
+                                std::span(n_kv).first(end - begin), cache.keys(layer, seq),
+                                cache.values(layer, seq), shape,
+                                out.subspan(begin * ow, (end - begin) * ow), scratch);
+      }
+      begin = end;
     }
   });
 }

@@ -1,6 +1,10 @@
-// Attention of one query row, with the roundings of the peer's non-flash
-// path: kq = mul_mat(k, q), soft_max_ext(kq, mask, scale), kqv =
-// mul_mat(v, kq). The inner loops come per SIMD level (attention_simd.hpp).
+// Attention with the roundings of the peer's non-flash path: kq =
+// mul_mat(k, q), soft_max_ext(kq, mask, scale), kqv = mul_mat(v, kq).
+//
+// Work is organised by KV head: the query heads that share it, of every row
+// computed together, meet each cache row while it is in registers or L1
+// (one f16 -> f32 conversion serves them all). Each (row, head) keeps its
+// own scores and output, computed in the same order as alone.
 #include "kernels/cpu/attention.hpp"
 
 #include <algorithm>
@@ -13,26 +17,13 @@
 #include "base/fp16.hpp"
 #include "kernels/cpu/activations.hpp"
 #include "kernels/cpu/attention_simd.hpp"
+#include "kernels/cpu/convert.hpp"
 #include "kernels/cpu/matmul.hpp"
 
 namespace cortiq::kernels {
 
 namespace scalar {
 namespace {
-
-float dot_f16(const float* q, const uint16_t* k, int64_t n) {
-  constexpr int kLanes = 16;
-  std::array<float, kLanes> lanes{};
-  for (int64_t i = 0; i < n; ++i) lanes[i % kLanes] += q[i] * fp16_to_fp32(k[i]);
-  for (int width = kLanes / 2; width > 0; width /= 2) {
-    for (int j = 0; j < width; ++j) lanes[j] += lanes[j + width];
-  }
-  return lanes[0];
-}
-
-void axpy_f16(float a, const uint16_t* x, float* y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] += a * fp16_to_fp32(x[i]);
-}
 
 void axpy_f32(float a, const float* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
@@ -50,7 +41,7 @@ double exp_sum(float* s, int64_t n, float max) {
 
 }  // namespace
 
-const AttentionLoops kAttentionLoops{dot_f16, axpy_f16, axpy_f32, exp_sum};
+const AttentionLoops kAttentionLoops{axpy_f32, exp_sum};
 
 }  // namespace scalar
 
@@ -63,91 +54,117 @@ const AttentionLoops& attention_loops() {
 
 namespace {
 
-// Start of KV head kh of the row of position p.
-const std::byte* head_of(const KvRowsView& rows, int64_t p, int64_t kh, int64_t head_dim) {
+float round_to_f16(float x) { return fp16_to_fp32(fp32_to_fp16(x)); }
+
+// KV head kh of position p's cache row as f32: in place for an f32 cache,
+// converted into buf for f16.
+const float* head_row(const KvRowsView& rows, int64_t p, int64_t kh, int64_t head_dim,
+                      float* buf) {
   const size_t element_bytes = rows.f16 ? sizeof(uint16_t) : sizeof(float);
-  return rows.base + static_cast<size_t>(rows.cells[p]) * rows.row_bytes +
-         static_cast<size_t>(kh * head_dim) * element_bytes;
-}
-
-// The SIMD loops take whole 16-element chunks; other head sizes use the
-// scalar ones (same order, so the same bits either way).
-const AttentionLoops& loops_for(int64_t head_dim) {
-  return head_dim % 16 == 0 ? attention_loops() : scalar::kAttentionLoops;
-}
-
-// scores[p] = (q . k_p) * scale. With an f16 cache the query is rounded to
-// f16 first (ggml's f16 mat-mul converts its f32 operand), so every product
-// is exact in float.
-void scores_of(const float* q, const KvRowsView& keys, int64_t n_kv, int64_t kh, int64_t head_dim,
-               float scale, float* q16, std::span<float> scores) {
-  const AttentionLoops& loops = loops_for(head_dim);
-  if (keys.f16) {
-    for (int64_t i = 0; i < head_dim; ++i) q16[i] = fp16_to_fp32(fp32_to_fp16(q[i]));
-  }
-  for (int64_t p = 0; p < n_kv; ++p) {
-    const std::byte* k = head_of(keys, p, kh, head_dim);
-    // The scale multiplies the finished dot (soft_max_ext), not q.
-    scores[p] = (keys.f16 ? loops.dot_f16(q16, reinterpret_cast<const uint16_t*>(k), head_dim)
-                          : dot_f32(q, reinterpret_cast<const float*>(k), head_dim)) *
-                scale;
-  }
+  const std::byte* at = rows.base + static_cast<size_t>(rows.cells[p]) * rows.row_bytes +
+                        static_cast<size_t>(kh * head_dim) * element_bytes;
+  if (!rows.f16) return reinterpret_cast<const float*>(at);
+  const auto n = static_cast<size_t>(head_dim);
+  fp16_to_fp32_row({reinterpret_cast<const uint16_t*>(at), n}, {buf, n});
+  return buf;
 }
 
 // scores -> probabilities in place: exp(s - max) summed as the peer does,
 // then multiplied by the reciprocal of the sum rounded to float.
-void softmax(std::span<float> scores) {
+void softmax(float* scores, int64_t n, const AttentionLoops& loops) {
   float max = -std::numeric_limits<float>::infinity();
-  for (const float s : scores) max = std::max(max, s);
-  const double sum =
-      attention_loops().exp_sum(scores.data(), static_cast<int64_t>(scores.size()), max);
-  const auto inv_sum = static_cast<float>(1.0 / sum);
-  for (float& s : scores) s *= inv_sum;
+  for (int64_t p = 0; p < n; ++p) max = std::max(max, scores[p]);
+  const auto inv_sum = static_cast<float>(1.0 / loops.exp_sum(scores, n, max));
+  for (int64_t p = 0; p < n; ++p) scores[p] *= inv_sum;
 }
 
-// out = sum_p prob_p * v_p, positions in order; with an f16 cache the
-// probabilities are rounded to f16 first, as the f16 mat-mul does.
-void weighted_sum(std::span<const float> probs, const KvRowsView& values, int64_t kh,
-                  int64_t head_dim, float* out) {
-  const AttentionLoops& loops = loops_for(head_dim);
-  std::fill(out, out + head_dim, 0.0f);
-  for (size_t p = 0; p < probs.size(); ++p) {
-    const std::byte* v = head_of(values, static_cast<int64_t>(p), kh, head_dim);
-    if (values.f16) {
-      loops.axpy_f16(fp16_to_fp32(fp32_to_fp16(probs[p])), reinterpret_cast<const uint16_t*>(v),
-                     out, head_dim);
-    } else {
-      loops.axpy_f32(probs[p], reinterpret_cast<const float*>(v), out, head_dim);
-    }
-  }
+// Scratch layout for n_rows rows of `group` heads each.
+struct Scratch {
+  float* scores;  // [row][head][max_kv]
+  float* queries;  // [row][head][head_dim_k], rounded to f16 for an f16 cache
+  float* row;      // one converted cache row
+};
+
+Scratch carve(std::span<float> scratch, const AttentionShape& shape, int64_t n_rows,
+              int64_t max_kv) {
+  const int64_t group = shape.n_head / shape.n_head_kv;
+  float* at = scratch.data();
+  Scratch s{at, at + n_rows * group * max_kv, nullptr};
+  s.row = s.queries + n_rows * group * shape.head_dim_k;
+  return s;
 }
 
 }  // namespace
 
+size_t attention_scratch_floats(const AttentionShape& shape, int64_t n_rows, int64_t max_kv) {
+  const int64_t group = shape.n_head / shape.n_head_kv;
+  return static_cast<size_t>(n_rows * group * (max_kv + shape.head_dim_k) +
+                             std::max(shape.head_dim_k, shape.head_dim_v));
+}
+
+void attention_rows(std::span<const float> q, std::span<const int64_t> n_kv,
+                    const KvRowsView& keys, const KvRowsView& values, const AttentionShape& shape,
+                    std::span<float> out, std::span<float> scratch) {
+  assert(shape.n_head_kv > 0 && shape.n_head % shape.n_head_kv == 0);
+  const auto n_rows = static_cast<int64_t>(n_kv.size());
+  const int64_t dk = shape.head_dim_k, dv = shape.head_dim_v;
+  const int64_t q_width = shape.n_head * dk, out_width = shape.n_head * dv;
+  assert(q.size() == static_cast<size_t>(n_rows * q_width));
+  assert(out.size() == static_cast<size_t>(n_rows * out_width));
+  const int64_t max_kv = n_rows == 0 ? 0 : *std::max_element(n_kv.begin(), n_kv.end());
+  assert(static_cast<size_t>(max_kv) <= keys.cells.size() &&
+         static_cast<size_t>(max_kv) <= values.cells.size());
+  assert(scratch.size() >= attention_scratch_floats(shape, n_rows, max_kv));
+  const int64_t group = shape.n_head / shape.n_head_kv;
+  const int64_t units = n_rows * group;  // (row, head) pairs of one KV head
+  const Scratch s = carve(scratch, shape, n_rows, max_kv);
+  // The SIMD axpy takes whole 8-element chunks; other head sizes use the
+  // scalar one (same order, so the same bits either way).
+  const AttentionLoops& loops = attention_loops();
+  const auto axpy = dv % 8 == 0 ? loops.axpy_f32 : scalar::kAttentionLoops.axpy_f32;
+
+  for (int64_t kh = 0; kh < shape.n_head_kv; ++kh) {
+    auto query = [&](int64_t u) { return s.queries + u * dk; };
+    auto scores = [&](int64_t u) { return s.scores + u * max_kv; };
+    auto output = [&](int64_t u) {
+      return out.data() + (u / group) * out_width + (kh * group + u % group) * dv;
+    };
+    for (int64_t u = 0; u < units; ++u) {
+      const float* from = q.data() + (u / group) * q_width + (kh * group + u % group) * dk;
+      for (int64_t i = 0; i < dk; ++i) query(u)[i] = keys.f16 ? round_to_f16(from[i]) : from[i];
+    }
+    // Scores: the scale multiplies the finished dot (soft_max_ext), not q.
+    for (int64_t p = 0; p < max_kv; ++p) {
+      const float* k = head_row(keys, p, kh, dk, s.row);
+      for (int64_t u = 0; u < units; ++u) {
+        if (p < n_kv[static_cast<size_t>(u / group)]) {
+          scores(u)[p] = dot_f32(query(u), k, dk) * shape.scale;
+        }
+      }
+    }
+    for (int64_t u = 0; u < units; ++u) {
+      softmax(scores(u), n_kv[static_cast<size_t>(u / group)], loops);
+      std::fill(output(u), output(u) + dv, 0.0f);
+    }
+    // out = sum_p prob_p * v_p in position order; with an f16 cache the
+    // probabilities are rounded to f16 first, as the f16 mat-mul does.
+    for (int64_t p = 0; p < max_kv; ++p) {
+      const float* v = head_row(values, p, kh, dv, s.row);
+      for (int64_t u = 0; u < units; ++u) {
+        if (p < n_kv[static_cast<size_t>(u / group)]) {
+          const float prob = scores(u)[p];
+          axpy(values.f16 ? round_to_f16(prob) : prob, v, output(u), dv);
+        }
+      }
+    }
+  }
+}
+
 void attention_row(std::span<const float> q, const KvRowsView& keys, const KvRowsView& values,
                    int64_t n_kv, const AttentionShape& shape, std::span<float> out,
                    std::span<float> scratch) {
-  assert(shape.n_head_kv > 0 && shape.n_head % shape.n_head_kv == 0);
-  assert(q.size() == static_cast<size_t>(shape.n_head * shape.head_dim_k));
-  assert(out.size() == static_cast<size_t>(shape.n_head * shape.head_dim_v));
-  assert(n_kv >= 0 && static_cast<size_t>(n_kv) <= keys.cells.size() &&
-         static_cast<size_t>(n_kv) <= values.cells.size());
-  assert(scratch.size() >= static_cast<size_t>(n_kv + shape.head_dim_k));
-  const int64_t group = shape.n_head / shape.n_head_kv;
-  const std::span<float> probs = scratch.first(static_cast<size_t>(n_kv));
-  float* q16 = scratch.data() + n_kv;
-  for (int64_t h = 0; h < shape.n_head; ++h) {
-    const int64_t kh = h / group;
-    float* out_h = out.data() + h * shape.head_dim_v;
-    if (n_kv == 0) {
-      std::fill(out_h, out_h + shape.head_dim_v, 0.0f);
-      continue;
-    }
-    scores_of(q.data() + h * shape.head_dim_k, keys, n_kv, kh, shape.head_dim_k, shape.scale, q16,
-              probs);
-    softmax(probs);
-    weighted_sum(probs, values, kh, shape.head_dim_v, out_h);
-  }
+  const int64_t counts[] = {n_kv};
+  attention_rows(q, counts, keys, values, shape, out, scratch);
 }
 
 }  // namespace cortiq::kernels

@@ -1,5 +1,5 @@
-// attention_row's inner loops on AVX2, each the scalar loop's bits: the
-// 16 dot lanes as two registers, multiply-then-add, exp_approx lane by lane.
+// Attention's inner loops on AVX2, each the scalar loop's bits:
+// multiply-then-add, exp_approx lane by lane, the peer's group sums.
 #include <immintrin.h>
 
 #include "kernels/cpu/attention_simd.hpp"
@@ -8,35 +8,6 @@
 namespace cortiq::kernels::avx2 {
 
 namespace {
-
-__m256 load_f16(const uint16_t* p) {
-  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-}
-
-float fold16(__m256 lo, __m256 hi) {
-  const __m256 v = _mm256_add_ps(lo, hi);
-  __m128 h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  h = _mm_add_ps(h, _mm_movehl_ps(h, h));
-  h = _mm_add_ss(h, _mm_shuffle_ps(h, h, 1));
-  return _mm_cvtss_f32(h);
-}
-
-float dot_f16(const float* q, const uint16_t* k, int64_t n) {
-  __m256 lo = _mm256_setzero_ps(), hi = _mm256_setzero_ps();
-  for (int64_t i = 0; i < n; i += 16) {
-    lo = _mm256_add_ps(lo, _mm256_mul_ps(_mm256_loadu_ps(q + i), load_f16(k + i)));
-    hi = _mm256_add_ps(hi, _mm256_mul_ps(_mm256_loadu_ps(q + i + 8), load_f16(k + i + 8)));
-  }
-  return fold16(lo, hi);
-}
-
-void axpy_f16(float a, const uint16_t* x, float* y, int64_t n) {
-  const __m256 va = _mm256_set1_ps(a);
-  for (int64_t i = 0; i < n; i += 8) {
-    _mm256_storeu_ps(y + i,
-                     _mm256_add_ps(_mm256_loadu_ps(y + i), _mm256_mul_ps(va, load_f16(x + i))));
-  }
-}
 
 void axpy_f32(float a, const float* x, float* y, int64_t n) {
   const __m256 va = _mm256_set1_ps(a);
@@ -79,6 +50,6 @@ double exp_sum(float* s, int64_t n, float max) {
 
 }  // namespace
 
-const AttentionLoops kAttentionLoops{dot_f16, axpy_f16, axpy_f32, exp_sum};
+const AttentionLoops kAttentionLoops{axpy_f32, exp_sum};
 
 }  // namespace cortiq::kernels::avx2

@@ -1,5 +1,6 @@
-// The inner loops of attention_row, per SIMD level. The scalar versions
-// define the order of operations; the AVX2 ones give the same bits.
+// The inner loops of attention that are not dot_f32 or a row conversion,
+// per SIMD level. The scalar versions define the order of operations; the
+// AVX2 ones give the same bits.
 #pragma once
 
 #include <cstdint>
@@ -7,11 +8,7 @@
 namespace cortiq::kernels {
 
 struct AttentionLoops {
-  // q . k with q already rounded to f16 (so each product is exact): the 16
-  // lanes and fold of dot_f32. n a multiple of 16 for the SIMD versions.
-  float (*dot_f16)(const float* q, const uint16_t* k, int64_t n);
-  // y[i] += a * x[i] (multiply, then add).
-  void (*axpy_f16)(float a, const uint16_t* x, float* y, int64_t n);
+  // y[i] += a * x[i] (multiply, then add). n a multiple of 8 for SIMD.
   void (*axpy_f32)(float a, const float* x, float* y, int64_t n);
   // s[i] = exp_approx(s[i] - max); returns their sum: each 8 values summed
   // in float as ((s0 + s4) + (s2 + s6)) + ((s1 + s5) + (s3 + s7)) (a short

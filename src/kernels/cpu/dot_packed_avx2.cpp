@@ -13,7 +13,18 @@ namespace {
 
 constexpr int64_t kQ4Block = 144;  // packed_block_bytes(q4_0x8)
 constexpr int64_t kQ8Block = 272;  // packed_block_bytes(q8_0x8)
-constexpr int kCodes = 16;         // offset of the codes after the 8 fp16 scales
+constexpr int kCodes = 16;
+// Decode streams each thread's share of a matrix once; the hardware
+// prefetcher alone leaves ~10 % of the read bandwidth unused (1B Q4_0
+// decode 28.6 -> 31-33 tokens/s on the 2-core EPYC), so the single-row
+// kernels ask for the bytes this far ahead themselves.
+constexpr int64_t kPrefetchBytes = 1024;
+
+// Prefetches the lines of `bytes` bytes starting kPrefetchBytes past p.
+void prefetch_ahead(const std::byte* p, int64_t bytes) {
+  const char* ahead = reinterpret_cast<const char*>(p) + kPrefetchBytes;
+  for (int64_t off = 0; off < bytes; off += 64) _mm_prefetch(ahead + off, _MM_HINT_T0);
+}         // offset of the codes after the 8 fp16 scales
 
 // Four activation codes, broadcast to every lane.
 __m256i broadcast4(const int8_t* q) {
@@ -34,32 +45,30 @@ template <int N>
 void q4_0x8(const std::byte* group, const Q8Block32* a, int64_t a_stride, int64_t n_blocks,
             float* out) {
   const __m256i low = _mm256_set1_epi8(0x0F);
-  const __m256i ones = _mm256_set1_epi16(1);
   __m256 acc[N];
   for (int i = 0; i < N; ++i) acc[i] = _mm256_setzero_ps();
   for (int64_t b = 0; b < n_blocks; ++b) {
     const std::byte* block = group + b * kQ4Block;
-    __m256i sums[N];
-    for (int i = 0; i < N; ++i) sums[i] = _mm256_setzero_si256();
-    for (int k = 0; k < 4; ++k) {
-      const __m256i w =
-          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + kCodes + 32 * k));
-      const __m256i lo = _mm256_and_si256(w, low);
-      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(w, 4), low);
-      for (int i = 0; i < N; ++i) {
-        const int8_t* q = a[i * a_stride + b].qs;
-        const __m256i p = _mm256_add_epi16(_mm256_maddubs_epi16(lo, broadcast4(q + 4 * k)),
-                                           _mm256_maddubs_epi16(hi, broadcast4(q + 16 + 4 * k)));
-        sums[i] = _mm256_add_epi16(sums[i], p);
-      }
-    }
+    const auto* codes = reinterpret_cast<const __m256i*>(block + kCodes);
     const __m256 d = scales8(block);
+    if (N == 1) prefetch_ahead(block, kQ4Block);
+    // Each activation row's products, one row at a time over the four
+    // chunks, so that few registers are live (the compiler otherwise
+    // spills a tile's worth of partial products).
     for (int i = 0; i < N; ++i) {
       const Q8Block32& ab = a[i * a_stride + b];
-      const __m256i isum =
-          _mm256_sub_epi32(_mm256_madd_epi16(sums[i], ones), _mm256_set1_epi32(8 * ab.sum));
-      acc[i] =
-          _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(d, _mm256_set1_ps(ab.d)), acc[i]);
+      __m256i sum = _mm256_setzero_si256();
+      for (int k = 0; k < 4; ++k) {
+        const __m256i w = _mm256_loadu_si256(codes + k);
+        const __m256i lo = _mm256_and_si256(w, low);
+        const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(w, 4), low);
+        sum = _mm256_add_epi16(sum, _mm256_maddubs_epi16(lo, broadcast4(ab.qs + 4 * k)));
+        sum = _mm256_add_epi16(sum, _mm256_maddubs_epi16(hi, broadcast4(ab.qs + 16 + 4 * k)));
+      }
+      const __m256i isum = _mm256_sub_epi32(_mm256_madd_epi16(sum, _mm256_set1_epi16(1)),
+                                            _mm256_set1_epi32(8 * ab.sum));
+      acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(d, _mm256_set1_ps(ab.d)),
+                               acc[i]);
     }
   }
   for (int i = 0; i < N; ++i) _mm256_storeu_ps(out + 8 * i, acc[i]);
@@ -76,6 +85,7 @@ void q8_0x8(const std::byte* group, const Q8Block32* a, int64_t a_stride, int64_
   for (int i = 0; i < N; ++i) acc[i] = _mm256_setzero_ps();
   for (int64_t b = 0; b < n_blocks; ++b) {
     const std::byte* block = group + b * kQ8Block;
+    if (N == 1) prefetch_ahead(block, kQ8Block);
     __m256i sums[N];
     for (int i = 0; i < N; ++i) sums[i] = _mm256_setzero_si256();
     for (int k = 0; k < 8; ++k) {
