@@ -206,7 +206,6 @@ TEST(KernelAttention, RowIsTheSameAtEverySimdLevel) {
   }
 }
 
-
 // Rows computed together (different lengths, GQA groups of 3) give each
 // row's bits computed alone.
 TEST(KernelAttention, RowsTogetherEqualRowsAlone) {
@@ -222,12 +221,15 @@ TEST(KernelAttention, RowsTogetherEqualRowsAlone) {
     const std::vector<float> q = normal_values(23, 4 * 6 * 32, 2.0);
     std::vector<float> together(4 * 6 * 16, 9.0f);
     std::vector<float> scratch(attention_scratch_floats(shape, 4, 20));
-    attention_rows(q, n_kv, keys, values, shape, together, scratch);
+    // Computed one KV head at a time, as threads split it.
+    attention_rows(q, n_kv, keys, values, shape, together, scratch, 0, 1);
+    attention_rows(q, n_kv, keys, values, shape, together, scratch, 1, 2);
     for (size_t r = 0; r < 4; ++r) {
       std::vector<float> alone(6 * 16, 7.0f);
       attention_row(std::span(q).subspan(r * 6 * 32, 6 * 32), keys, values, n_kv[r], shape, alone,
                     scratch);
-      EXPECT_EQ(alone, std::vector<float>(together.begin() + r * 96, together.begin() + (r + 1) * 96))
+      EXPECT_EQ(alone,
+                std::vector<float>(together.begin() + r * 96, together.begin() + (r + 1) * 96))
           << (f16 ? "f16 " : "f32 ") << "row " << r;
     }
   }

@@ -66,7 +66,8 @@ TEST(KernelPackedDot, LayoutsForTypesAndRowCounts) {
   EXPECT_EQ(packed_layout(GgmlType::Q4_0, 16), PackedLayout::q4_0x8);
   EXPECT_EQ(packed_layout(GgmlType::Q8_0, 8), PackedLayout::q8_0x8);
   EXPECT_EQ(packed_layout(GgmlType::Q4_0, 12), PackedLayout::none);
-  EXPECT_EQ(packed_layout(GgmlType::Q4_K, 16), PackedLayout::none);
+  EXPECT_EQ(packed_layout(GgmlType::Q4_K, 16), PackedLayout::q4_Kx8);
+  EXPECT_EQ(packed_layout(GgmlType::Q5_K, 16), PackedLayout::none);
   EXPECT_EQ(packed_block_bytes(PackedLayout::q4_0x8), 8u * 18u);
   EXPECT_EQ(packed_block_bytes(PackedLayout::q8_0x8), 8u * 34u);
 }
@@ -86,6 +87,27 @@ TEST(KernelPackedDot, QuantizedActivationsAreTheRoundedOnes) {
     }
     ASSERT_EQ(blocks[b].sum, sum);
   }
+}
+
+// The AVX2 quantizers give the scalar blocks byte for byte: random rows,
+// an all-zero block, ties of |max| with both signs, and codes exactly half
+// way between integers.
+TEST(KernelPackedDot, SimdQuantizersMatchScalar) {
+  if (!cpu_features().avx2) GTEST_SKIP() << "no AVX2 on this CPU";
+  std::vector<float> x = normal_values(31, 256 * 6, 3.0);
+  std::fill(x.begin() + 256, x.begin() + 512, 0.0f);  // a zero Q8_K block (and 8 Q8_0 ones)
+  x[600] = 5.0f, x[610] = -5.0f;                      // tie: the first one sets the sign
+  x[800] = -4.0f, x[801] = 4.0f;
+  for (int j = 0; j < 32; ++j) x[1024 + j] = 127.0f * (static_cast<float>(j) + 0.5f) / 64.0f;
+  const auto n = static_cast<int64_t>(x.size());
+  std::vector<Q8Block32> s0(x.size() / 32), v0(x.size() / 32);
+  scalar::quantize_q8_0(x.data(), s0.data(), n);
+  avx2::quantize_q8_0(x.data(), v0.data(), n);
+  EXPECT_EQ(std::memcmp(s0.data(), v0.data(), s0.size() * sizeof(Q8Block32)), 0);
+  std::vector<Q8BlockK> sk(x.size() / 256), vk(x.size() / 256);
+  scalar::quantize_q8_k(x.data(), sk.data(), n);
+  avx2::quantize_q8_k(x.data(), vk.data(), n);
+  EXPECT_EQ(std::memcmp(sk.data(), vk.data(), sk.size() * sizeof(Q8BlockK)), 0);
 }
 
 // Scalar packed == scalar file layout (bits), and both within float
@@ -132,15 +154,18 @@ TEST(KernelPackedDot, SimdMatchesScalarBitForBit) {
   if (!cpu_features().avx2) GTEST_SKIP() << "no AVX2 on this CPU";
   for (const Case& c : kCases) {
     const int64_t n_blocks = 16;
+    const int max_rows = packed_dot_max_rows(c.layout);
     const Matrix m = make_matrix(c.type, 8, 32 * n_blocks, 3);
-    const std::vector<float> x = normal_values(9, static_cast<size_t>(4 * 32 * n_blocks));
+    const std::vector<float> x = normal_values(9, static_cast<size_t>(max_rows * 32 * n_blocks));
     const std::vector<Q8Block32> a = quantized(x);
-    float expected[32];
-    scalar::packed_dot(c.layout)(m.packed.data(), a.data(), n_blocks, 4, n_blocks, expected);
-    for (int n_act = 1; n_act <= 4; ++n_act) {
-      float got[32];
-      avx2::packed_dot(c.layout)(m.packed.data(), a.data(), n_blocks, n_act, n_blocks, got);
-      EXPECT_EQ(std::memcmp(got, expected, sizeof(float) * 8 * n_act), 0)
+    std::vector<float> expected(static_cast<size_t>(8 * max_rows));
+    scalar::packed_dot(c.layout)(m.packed.data(), a.data(), n_blocks, max_rows, n_blocks,
+                                 expected.data());
+    for (const int n_act : {1, 2, 3, 4, 9, max_rows}) {
+      if (n_act > max_rows) continue;
+      std::vector<float> got(static_cast<size_t>(8 * n_act));
+      avx2::packed_dot(c.layout)(m.packed.data(), a.data(), n_blocks, n_act, n_blocks, got.data());
+      EXPECT_EQ(std::memcmp(got.data(), expected.data(), sizeof(float) * 8 * n_act), 0)
           << ggml_type_name(c.type) << " n_act " << n_act;
     }
   }

@@ -69,8 +69,10 @@ constexpr int64_t kAttentionRowTile = 4;
 
 // Causal attention of every row over positions [0, pos] of its sequence.
 // Rows are cut into tiles (consecutive rows of one sequence, at most
-// kAttentionRowTile) and tile i goes to thread i % n_threads: later rows
-// attend to more positions, so interleaving keeps the threads even.
+// kAttentionRowTile), and the work units are (tile, KV head) pairs: unit i
+// goes to thread i % n_threads. Later rows attend to more positions, so
+// interleaving keeps the threads even; splitting by KV head keeps both
+// cores busy at decode, where there is a single row.
 void attend(const ModelHParams& hp, int64_t layer, const AttentionPass& pass, const KvCache& cache,
             ForwardContext& ctx, std::span<const float> q, std::span<float> out) {
   auto& buf = ctx.buffers;
@@ -86,23 +88,26 @@ void attend(const ModelHParams& hp, int64_t layer, const AttentionPass& pass, co
   const auto qw = static_cast<size_t>(hp.q_width());
   const auto ow = static_cast<size_t>(hp.n_head * hp.head_dim_v);
   const size_t n = pass.rows.size();
+  const auto n_kv_heads = static_cast<size_t>(hp.n_head_kv);
   ctx.pool.run([&](int thread, int threads) {
     auto& scratch = buf.scores[static_cast<size_t>(thread)];
     std::array<int64_t, kAttentionRowTile> n_kv;
-    size_t tile = 0;
-    for (size_t begin = 0; begin < n; ++tile) {
+    size_t unit = 0;
+    for (size_t begin = 0; begin < n;) {
       size_t end = begin + 1;
       while (end < n && end - begin < kAttentionRowTile &&
              pass.rows[end].seq == pass.rows[begin].seq) {
         ++end;
       }
-      if (tile % static_cast<size_t>(threads) == static_cast<size_t>(thread)) {
-        for (size_t r = begin; r < end; ++r) n_kv[r - begin] = pass.rows[r].pos + 1;
-        const int32_t seq = pass.rows[begin].seq;
+      for (size_t r = begin; r < end; ++r) n_kv[r - begin] = pass.rows[r].pos + 1;
+      const int32_t seq = pass.rows[begin].seq;
+      for (size_t kh = 0; kh < n_kv_heads; ++kh, ++unit) {
+        if (unit % static_cast<size_t>(threads) != static_cast<size_t>(thread)) continue;
         kernels::attention_rows(q.subspan(begin * qw, (end - begin) * qw),
                                 std::span(n_kv).first(end - begin), cache.keys(layer, seq),
                                 cache.values(layer, seq), shape,
-                                out.subspan(begin * ow, (end - begin) * ow), scratch);
+                                out.subspan(begin * ow, (end - begin) * ow), scratch,
+                                static_cast<int64_t>(kh), static_cast<int64_t>(kh) + 1);
       }
       begin = end;
     }

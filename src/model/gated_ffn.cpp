@@ -1,10 +1,16 @@
 #include "model/gated_ffn.hpp"
 
+#include "base/thread_pool.hpp"
 #include "kernels/cpu/activations.hpp"
 #include "kernels/cpu/norm.hpp"
 #include "model/weights.hpp"
 
 namespace cortiq {
+
+namespace {
+// Elements per share of the SwiGLU: below this one thread does it all.
+constexpr int64_t kSwigluGrain = 2048;
+}  // namespace
 
 GatedFfnWeights GatedFfnWeights::bind(const WeightBinder& b, const ModelHParams& hp,
                                       int64_t layer) {
@@ -36,7 +42,14 @@ void gated_ffn_block(const GatedFfnWeights& w, const ModelHParams& hp, int64_t n
   kernels::matmul_shared_input(gate_up, normed, n_rows, ctx.pool, buf.matmul);
   kernels::add_bias_rows(gate, w.gate_b);
   kernels::add_bias_rows(up, w.up_b);
-  kernels::swiglu(gate, up, gate);
+  // Element-wise, but an exp per element: worth both cores even at decode.
+  ctx.pool.parallel_for(
+      static_cast<int64_t>(gate.size()),
+      [&](int64_t begin, int64_t end) {
+        const auto b = static_cast<size_t>(begin), count = static_cast<size_t>(end - begin);
+        kernels::swiglu(gate.subspan(b, count), up.subspan(b, count), gate.subspan(b, count));
+      },
+      kSwigluGrain);
   kernels::matmul(w.down, gate, n_rows, proj, hp.n_embd, ctx.pool, buf.matmul);
   kernels::add_bias_rows(proj, w.down_b);
   kernels::add_inplace(residual.first(rows * n_embd), proj);

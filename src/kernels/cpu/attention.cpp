@@ -54,12 +54,13 @@ const AttentionLoops& attention_loops() {
 
 namespace {
 
-float round_to_f16(float x) { return fp16_to_fp32(fp32_to_fp16(x)); }
+float round_to_f16(float x) {
+  return fp16_to_fp32(fp32_to_fp16(x));
+}
 
 // KV head kh of position p's cache row as f32: in place for an f32 cache,
 // converted into buf for f16.
-const float* head_row(const KvRowsView& rows, int64_t p, int64_t kh, int64_t head_dim,
-                      float* buf) {
+const float* head_row(const KvRowsView& rows, int64_t p, int64_t kh, int64_t head_dim, float* buf) {
   const size_t element_bytes = rows.f16 ? sizeof(uint16_t) : sizeof(float);
   const std::byte* at = rows.base + static_cast<size_t>(rows.cells[p]) * rows.row_bytes +
                         static_cast<size_t>(kh * head_dim) * element_bytes;
@@ -80,7 +81,7 @@ void softmax(float* scores, int64_t n, const AttentionLoops& loops) {
 
 // Scratch layout for n_rows rows of `group` heads each.
 struct Scratch {
-  float* scores;  // [row][head][max_kv]
+  float* scores;   // [row][head][max_kv]
   float* queries;  // [row][head][head_dim_k], rounded to f16 for an f16 cache
   float* row;      // one converted cache row
 };
@@ -102,10 +103,11 @@ size_t attention_scratch_floats(const AttentionShape& shape, int64_t n_rows, int
                              std::max(shape.head_dim_k, shape.head_dim_v));
 }
 
-void attention_rows(std::span<const float> q, std::span<const int64_t> n_kv,
-                    const KvRowsView& keys, const KvRowsView& values, const AttentionShape& shape,
-                    std::span<float> out, std::span<float> scratch) {
+void attention_rows(std::span<const float> q, std::span<const int64_t> n_kv, const KvRowsView& keys,
+                    const KvRowsView& values, const AttentionShape& shape, std::span<float> out,
+                    std::span<float> scratch, int64_t kv_begin, int64_t kv_end) {
   assert(shape.n_head_kv > 0 && shape.n_head % shape.n_head_kv == 0);
+  assert(0 <= kv_begin && kv_begin <= kv_end && kv_end <= shape.n_head_kv);
   const auto n_rows = static_cast<int64_t>(n_kv.size());
   const int64_t dk = shape.head_dim_k, dv = shape.head_dim_v;
   const int64_t q_width = shape.n_head * dk, out_width = shape.n_head * dv;
@@ -123,7 +125,7 @@ void attention_rows(std::span<const float> q, std::span<const int64_t> n_kv,
   const AttentionLoops& loops = attention_loops();
   const auto axpy = dv % 8 == 0 ? loops.axpy_f32 : scalar::kAttentionLoops.axpy_f32;
 
-  for (int64_t kh = 0; kh < shape.n_head_kv; ++kh) {
+  for (int64_t kh = kv_begin; kh < kv_end; ++kh) {
     auto query = [&](int64_t u) { return s.queries + u * dk; };
     auto scores = [&](int64_t u) { return s.scores + u * max_kv; };
     auto output = [&](int64_t u) {
@@ -164,7 +166,7 @@ void attention_row(std::span<const float> q, const KvRowsView& keys, const KvRow
                    int64_t n_kv, const AttentionShape& shape, std::span<float> out,
                    std::span<float> scratch) {
   const int64_t counts[] = {n_kv};
-  attention_rows(q, counts, keys, values, shape, out, scratch);
+  attention_rows(q, counts, keys, values, shape, out, scratch, 0, shape.n_head_kv);
 }
 
 }  // namespace cortiq::kernels

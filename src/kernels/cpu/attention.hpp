@@ -42,11 +42,13 @@ size_t attention_scratch_floats(const AttentionShape& shape, int64_t n_rows, int
 // Rows of one sequence: row r (query q[r * n_head * head_dim_k ...]) attends
 // to positions [0, n_kv[r]) (n_kv[r] <= cells.size()) and writes
 // out[r * n_head * head_dim_v ...]. scratch holds attention_scratch_floats.
-void attention_rows(std::span<const float> q, std::span<const int64_t> n_kv,
-                    const KvRowsView& keys, const KvRowsView& values, const AttentionShape& shape,
-                    std::span<float> out, std::span<float> scratch);
+// Only the query heads of KV heads [kv_begin, kv_end) are computed (the
+// others' outputs are left alone), so threads can share one row's heads.
+void attention_rows(std::span<const float> q, std::span<const int64_t> n_kv, const KvRowsView& keys,
+                    const KvRowsView& values, const AttentionShape& shape, std::span<float> out,
+                    std::span<float> scratch, int64_t kv_begin, int64_t kv_end);
 
-// One row: attention_rows of {q} with {n_kv}.
+// One row, every head: attention_rows of {q} with {n_kv}.
 void attention_row(std::span<const float> q, const KvRowsView& keys, const KvRowsView& values,
                    int64_t n_kv, const AttentionShape& shape, std::span<float> out,
                    std::span<float> scratch);

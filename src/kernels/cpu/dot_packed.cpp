@@ -114,7 +114,7 @@ PackedDot packed_dot(PackedLayout layout) {
       return group_kernel<Q4Packed>;
     case PackedLayout::q8_0x8:
       return group_kernel<Q8Packed>;
-    case PackedLayout::none:
+    default:  // none, and the K layouts (dot_kquants_packed.hpp)
       break;
   }
   return nullptr;
@@ -144,6 +144,10 @@ PackedDot packed_dot(PackedLayout layout) {
 
 RowDot row_dot(GgmlType type) {
   return scalar::row_dot(type);
+}
+
+int packed_dot_max_rows(PackedLayout layout) {
+  return layout == PackedLayout::q4_0x8 ? kMaxPackedRows : 4;
 }
 
 }  // namespace cortiq::kernels

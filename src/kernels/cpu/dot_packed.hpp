@@ -25,8 +25,12 @@
 
 namespace cortiq::kernels {
 
+// The most activation rows any packed kernel takes in one call.
+constexpr int kMaxPackedRows = 64;
+
 // One packed group (8 weight rows) against n_act activation rows, 1 <= n_act
-// <= 4: out[i * 8 + r] = dot(weight row r of the group, activation row i).
+// <= packed_dot_max_rows(layout): out[i * 8 + r] = dot(weight row r of the
+// group, activation row i).
 // Activation row i is a + i * a_stride (in blocks); n_blocks blocks per row.
 using PackedDot = void (*)(const std::byte* group, const Q8Block32* a, int64_t a_stride, int n_act,
                            int64_t n_blocks, float* out);
@@ -37,6 +41,10 @@ using RowDot = void (*)(const std::byte* row, const Q8Block32* a, int64_t a_stri
 
 // The best kernel at this machine's SIMD level; nullptr for layout none.
 PackedDot packed_dot(PackedLayout layout);
+// How many activation rows one call of packed_dot(layout) takes: Q4_0's
+// unpacks each block into registers once for all of them (prefill), Q8_0's
+// keeps up to 4 rows' sums in registers.
+int packed_dot_max_rows(PackedLayout layout);
 // Row kernels for Q4_0 and Q8_0 (nullptr for other types).
 RowDot row_dot(GgmlType type);
 

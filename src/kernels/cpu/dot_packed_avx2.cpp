@@ -24,7 +24,7 @@ constexpr int64_t kPrefetchBytes = 1024;
 void prefetch_ahead(const std::byte* p, int64_t bytes) {
   const char* ahead = reinterpret_cast<const char*>(p) + kPrefetchBytes;
   for (int64_t off = 0; off < bytes; off += 64) _mm_prefetch(ahead + off, _MM_HINT_T0);
-}         // offset of the codes after the 8 fp16 scales
+}  // offset of the codes after the 8 fp16 scales
 
 // Four activation codes, broadcast to every lane.
 __m256i broadcast4(const int8_t* q) {
@@ -40,43 +40,78 @@ __m256 scales8(const std::byte* block) {
 // Q4_0: nibbles are unsigned 0..15, so maddubs takes them as they are and
 // the -8 offset comes off as 8 * a.sum. Pairs of products stay below
 // 2 * 15 * 127, so 16 of them fit an int16 lane: a block's products are
-// summed in int16 and widened once.
-template <int N>
-void q4_0x8(const std::byte* group, const Q8Block32* a, int64_t a_stride, int64_t n_blocks,
-            float* out) {
+// summed in int16 and widened once. This is the decode kernel (one
+// activation row, streaming the weights with prefetch).
+void q4_0x8_one(const std::byte* group, const Q8Block32* a, int64_t n_blocks, float* out) {
   const __m256i low = _mm256_set1_epi8(0x0F);
-  __m256 acc[N];
-  for (int i = 0; i < N; ++i) acc[i] = _mm256_setzero_ps();
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    const std::byte* block = group + b * kQ4Block;
+    prefetch_ahead(block, kQ4Block);
+    const auto* codes = reinterpret_cast<const __m256i*>(block + kCodes);
+    const Q8Block32& ab = a[b];
+    __m256i sum = _mm256_setzero_si256();
+    for (int k = 0; k < 4; ++k) {
+      const __m256i w = _mm256_loadu_si256(codes + k);
+      const __m256i lo = _mm256_and_si256(w, low);
+      const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(w, 4), low);
+      sum = _mm256_add_epi16(sum, _mm256_maddubs_epi16(lo, broadcast4(ab.qs + 4 * k)));
+      sum = _mm256_add_epi16(sum, _mm256_maddubs_epi16(hi, broadcast4(ab.qs + 16 + 4 * k)));
+    }
+    const __m256i isum = _mm256_sub_epi32(_mm256_madd_epi16(sum, _mm256_set1_epi16(1)),
+                                          _mm256_set1_epi32(8 * ab.sum));
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum),
+                          _mm256_mul_ps(scales8(block), _mm256_set1_ps(ab.d)), acc);
+  }
+  _mm256_storeu_ps(out, acc);
+}
+
+// Q4_0 against many activation rows (prefill): each block's codes are
+// unpacked once into registers and meet every row before the next block,
+// the rows' accumulators living in `out`. Per row and block this is the
+// arithmetic of q4_0x8, in the same order, so the same bits.
+void q4_0x8_rows(const std::byte* group, const Q8Block32* a, int64_t a_stride, int n_act,
+                 int64_t n_blocks, float* out) {
+  const __m256i low = _mm256_set1_epi8(0x0F);
+  for (int i = 0; i < n_act; ++i) _mm256_storeu_ps(out + 8 * i, _mm256_setzero_ps());
   for (int64_t b = 0; b < n_blocks; ++b) {
     const std::byte* block = group + b * kQ4Block;
     const auto* codes = reinterpret_cast<const __m256i*>(block + kCodes);
+    const __m256i w0 = _mm256_loadu_si256(codes), w1 = _mm256_loadu_si256(codes + 1);
+    const __m256i w2 = _mm256_loadu_si256(codes + 2), w3 = _mm256_loadu_si256(codes + 3);
+    const __m256i lo0 = _mm256_and_si256(w0, low),
+                  hi0 = _mm256_and_si256(_mm256_srli_epi16(w0, 4), low);
+    const __m256i lo1 = _mm256_and_si256(w1, low),
+                  hi1 = _mm256_and_si256(_mm256_srli_epi16(w1, 4), low);
+    const __m256i lo2 = _mm256_and_si256(w2, low),
+                  hi2 = _mm256_and_si256(_mm256_srli_epi16(w2, 4), low);
+    const __m256i lo3 = _mm256_and_si256(w3, low),
+                  hi3 = _mm256_and_si256(_mm256_srli_epi16(w3, 4), low);
     const __m256 d = scales8(block);
-    if (N == 1) prefetch_ahead(block, kQ4Block);
-    // Each activation row's products, one row at a time over the four
-    // chunks, so that few registers are live (the compiler otherwise
-    // spills a tile's worth of partial products).
-    for (int i = 0; i < N; ++i) {
-      const Q8Block32& ab = a[i * a_stride + b];
-      __m256i sum = _mm256_setzero_si256();
-      for (int k = 0; k < 4; ++k) {
-        const __m256i w = _mm256_loadu_si256(codes + k);
-        const __m256i lo = _mm256_and_si256(w, low);
-        const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(w, 4), low);
-        sum = _mm256_add_epi16(sum, _mm256_maddubs_epi16(lo, broadcast4(ab.qs + 4 * k)));
-        sum = _mm256_add_epi16(sum, _mm256_maddubs_epi16(hi, broadcast4(ab.qs + 16 + 4 * k)));
-      }
+    const Q8Block32* ab = a + b;
+    for (int i = 0; i < n_act; ++i, ab += a_stride) {
+      const int8_t* q = ab->qs;
+      __m256i sum = _mm256_maddubs_epi16(lo0, broadcast4(q));
+      sum = _mm256_add_epi16(sum, _mm256_maddubs_epi16(hi0, broadcast4(q + 16)));
+      sum = _mm256_add_epi16(sum, _mm256_maddubs_epi16(lo1, broadcast4(q + 4)));
+      sum = _mm256_add_epi16(sum, _mm256_maddubs_epi16(hi1, broadcast4(q + 20)));
+      sum = _mm256_add_epi16(sum, _mm256_maddubs_epi16(lo2, broadcast4(q + 8)));
+      sum = _mm256_add_epi16(sum, _mm256_maddubs_epi16(hi2, broadcast4(q + 24)));
+      sum = _mm256_add_epi16(sum, _mm256_maddubs_epi16(lo3, broadcast4(q + 12)));
+      sum = _mm256_add_epi16(sum, _mm256_maddubs_epi16(hi3, broadcast4(q + 28)));
       const __m256i isum = _mm256_sub_epi32(_mm256_madd_epi16(sum, _mm256_set1_epi16(1)),
-                                            _mm256_set1_epi32(8 * ab.sum));
-      acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(d, _mm256_set1_ps(ab.d)),
-                               acc[i]);
+                                            _mm256_set1_epi32(8 * ab->sum));
+      float* acc = out + 8 * i;
+      _mm256_storeu_ps(
+          acc, _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(d, _mm256_set1_ps(ab->d)),
+                               _mm256_loadu_ps(acc)));
     }
   }
-  for (int i = 0; i < N; ++i) _mm256_storeu_ps(out + 8 * i, acc[i]);
 }
 
 // Q8_0: signed times signed, so the weight's sign moves onto the
 // activation (maddubs needs one unsigned side). A pair of products can
-// reach 2 * 127 * 127, so each chunk widens to int32 at once.
+// reach 2 * 128 * 127, so each chunk widens to int32 at once.
 template <int N>
 void q8_0x8(const std::byte* group, const Q8Block32* a, int64_t a_stride, int64_t n_blocks,
             float* out) {
@@ -110,16 +145,8 @@ void q8_0x8(const std::byte* group, const Q8Block32* a, int64_t a_stride, int64_
 
 void q4_0_group(const std::byte* group, const Q8Block32* a, int64_t a_stride, int n_act,
                 int64_t n_blocks, float* out) {
-  switch (n_act) {
-    case 1:
-      return q4_0x8<1>(group, a, a_stride, n_blocks, out);
-    case 2:
-      return q4_0x8<2>(group, a, a_stride, n_blocks, out);
-    case 3:
-      return q4_0x8<3>(group, a, a_stride, n_blocks, out);
-    default:
-      return q4_0x8<4>(group, a, a_stride, n_blocks, out);
-  }
+  if (n_act == 1) return q4_0x8_one(group, a, n_blocks, out);
+  q4_0x8_rows(group, a, a_stride, n_act, n_blocks, out);
 }
 
 void q8_0_group(const std::byte* group, const Q8Block32* a, int64_t a_stride, int n_act,
@@ -144,7 +171,7 @@ PackedDot packed_dot(PackedLayout layout) {
       return q4_0_group;
     case PackedLayout::q8_0x8:
       return q8_0_group;
-    case PackedLayout::none:
+    default:  // none, and the K layouts (dot_kquants_packed.hpp)
       break;
   }
   return nullptr;

@@ -1,5 +1,6 @@
 #include "kernels/cpu/packed_weights.hpp"
 
+#include <array>
 #include <cstring>
 
 #include "base/error.hpp"
@@ -8,23 +9,35 @@ namespace cortiq::kernels {
 
 namespace {
 
-constexpr size_t kScaleBytes = 2;
+// One field of a file block: `bytes` bytes at `offset`, interleaved across
+// the group's rows `width` bytes at a time. The packed block holds the
+// fields in table order, each taking 8 x bytes.
+struct Field {
+  size_t offset;
+  size_t bytes;
+  size_t width;
+};
 
 struct LayoutInfo {
-  size_t block_bytes;  // one row's block in the file: fp16 scale + codes
-  size_t code_bytes;
+  size_t block_bytes = 0;  // one row's block in the file
+  std::array<Field, 4> fields{};
+  size_t n_fields = 0;
 };
 
 LayoutInfo layout_info(PackedLayout layout) {
   switch (layout) {
     case PackedLayout::q4_0x8:
-      return {18, 16};
+      return {18, {{{0, 2, 2}, {2, 16, 4}}}, 2};
     case PackedLayout::q8_0x8:
-      return {34, 32};
+      return {34, {{{0, 2, 2}, {2, 32, 4}}}, 2};
+    case PackedLayout::q4_Kx8:  // d, dmin, scales, qs
+      return {144, {{{0, 2, 2}, {2, 2, 2}, {4, 12, 4}, {16, 128, 4}}}, 4};
+    case PackedLayout::q6_Kx8:  // d, scales, ql, qh
+      return {210, {{{208, 2, 2}, {192, 16, 2}, {0, 128, 4}, {128, 64, 4}}}, 4};
     case PackedLayout::none:
       break;
   }
-  return {0, 0};
+  return {};
 }
 
 }  // namespace
@@ -36,6 +49,10 @@ PackedLayout packed_layout(GgmlType type, int64_t n_rows) {
       return PackedLayout::q4_0x8;
     case GgmlType::Q8_0:
       return PackedLayout::q8_0x8;
+    case GgmlType::Q4_K:
+      return PackedLayout::q4_Kx8;
+    case GgmlType::Q6_K:
+      return PackedLayout::q6_Kx8;
     default:
       return PackedLayout::none;
   }
@@ -43,6 +60,10 @@ PackedLayout packed_layout(GgmlType type, int64_t n_rows) {
 
 size_t packed_block_bytes(PackedLayout layout) {
   return kPackRows * layout_info(layout).block_bytes;
+}
+
+bool is_k_layout(PackedLayout layout) {
+  return layout == PackedLayout::q4_Kx8 || layout == PackedLayout::q6_Kx8;
 }
 
 void pack_rows(const WeightView& w, std::span<std::byte> out, int64_t first_group,
@@ -57,12 +78,18 @@ void pack_rows(const WeightView& w, std::span<std::byte> out, int64_t first_grou
   for (int64_t g = first_group; g < end_group; ++g) {
     std::byte* dst = out.data() + static_cast<size_t>(g * n_blocks) * group_block_bytes;
     for (int64_t b = 0; b < n_blocks; ++b, dst += group_block_bytes) {
-      for (int64_t r = 0; r < kPackRows; ++r) {
-        const std::byte* src = w.row(g * kPackRows + r).data() + b * info.block_bytes;
-        std::memcpy(dst + r * kScaleBytes, src, kScaleBytes);
-        for (size_t k = 0; k < info.code_bytes / 4; ++k) {
-          std::memcpy(dst + kPackRows * kScaleBytes + 32 * k + 4 * r, src + kScaleBytes + 4 * k, 4);
+      std::byte* field_dst = dst;
+      for (size_t f = 0; f < info.n_fields; ++f) {
+        const Field& field = info.fields[f];
+        for (int64_t r = 0; r < kPackRows; ++r) {
+          const std::byte* src =
+              w.row(g * kPackRows + r).data() + b * info.block_bytes + field.offset;
+          for (size_t k = 0; k < field.bytes / field.width; ++k) {
+            std::memcpy(field_dst + (kPackRows * k + r) * field.width, src + k * field.width,
+                        field.width);
+          }
         }
+        field_dst += kPackRows * field.bytes;
       }
     }
   }

@@ -2,19 +2,30 @@
 // kernels read (DESIGN.md calls the 4-bit one "q4tp", a tiled, packed Q4).
 //
 // Eight consecutive weight rows form a group; a group stores, block by
-// block, the eight rows' fp16 scales and then their codes interleaved four
+// block, each field of the block for the eight rows side by side. Scale
+// fields are interleaved one field (2 bytes) at a time; code fields four
 // bytes at a time: chunk k holds bytes 4k..4k+3 of row 0, then of row 1, ...
 // row 7. One 256-bit load is then four code bytes of each of eight rows, and
 // the products of eight output rows land in the eight 32-bit lanes of one
 // register, with no horizontal sums. A group's blocks are contiguous, so a
 // thread streams its share of the matrix in order.
 //
-//   q4_0x8  { uint16 d[8]; uint8 qs[8 x 16] }   144 bytes per block (= 8 x 18)
-//   q8_0x8  { uint16 d[8]; int8  qs[8 x 32] }   272 bytes per block (= 8 x 34)
+//   q4_0x8  { uint16 d[8]; uint8 qs[8 x 16] }            144 bytes (= 8 x 18)
+//   q8_0x8  { uint16 d[8]; int8  qs[8 x 32] }            272 bytes (= 8 x 34)
+//   q4_Kx8  { uint16 d[8]; uint16 dmin[8];
+//             uint8 scales[8 x 12] (4 bytes at a time);
+//             uint8 qs[8 x 128] }                        1152 bytes (= 8 x 144)
+//   q6_Kx8  { uint16 d[8]; int8 scales[8 x 16] (2 bytes at a time);
+//             uint8 ql[8 x 128]; uint8 qh[8 x 64] }     1680 bytes (= 8 x 210)
+//
+// (The K blocks are 256-element super-blocks.) Q6_K's scales go two at a
+// time so that one sign-extending load gives each row's pair of adjacent
+// group scales as int16 in its 32-bit lane.
 //
 // The packed copy holds the same bytes as the file, rearranged: no
-// precision changes. Matrices whose row count is not a multiple of 8, and
-// types without a packed layout, stay as the file stores them.
+// precision changes, and the same size. Matrices whose row count is not a
+// multiple of 8, and types without a packed layout, stay as the file stores
+// them.
 #pragma once
 
 #include <cstddef>
@@ -28,7 +39,7 @@
 
 namespace cortiq::kernels {
 
-enum class PackedLayout : uint8_t { none, q4_0x8, q8_0x8 };
+enum class PackedLayout : uint8_t { none, q4_0x8, q8_0x8, q4_Kx8, q6_Kx8 };
 
 constexpr int64_t kPackRows = 8;
 
@@ -36,6 +47,10 @@ constexpr int64_t kPackRows = 8;
 PackedLayout packed_layout(GgmlType type, int64_t n_rows);
 // Bytes of one block of one 8-row group in `layout` (0 for none).
 size_t packed_block_bytes(PackedLayout layout);
+// Whether the layout's blocks are 256-element K super-blocks (the kernels
+// take Q8BlockK activations, dot_kquants_packed.hpp) rather than 32-element
+// blocks (Q8Block32, dot_packed.hpp).
+bool is_k_layout(PackedLayout layout);
 
 // Rearranges w's rows into `out` (w.n_rows * w.row_bytes bytes), groups of
 // rows [first_group, end_group) only — so several threads can pack one

@@ -5,10 +5,13 @@
 #include <algorithm>
 #include <cmath>
 
+#include "base/cpu_features.hpp"
 #include "base/fp16.hpp"
 #include "quant/scalar_math.hpp"
 
 namespace cortiq::kernels {
+
+namespace scalar {
 
 void quantize_q8_0(const float* x, Q8Block32* out, int64_t n) {
   for (int64_t b = 0; b < n / 32; ++b, x += 32) {
@@ -54,6 +57,22 @@ void quantize_q8_k(const float* x, Q8BlockK* out, int64_t n) {
       block.bsums[g] = static_cast<int16_t>(sum);
     }
   }
+}
+
+}  // namespace scalar
+
+void quantize_q8_0(const float* x, Q8Block32* out, int64_t n) {
+#if defined(__x86_64__)
+  if (simd_level() >= SimdLevel::avx2) return avx2::quantize_q8_0(x, out, n);
+#endif
+  scalar::quantize_q8_0(x, out, n);
+}
+
+void quantize_q8_k(const float* x, Q8BlockK* out, int64_t n) {
+#if defined(__x86_64__)
+  if (simd_level() >= SimdLevel::avx2) return avx2::quantize_q8_k(x, out, n);
+#endif
+  scalar::quantize_q8_k(x, out, n);
 }
 
 }  // namespace cortiq::kernels

@@ -28,8 +28,18 @@ struct Q8BlockK {
 };
 
 // x[0, n) quantized into n / 32 (n / 256) blocks; n a whole number of
-// blocks (the caller checks). Scalar: cheap next to the products.
+// blocks (the caller checks). Dispatched to the SIMD level; every level
+// gives the same blocks.
 void quantize_q8_0(const float* x, Q8Block32* out, int64_t n);
 void quantize_q8_k(const float* x, Q8BlockK* out, int64_t n);
+
+namespace scalar {
+void quantize_q8_0(const float* x, Q8Block32* out, int64_t n);
+void quantize_q8_k(const float* x, Q8BlockK* out, int64_t n);
+}  // namespace scalar
+namespace avx2 {
+void quantize_q8_0(const float* x, Q8Block32* out, int64_t n);
+void quantize_q8_k(const float* x, Q8BlockK* out, int64_t n);
+}  // namespace avx2
 
 }  // namespace cortiq::kernels
