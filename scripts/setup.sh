@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(g++ cmake ninja-build git pkg-config libgtest-dev libbenchmark-dev libpcre2-dev libutf8proc-dev
-  clang libclang-rt-14-dev)
+  clang libclang-rt-14-dev g++-aarch64-linux-gnu)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

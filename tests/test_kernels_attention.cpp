@@ -14,6 +14,7 @@
 #include "kernels/cpu/activations.hpp"
 #include "kernels/cpu/attention.hpp"
 #include "kernels/cpu/attention_simd.hpp"
+#include "kernels/cpu/matmul.hpp"
 #include "test_support.hpp"
 
 namespace cortiq::kernels {
@@ -162,6 +163,24 @@ TEST(KernelAttention, SimdLoopsMatchScalarBitForBit) {
     std::vector<float> ys = normal_values(1, 128), yv = ys;
     s.axpy_f32(-1.3f, x.data(), ys.data(), n);
     v.axpy_f32(-1.3f, x.data(), yv.data(), n);
+    EXPECT_EQ(ys, yv) << n;
+  }
+  // One cache row against 3 queries; one value row into 3 outputs.
+  const std::vector<float> queries = normal_values(4, 3 * 128, 2.0);
+  const std::vector<float> probs = normal_values(5, 3 * 7);
+  for (const int64_t n : {16, 64, 128}) {
+    float ds[3 * 5], dv[3 * 5];
+    s.dot_rows(x.data(), queries.data(), 3, n, 0.125f, ds, 5);
+    v.dot_rows(x.data(), queries.data(), 3, n, 0.125f, dv, 5);
+    for (int u = 0; u < 3; ++u) {
+      EXPECT_EQ(std::bit_cast<uint32_t>(ds[u * 5]), std::bit_cast<uint32_t>(dv[u * 5])) << n;
+      EXPECT_EQ(std::bit_cast<uint32_t>(ds[u * 5]),
+                std::bit_cast<uint32_t>(scalar::dot_f32(queries.data() + u * n, x.data(), n) *
+                                        0.125f));
+    }
+    std::vector<float> ys = normal_values(6, 3 * 128), yv = ys;
+    s.axpy_rows(x.data(), probs.data(), 7, 3, ys.data(), 128, n);
+    v.axpy_rows(x.data(), probs.data(), 7, 3, yv.data(), 128, n);
     EXPECT_EQ(ys, yv) << n;
   }
   std::vector<float> scores = normal_values(3, 77, 40.0);

@@ -29,6 +29,16 @@ void axpy_f32(float a, const float* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
 }
 
+void dot_rows(const float* k, const float* q, int64_t n_q, int64_t n, float scale, float* out,
+              int64_t out_stride) {
+  for (int64_t u = 0; u < n_q; ++u) out[u * out_stride] = scalar::dot_f32(q + u * n, k, n) * scale;
+}
+
+void axpy_rows(const float* v, const float* a, int64_t a_stride, int64_t n_q, float* y,
+               int64_t y_stride, int64_t n) {
+  for (int64_t u = 0; u < n_q; ++u) axpy_f32(a[u * a_stride], v, y + u * y_stride, n);
+}
+
 double exp_sum(float* s, int64_t n, float max) {
   double sum = 0.0;
   for (int64_t i = 0; i < n; i += 8) {
@@ -41,7 +51,7 @@ double exp_sum(float* s, int64_t n, float max) {
 
 }  // namespace
 
-const AttentionLoops kAttentionLoops{axpy_f32, exp_sum};
+const AttentionLoops kAttentionLoops{axpy_f32, dot_rows, axpy_rows, exp_sum};
 
 }  // namespace scalar
 
@@ -81,17 +91,19 @@ void softmax(float* scores, int64_t n, const AttentionLoops& loops) {
 
 // Scratch layout for n_rows rows of `group` heads each.
 struct Scratch {
-  float* scores;   // [row][head][max_kv]
-  float* queries;  // [row][head][head_dim_k], rounded to f16 for an f16 cache
-  float* row;      // one converted cache row
+  float* scores;     // [row][head][max_kv]
+  float* queries;    // [row][head][head_dim_k], rounded to f16 for an f16 cache
+  float* row;        // one converted cache row
+  uint16_t* halves;  // max_kv fp16 values (probabilities rounded through f16)
 };
 
 Scratch carve(std::span<float> scratch, const AttentionShape& shape, int64_t n_rows,
               int64_t max_kv) {
   const int64_t group = shape.n_head / shape.n_head_kv;
   float* at = scratch.data();
-  Scratch s{at, at + n_rows * group * max_kv, nullptr};
+  Scratch s{at, at + n_rows * group * max_kv, nullptr, nullptr};
   s.row = s.queries + n_rows * group * shape.head_dim_k;
+  s.halves = reinterpret_cast<uint16_t*>(s.row + std::max(shape.head_dim_k, shape.head_dim_v));
   return s;
 }
 
@@ -100,7 +112,7 @@ Scratch carve(std::span<float> scratch, const AttentionShape& shape, int64_t n_r
 size_t attention_scratch_floats(const AttentionShape& shape, int64_t n_rows, int64_t max_kv) {
   const int64_t group = shape.n_head / shape.n_head_kv;
   return static_cast<size_t>(n_rows * group * (max_kv + shape.head_dim_k) +
-                             std::max(shape.head_dim_k, shape.head_dim_v));
+                             std::max(shape.head_dim_k, shape.head_dim_v) + max_kv);
 }
 
 void attention_rows(std::span<const float> q, std::span<const int64_t> n_kv, const KvRowsView& keys,
@@ -120,17 +132,28 @@ void attention_rows(std::span<const float> q, std::span<const int64_t> n_kv, con
   const int64_t group = shape.n_head / shape.n_head_kv;
   const int64_t units = n_rows * group;  // (row, head) pairs of one KV head
   const Scratch s = carve(scratch, shape, n_rows, max_kv);
-  // The SIMD axpy takes whole 8-element chunks; other head sizes use the
-  // scalar one (same order, so the same bits either way).
+  // The SIMD loops take whole 16- (dot) and 8-element (axpy) chunks; other
+  // head sizes use the scalar ones (same order, so the same bits).
   const AttentionLoops& loops = attention_loops();
-  const auto axpy = dv % 8 == 0 ? loops.axpy_f32 : scalar::kAttentionLoops.axpy_f32;
+  const auto dot_rows = dk % 16 == 0 ? loops.dot_rows : scalar::kAttentionLoops.dot_rows;
+  const auto axpy_rows = dv % 8 == 0 ? loops.axpy_rows : scalar::kAttentionLoops.axpy_rows;
+  // Runs of consecutive rows that attend to position p.
+  auto for_each_run = [&](int64_t p, auto&& fn) {
+    for (int64_t r = 0; r < n_rows;) {
+      if (p >= n_kv[static_cast<size_t>(r)]) {
+        ++r;
+        continue;
+      }
+      int64_t end = r + 1;
+      while (end < n_rows && p < n_kv[static_cast<size_t>(end)]) ++end;
+      fn(r, end);
+      r = end;
+    }
+  };
 
   for (int64_t kh = kv_begin; kh < kv_end; ++kh) {
     auto query = [&](int64_t u) { return s.queries + u * dk; };
     auto scores = [&](int64_t u) { return s.scores + u * max_kv; };
-    auto output = [&](int64_t u) {
-      return out.data() + (u / group) * out_width + (kh * group + u % group) * dv;
-    };
     for (int64_t u = 0; u < units; ++u) {
       const float* from = q.data() + (u / group) * q_width + (kh * group + u % group) * dk;
       for (int64_t i = 0; i < dk; ++i) query(u)[i] = keys.f16 ? round_to_f16(from[i]) : from[i];
@@ -138,26 +161,34 @@ void attention_rows(std::span<const float> q, std::span<const int64_t> n_kv, con
     // Scores: the scale multiplies the finished dot (soft_max_ext), not q.
     for (int64_t p = 0; p < max_kv; ++p) {
       const float* k = head_row(keys, p, kh, dk, s.row);
-      for (int64_t u = 0; u < units; ++u) {
-        if (p < n_kv[static_cast<size_t>(u / group)]) {
-          scores(u)[p] = dot_f32(query(u), k, dk) * shape.scale;
-        }
-      }
+      for_each_run(p, [&](int64_t r, int64_t end) {
+        dot_rows(k, query(r * group), (end - r) * group, dk, shape.scale, scores(r * group) + p,
+                 max_kv);
+      });
     }
     for (int64_t u = 0; u < units; ++u) {
-      softmax(scores(u), n_kv[static_cast<size_t>(u / group)], loops);
-      std::fill(output(u), output(u) + dv, 0.0f);
+      const int64_t n = n_kv[static_cast<size_t>(u / group)];
+      softmax(scores(u), n, loops);
+      // With an f16 cache the probabilities are rounded to f16, as the f16
+      // mat-mul does.
+      if (values.f16 && n > 0) {
+        const auto count = static_cast<size_t>(n);
+        fp32_to_fp16_row({scores(u), count}, {s.halves, count});
+        fp16_to_fp32_row({s.halves, count}, {scores(u), count});
+      }
     }
-    // out = sum_p prob_p * v_p in position order; with an f16 cache the
-    // probabilities are rounded to f16 first, as the f16 mat-mul does.
+    for (int64_t r = 0; r < n_rows; ++r) {
+      std::fill_n(out.data() + r * out_width + kh * group * dv, group * dv, 0.0f);
+    }
+    // out = sum_p prob_p * v_p in position order.
     for (int64_t p = 0; p < max_kv; ++p) {
       const float* v = head_row(values, p, kh, dv, s.row);
-      for (int64_t u = 0; u < units; ++u) {
-        if (p < n_kv[static_cast<size_t>(u / group)]) {
-          const float prob = scores(u)[p];
-          axpy(values.f16 ? round_to_f16(prob) : prob, v, output(u), dv);
+      for_each_run(p, [&](int64_t r, int64_t end) {
+        for (int64_t row = r; row < end; ++row) {
+          axpy_rows(v, scores(row * group) + p, max_kv, group,
+                    out.data() + row * out_width + kh * group * dv, dv, dv);
         }
-      }
+      });
     }
   }
 }

@@ -16,12 +16,20 @@ namespace cortiq::kernels {
 
 namespace {
 
-// Activation rows per pass over the weights: a pass's blocks stay in the
-// core's L2 while every weight unit of the thread meets them.
-constexpr int64_t kActRowsPerPass = 64;
 // Activation rows one kernel call takes (the kernels' n_act limit), unless
 // the kernel takes a whole pass (packed_dot_max_rows).
 constexpr int kActTile = 4;
+// Activation rows per pass over the weights: a pass's blocks must stay in
+// the core's L2 (512 KiB here, with room left for the weights and outputs)
+// while every weight unit of the thread meets them, so wide rows (8192
+// inputs: ffn_down) take fewer per pass. At most kActRowsPerPass.
+constexpr int64_t kActRowsPerPass = 64;
+constexpr int64_t kPassBytes = 192 << 10;
+
+int64_t rows_per_pass(int64_t act_row_bytes) {
+  return std::clamp<int64_t>(kPassBytes / std::max<int64_t>(act_row_bytes, 1), int64_t{kActTile},
+                             kActRowsPerPass);
+}
 // At most this many matrices in one call (Q, K, V).
 constexpr size_t kMaxOutputs = 4;
 
@@ -135,11 +143,13 @@ void run_matrices(std::span<const IntegerMatrix> matrices, const Block* act, int
                   ThreadPool& pool) {
   int64_t total = 0;
   for (const IntegerMatrix& m : matrices) total += m.n_units * m.unit_rows * m.n_blocks;
+  const int64_t per_pass =
+      rows_per_pass(matrices[0].n_blocks * static_cast<int64_t>(sizeof(Block)));
   pool.run([&](int thread, int n_threads) {
     const int64_t begin = total * thread / n_threads;
     const int64_t end = total * (thread + 1) / n_threads;
-    for (int64_t pass = 0; pass < n_rows_x; pass += kActRowsPerPass) {
-      const int64_t pass_end = std::min(n_rows_x, pass + kActRowsPerPass);
+    for (int64_t pass = 0; pass < n_rows_x; pass += per_pass) {
+      const int64_t pass_end = std::min(n_rows_x, pass + per_pass);
       int64_t at = 0;  // work before the current matrix
       for (const IntegerMatrix& m : matrices) {
         const int64_t unit_work = m.unit_rows * m.n_blocks;
