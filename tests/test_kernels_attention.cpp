@@ -151,37 +151,54 @@ TEST(KernelAttention, SinglePositionReturnsItsValues) {
   for (int i = 0; i < 16; ++i) EXPECT_EQ(out[i], v.at(2, 16, i)) << i;
 }
 
-// The AVX2 inner loops give the scalar loops' bits: the axpy, and the
-// exponentials with their sum (including the overflow and underflow ranges
-// of exp_approx and a short last group).
+// The AVX2 inner loops give the scalar loops' bits: the dots of one cache
+// row with several queries (plain and, for fp16 operands, fused), the
+// weighted sums of value rows (f32 and f16, head sizes with and without a
+// 32-wide part), and the exponentials with their sum (including the
+// overflow and underflow ranges of exp_approx and a short last group).
 TEST(KernelAttention, SimdLoopsMatchScalarBitForBit) {
   if (!cpu_features().avx2) GTEST_SKIP() << "no AVX2 on this CPU";
   const AttentionLoops& s = scalar::kAttentionLoops;
   const AttentionLoops& v = avx2::kAttentionLoops;
-  const std::vector<float> x = normal_values(2, 128, 2.0);
-  for (const int64_t n : {8, 64, 128}) {
-    std::vector<float> ys = normal_values(1, 128), yv = ys;
-    s.axpy_f32(-1.3f, x.data(), ys.data(), n);
-    v.axpy_f32(-1.3f, x.data(), yv.data(), n);
-    EXPECT_EQ(ys, yv) << n;
-  }
-  // One cache row against 3 queries; one value row into 3 outputs.
-  const std::vector<float> queries = normal_values(4, 3 * 128, 2.0);
-  const std::vector<float> probs = normal_values(5, 3 * 7);
-  for (const int64_t n : {16, 64, 128}) {
-    float ds[3 * 5], dv[3 * 5];
-    s.dot_rows(x.data(), queries.data(), 3, n, 0.125f, ds, 5);
-    v.dot_rows(x.data(), queries.data(), 3, n, 0.125f, dv, 5);
-    for (int u = 0; u < 3; ++u) {
-      EXPECT_EQ(std::bit_cast<uint32_t>(ds[u * 5]), std::bit_cast<uint32_t>(dv[u * 5])) << n;
-      EXPECT_EQ(std::bit_cast<uint32_t>(ds[u * 5]),
-                std::bit_cast<uint32_t>(scalar::dot_f32(queries.data() + u * n, x.data(), n) *
-                                        0.125f));
+  std::vector<float> x = normal_values(2, 128, 2.0);
+  std::vector<float> queries = normal_values(4, 3 * 128, 2.0);
+  for (const bool halves : {false, true}) {
+    if (halves) {
+      for (float& f : x) f = fp16_to_fp32(fp32_to_fp16(f));
+      for (float& f : queries) f = fp16_to_fp32(fp32_to_fp16(f));
     }
-    std::vector<float> ys = normal_values(6, 3 * 128), yv = ys;
-    s.axpy_rows(x.data(), probs.data(), 7, 3, ys.data(), 128, n);
-    v.axpy_rows(x.data(), probs.data(), 7, 3, yv.data(), 128, n);
-    EXPECT_EQ(ys, yv) << n;
+    for (const int64_t n : {16, 64, 128}) {
+      float ds[3 * 5], dv[3 * 5];
+      (halves ? s.dot_rows_f16 : s.dot_rows)(x.data(), queries.data(), 3, n, 0.125f, ds, 5);
+      (halves ? v.dot_rows_f16 : v.dot_rows)(x.data(), queries.data(), 3, n, 0.125f, dv, 5);
+      for (int u = 0; u < 3; ++u) {
+        EXPECT_EQ(std::bit_cast<uint32_t>(ds[u * 5]), std::bit_cast<uint32_t>(dv[u * 5])) << n;
+        EXPECT_EQ(
+            std::bit_cast<uint32_t>(ds[u * 5]),
+            std::bit_cast<uint32_t>(scalar::dot_f32(queries.data() + u * n, x.data(), n) * 0.125f));
+      }
+    }
+  }
+  // Value rows in scattered cells, at an offset inside the row.
+  const int64_t n_pos = 9, row_elems = 200;
+  for (const bool f16 : {false, true}) {
+    const Cache values(7, n_pos, row_elems, f16);
+    const std::vector<int32_t> cells = {4, 0, 8, 2, 6, 1, 7, 3, 5};
+    std::vector<float> probs = normal_values(8, n_pos);
+    for (float& p : probs) p = fp16_to_fp32(fp32_to_fp16(p));
+    const size_t offset = 16 * (f16 ? 2 : 4);
+    for (const int64_t n : {8, 40, 128}) {
+      std::vector<float> ws(static_cast<size_t>(n), 5.0f), wv(ws);
+      (f16 ? s.weighted_f16 : s.weighted_f32)(probs.data(), n_pos, values.bytes.data(),
+                                              values.row_bytes, cells.data(), offset, ws.data(), n);
+      (f16 ? v.weighted_f16 : v.weighted_f32)(probs.data(), n_pos, values.bytes.data(),
+                                              values.row_bytes, cells.data(), offset, wv.data(), n);
+      EXPECT_EQ(ws, wv) << (f16 ? "f16 " : "f32 ") << n;
+      float expected0 = 0.0f;
+      for (int64_t p = 0; p < n_pos; ++p)
+        expected0 += probs[p] * values.at(cells[p], row_elems, 16);
+      EXPECT_EQ(ws[0], expected0);
+    }
   }
   std::vector<float> scores = normal_values(3, 77, 40.0);
   scores[5] = -200.0f;  // 2^n below the exponent range: 0

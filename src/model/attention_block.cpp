@@ -65,7 +65,7 @@ void project_qkv(const AttentionWeights& w, const ModelHParams& hp, const Attent
 
 // Query rows computed together by attention_rows: consecutive rows of one
 // sequence share its cache rows' loads.
-constexpr int64_t kAttentionRowTile = 4;
+constexpr int64_t kAttentionRowTile = 16;
 
 // Causal attention of every row over positions [0, pos] of its sequence.
 // Rows are cut into tiles (consecutive rows of one sequence, at most

@@ -12,6 +12,7 @@
 #include <cassert>
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 #include "base/cpu_features.hpp"
 #include "base/fp16.hpp"
@@ -25,18 +26,26 @@ namespace cortiq::kernels {
 namespace scalar {
 namespace {
 
-void axpy_f32(float a, const float* x, float* y, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] += a * x[i];
-}
-
 void dot_rows(const float* k, const float* q, int64_t n_q, int64_t n, float scale, float* out,
               int64_t out_stride) {
   for (int64_t u = 0; u < n_q; ++u) out[u * out_stride] = scalar::dot_f32(q + u * n, k, n) * scale;
 }
 
-void axpy_rows(const float* v, const float* a, int64_t a_stride, int64_t n_q, float* y,
-               int64_t y_stride, int64_t n) {
-  for (int64_t u = 0; u < n_q; ++u) axpy_f32(a[u * a_stride], v, y + u * y_stride, n);
+template <typename Element>
+void weighted(const float* a, int64_t n_pos, const std::byte* base, size_t row_bytes,
+              const int32_t* cells, size_t offset, float* out, int64_t n) {
+  std::fill_n(out, n, 0.0f);
+  for (int64_t p = 0; p < n_pos; ++p) {
+    const auto* v =
+        reinterpret_cast<const Element*>(base + static_cast<size_t>(cells[p]) * row_bytes + offset);
+    for (int64_t i = 0; i < n; ++i) {
+      if constexpr (std::is_same_v<Element, uint16_t>) {
+        out[i] += a[p] * fp16_to_fp32(v[i]);
+      } else {
+        out[i] += a[p] * v[i];
+      }
+    }
+  }
 }
 
 double exp_sum(float* s, int64_t n, float max) {
@@ -51,7 +60,9 @@ double exp_sum(float* s, int64_t n, float max) {
 
 }  // namespace
 
-const AttentionLoops kAttentionLoops{axpy_f32, dot_rows, axpy_rows, exp_sum};
+// Products of fp16 values are exact: the plain dot serves the f16 case.
+const AttentionLoops kAttentionLoops{dot_rows, dot_rows, weighted<float>, weighted<uint16_t>,
+                                     exp_sum};
 
 }  // namespace scalar
 
@@ -135,8 +146,14 @@ void attention_rows(std::span<const float> q, std::span<const int64_t> n_kv, con
   // The SIMD loops take whole 16- (dot) and 8-element (axpy) chunks; other
   // head sizes use the scalar ones (same order, so the same bits).
   const AttentionLoops& loops = attention_loops();
-  const auto dot_rows = dk % 16 == 0 ? loops.dot_rows : scalar::kAttentionLoops.dot_rows;
-  const auto axpy_rows = dv % 8 == 0 ? loops.axpy_rows : scalar::kAttentionLoops.axpy_rows;
+  const AttentionLoops& plain = scalar::kAttentionLoops;
+  const auto dot_rows = dk % 16 != 0 ? plain.dot_rows
+                        : keys.f16   ? loops.dot_rows_f16
+                                     : loops.dot_rows;
+  const auto weighted = dv % 8 != 0  ? (values.f16 ? plain.weighted_f16 : plain.weighted_f32)
+                        : values.f16 ? loops.weighted_f16
+                                     : loops.weighted_f32;
+  const size_t v_element = values.f16 ? sizeof(uint16_t) : sizeof(float);
   // Runs of consecutive rows that attend to position p.
   auto for_each_run = [&](int64_t p, auto&& fn) {
     for (int64_t r = 0; r < n_rows;) {
@@ -177,18 +194,12 @@ void attention_rows(std::span<const float> q, std::span<const int64_t> n_kv, con
         fp16_to_fp32_row({s.halves, count}, {scores(u), count});
       }
     }
-    for (int64_t r = 0; r < n_rows; ++r) {
-      std::fill_n(out.data() + r * out_width + kh * group * dv, group * dv, 0.0f);
-    }
-    // out = sum_p prob_p * v_p in position order.
-    for (int64_t p = 0; p < max_kv; ++p) {
-      const float* v = head_row(values, p, kh, dv, s.row);
-      for_each_run(p, [&](int64_t r, int64_t end) {
-        for (int64_t row = r; row < end; ++row) {
-          axpy_rows(v, scores(row * group) + p, max_kv, group,
-                    out.data() + row * out_width + kh * group * dv, dv, dv);
-        }
-      });
+    // out = sum_p prob_p * v_p in position order, each output dimension
+    // accumulated in a register over all positions.
+    for (int64_t u = 0; u < units; ++u) {
+      float* o = out.data() + (u / group) * out_width + (kh * group + u % group) * dv;
+      weighted(scores(u), n_kv[static_cast<size_t>(u / group)], values.base, values.row_bytes,
+               values.cells.data(), static_cast<size_t>(kh * dv) * v_element, o, dv);
     }
   }
 }

@@ -2,20 +2,15 @@
 // multiply-then-add, exp_approx lane by lane, the peer's group sums.
 #include <immintrin.h>
 
+#include <cstddef>
+#include <type_traits>
+
 #include "kernels/cpu/attention_simd.hpp"
 #include "kernels/cpu/exp_approx_avx2.hpp"
 
 namespace cortiq::kernels::avx2 {
 
 namespace {
-
-void axpy_f32(float a, const float* x, float* y, int64_t n) {
-  const __m256 va = _mm256_set1_ps(a);
-  for (int64_t i = 0; i < n; i += 8) {
-    _mm256_storeu_ps(
-        y + i, _mm256_add_ps(_mm256_loadu_ps(y + i), _mm256_mul_ps(va, _mm256_loadu_ps(x + i))));
-  }
-}
 
 // dot_f32's fold: lanes 0-7 + lanes 8-15, then + 4, + 2, + 1.
 float fold16(__m256 lo, __m256 hi) {
@@ -26,21 +21,69 @@ float fold16(__m256 lo, __m256 hi) {
   return _mm_cvtss_f32(h);
 }
 
+// kFused: every product is exact (fp16 operands), so an FMA gives the bits
+// of multiply-then-add.
+template <bool kFused>
+__m256 mul_add(__m256 a, __m256 b, __m256 acc) {
+  if constexpr (kFused) return _mm256_fmadd_ps(a, b, acc);
+  return _mm256_add_ps(acc, _mm256_mul_ps(a, b));
+}
+
+template <bool kFused>
 void dot_rows(const float* k, const float* q, int64_t n_q, int64_t n, float scale, float* out,
               int64_t out_stride) {
   for (int64_t u = 0; u < n_q; ++u, q += n) {
     __m256 lo = _mm256_setzero_ps(), hi = _mm256_setzero_ps();
     for (int64_t i = 0; i < n; i += 16) {
-      lo = _mm256_add_ps(lo, _mm256_mul_ps(_mm256_loadu_ps(q + i), _mm256_loadu_ps(k + i)));
-      hi = _mm256_add_ps(hi, _mm256_mul_ps(_mm256_loadu_ps(q + i + 8), _mm256_loadu_ps(k + i + 8)));
+      lo = mul_add<kFused>(_mm256_loadu_ps(q + i), _mm256_loadu_ps(k + i), lo);
+      hi = mul_add<kFused>(_mm256_loadu_ps(q + i + 8), _mm256_loadu_ps(k + i + 8), hi);
     }
     out[u * out_stride] = fold16(lo, hi) * scale;
   }
 }
 
-void axpy_rows(const float* v, const float* a, int64_t a_stride, int64_t n_q, float* y,
-               int64_t y_stride, int64_t n) {
-  for (int64_t u = 0; u < n_q; ++u) axpy_f32(a[u * a_stride], v, y + u * y_stride, n);
+template <typename Element>
+__m256 load8(const Element* p) {
+  if constexpr (std::is_same_v<Element, uint16_t>) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  } else {
+    return _mm256_loadu_ps(p);
+  }
+}
+
+// 32 outputs at a time in four registers across all positions; f16 values
+// meet fp16 probabilities, so their FMA is exact (see attention_simd.hpp).
+template <typename Element>
+void weighted(const float* a, int64_t n_pos, const std::byte* base, size_t row_bytes,
+              const int32_t* cells, size_t offset, float* out, int64_t n) {
+  constexpr bool kFused = std::is_same_v<Element, uint16_t>;
+  auto row = [&](int64_t p) {
+    return reinterpret_cast<const Element*>(base + static_cast<size_t>(cells[p]) * row_bytes +
+                                            offset);
+  };
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
+    __m256 acc2 = _mm256_setzero_ps(), acc3 = _mm256_setzero_ps();
+    for (int64_t p = 0; p < n_pos; ++p) {
+      const Element* v = row(p) + i;
+      const __m256 w = _mm256_set1_ps(a[p]);
+      acc0 = mul_add<kFused>(w, load8(v), acc0);
+      acc1 = mul_add<kFused>(w, load8(v + 8), acc1);
+      acc2 = mul_add<kFused>(w, load8(v + 16), acc2);
+      acc3 = mul_add<kFused>(w, load8(v + 24), acc3);
+    }
+    _mm256_storeu_ps(out + i, acc0);
+    _mm256_storeu_ps(out + i + 8, acc1);
+    _mm256_storeu_ps(out + i + 16, acc2);
+    _mm256_storeu_ps(out + i + 24, acc3);
+  }
+  for (; i < n; i += 8) {
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t p = 0; p < n_pos; ++p)
+      acc = mul_add<kFused>(_mm256_set1_ps(a[p]), load8(row(p) + i), acc);
+    _mm256_storeu_ps(out + i, acc);
+  }
 }
 
 // ((v0 + v4) + (v2 + v6)) + ((v1 + v5) + (v3 + v7))
@@ -76,6 +119,7 @@ double exp_sum(float* s, int64_t n, float max) {
 
 }  // namespace
 
-const AttentionLoops kAttentionLoops{axpy_f32, dot_rows, axpy_rows, exp_sum};
+const AttentionLoops kAttentionLoops{dot_rows<false>, dot_rows<true>, weighted<float>,
+                                     weighted<uint16_t>, exp_sum};
 
 }  // namespace cortiq::kernels::avx2
