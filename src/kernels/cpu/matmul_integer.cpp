@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cstring>
 #include <optional>
 #include <type_traits>
@@ -135,32 +136,46 @@ void quantize_rows(std::span<const float> x, int64_t n_rows_x, int64_t n_cols, B
   pool.parallel_for(n_rows_x, quantize);
 }
 
-// Threads share the units of all matrices by work (rows x blocks): thread
-// t takes the units whose first row of work falls in its 1/T of the total,
-// so both cores stay busy even when the matrices differ in size.
+// The units of all matrices, laid end to end by work (rows x blocks), are
+// cut into slices of equal work, kSlicesPerThread per thread; the (pass,
+// slice) items go to whichever thread asks next (one atomic counter). A
+// static split left one core idle at the end of most calls (their memory
+// bandwidth differs from call to call); which thread computes an output
+// never changes its bits.
+constexpr int64_t kSlicesPerThread = 8;
+
 template <typename Block>
 void run_matrices(std::span<const IntegerMatrix> matrices, const Block* act, int64_t n_rows_x,
                   ThreadPool& pool) {
   int64_t total = 0;
-  for (const IntegerMatrix& m : matrices) total += m.n_units * m.unit_rows * m.n_blocks;
+  int64_t total_units = 0;
+  for (const IntegerMatrix& m : matrices) {
+    total += m.n_units * m.unit_rows * m.n_blocks;
+    total_units += m.n_units;
+  }
   const int64_t per_pass =
       rows_per_pass(matrices[0].n_blocks * static_cast<int64_t>(sizeof(Block)));
-  pool.run([&](int thread, int n_threads) {
-    const int64_t begin = total * thread / n_threads;
-    const int64_t end = total * (thread + 1) / n_threads;
-    for (int64_t pass = 0; pass < n_rows_x; pass += per_pass) {
+  const int64_t n_passes = (n_rows_x + per_pass - 1) / per_pass;
+  const int64_t n_slices = std::min<int64_t>(total_units, kSlicesPerThread * pool.size());
+  std::atomic<int64_t> next{0};
+  pool.run([&](int, int) {
+    for (int64_t item = next.fetch_add(1, std::memory_order_relaxed); item < n_passes * n_slices;
+         item = next.fetch_add(1, std::memory_order_relaxed)) {
+      const int64_t pass = item / n_slices * per_pass;
       const int64_t pass_end = std::min(n_rows_x, pass + per_pass);
+      const int64_t slice = item % n_slices;
+      const int64_t begin = total * slice / n_slices;
+      const int64_t end = total * (slice + 1) / n_slices;
       int64_t at = 0;  // work before the current matrix
       for (const IntegerMatrix& m : matrices) {
         const int64_t unit_work = m.unit_rows * m.n_blocks;
-        const int64_t matrix_work = m.n_units * unit_work;
         // Units u with begin <= at + u * unit_work < end.
         const int64_t first =
             std::clamp((begin - at + unit_work - 1) / unit_work, int64_t{0}, m.n_units);
         const int64_t last =
             std::clamp((end - at + unit_work - 1) / unit_work, int64_t{0}, m.n_units);
         for (int64_t u = first; u < last; ++u) run_unit(m, u, act, pass, pass_end);
-        at += matrix_work;
+        at += m.n_units * unit_work;
       }
     }
   });
