@@ -29,12 +29,4 @@ void dequantize_row_fast(GgmlType type, std::span<const std::byte> src, std::spa
   dequantize_row(type, src, dst);
 }
 
-bool dot_dequantized(GgmlType type, const std::byte* row, const float* x, int64_t n, float& out) {
-#if defined(__x86_64__)
-  if (simd_level() >= SimdLevel::avx2) return avx2::dot_dequantized(type, row, x, n, out);
-#endif
-  (void)type, (void)row, (void)x, (void)n, (void)out;
-  return false;
-}
-
 }  // namespace cortiq::kernels

@@ -14,16 +14,9 @@ namespace cortiq::kernels {
 // Same contract as dequantize_row (src holds exactly the row's bytes).
 void dequantize_row_fast(GgmlType type, std::span<const std::byte> src, std::span<float> dst);
 
-// dot_f32(dequantize_row(row), x) without writing the row out: the same
-// values in the same lanes and order, so the same bits. For decode, where a
-// weight row meets a single activation row. False when the type has no
-// fused kernel at this SIMD level (the caller dequantizes instead).
-bool dot_dequantized(GgmlType type, const std::byte* row, const float* x, int64_t n, float& out);
-
 namespace avx2 {
 // n a whole number of blocks; false for a type it has no kernel for.
 bool dequantize_row(GgmlType type, const std::byte* src, float* dst, int64_t n);
-bool dot_dequantized(GgmlType type, const std::byte* row, const float* x, int64_t n, float& out);
 }  // namespace avx2
 
 }  // namespace cortiq::kernels

@@ -6,7 +6,6 @@
 #include <cstring>
 
 #include "kernels/cpu/dequantize_fast.hpp"
-#include "kernels/cpu/dot_lanes_avx2.hpp"
 
 namespace cortiq::kernels::avx2 {
 
@@ -114,47 +113,6 @@ void q4_k_each_subblock(const std::byte* src, int64_t n_blocks, Fn fn) {
   }
 }
 
-float q4_0_dot(const std::byte* src, const float* x, int64_t n_blocks) {
-  const __m128i low_mask = _mm_set1_epi8(0x0F);
-  const __m128i eight = _mm_set1_epi8(8);
-  DotLanes lanes;
-  for (int64_t b = 0; b < n_blocks; ++b, src += 18, x += 32) {
-    const __m256 d = _mm256_set1_ps(scale_of(src));
-    const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 2));
-    const __m128i lo = _mm_sub_epi8(_mm_and_si128(q, low_mask), eight);
-    const __m128i hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(q, 4), low_mask), eight);
-    lanes.add(_mm256_mul_ps(bytes_to_floats(lo), d),
-              _mm256_mul_ps(bytes_to_floats(_mm_srli_si128(lo, 8)), d), x);
-    lanes.add(_mm256_mul_ps(bytes_to_floats(hi), d),
-              _mm256_mul_ps(bytes_to_floats(_mm_srli_si128(hi, 8)), d), x + 16);
-  }
-  return lanes.fold();
-}
-
-float q8_0_dot(const std::byte* src, const float* x, int64_t n_blocks) {
-  DotLanes lanes;
-  for (int64_t b = 0; b < n_blocks; ++b, src += 34, x += 32) {
-    const __m256 d = _mm256_set1_ps(scale_of(src));
-    __m256 w[4];
-    for (int k = 0; k < 4; ++k) {
-      const __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(src + 2 + 8 * k));
-      w[k] = _mm256_mul_ps(bytes_to_floats(q), d);
-    }
-    lanes.add(w[0], w[1], x);
-    lanes.add(w[2], w[3], x + 16);
-  }
-  return lanes.fold();
-}
-
-float q4_k_dot(const std::byte* src, const float* x, int64_t n_blocks) {
-  DotLanes lanes;
-  q4_k_each_subblock(src, n_blocks, [&](const __m256* v, int64_t at) {
-    lanes.add(v[0], v[1], x + at);
-    lanes.add(v[2], v[3], x + at + 16);
-  });
-  return lanes.fold();
-}
-
 void q4_k_rows(const std::byte* src, float* dst, int64_t n_blocks) {
   q4_k_each_subblock(src, n_blocks, [&](const __m256* v, int64_t at) {
     for (int k = 0; k < 4; ++k) _mm256_storeu_ps(dst + at + 8 * k, v[k]);
@@ -162,22 +120,6 @@ void q4_k_rows(const std::byte* src, float* dst, int64_t n_blocks) {
 }
 
 }  // namespace
-
-bool dot_dequantized(GgmlType type, const std::byte* row, const float* x, int64_t n, float& out) {
-  switch (type) {
-    case GgmlType::Q4_0:
-      out = q4_0_dot(row, x, n / 32);
-      return true;
-    case GgmlType::Q8_0:
-      out = q8_0_dot(row, x, n / 32);
-      return true;
-    case GgmlType::Q4_K:
-      out = q4_k_dot(row, x, n / 256);
-      return true;
-    default:
-      return false;
-  }
-}
 
 bool dequantize_row(GgmlType type, const std::byte* src, float* dst, int64_t n) {
   switch (type) {

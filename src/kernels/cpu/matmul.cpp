@@ -298,14 +298,6 @@ void matmul(const WeightView& w, std::span<const float> x, int64_t n_rows_x, std
     const ThreadPool::Range range = ThreadPool::split_range(w.n_rows, kRowGrain, thread, n_threads);
     const std::span<float> buf = scratch.weight_rows[static_cast<size_t>(thread)];
     for (int64_t o = range.begin; o < range.end; ++o) {
-      // A single activation row: dot straight from the weight bytes when a
-      // fused kernel exists (same bits as dequantizing first).
-      float fused = 0;
-      if (n_rows_x == 1 && !corrections &&
-          dot_dequantized(w.type, w.row(o).data(), act, n_cols, fused)) {
-        y[static_cast<size_t>(o)] = fused;
-        continue;
-      }
       const float* row = weight_row(w, o, in_place, buf);
       for (int64_t r = 0; r < n_rows_x; ++r) {
         float sum = dot_f32(row, act + r * n_cols, n_cols);
