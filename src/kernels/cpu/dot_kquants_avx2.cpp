@@ -205,7 +205,8 @@ void q2_k_kernel(const std::byte* row, const Q8BlockK* a, int64_t a_stride, int6
     __m256i isum[N];
     for (int r = 0; r < N; ++r) isum[r] = _mm256_setzero_si256();
     for (int h = 0; h < 2; ++h) {
-      const __m256i sc_h = _mm256_permute2x128_si256(sc16, sc16, h == 0 ? 0x00 : 0x11);
+      const __m256i sc_h = h == 0 ? _mm256_permute2x128_si256(sc16, sc16, 0x00)
+                                  : _mm256_permute2x128_si256(sc16, sc16, 0x11);
       const __m256i q = load256(row + 16 + 32 * h);
       for (int k = 0; k < 4; ++k) {
         const __m256i sc = _mm256_shuffle_epi8(sc_h, pair_broadcast(k));
@@ -268,7 +269,8 @@ void q3_k_kernel(const std::byte* row, const Q8BlockK* a, int64_t a_stride, int6
     __m256i isum[N];
     for (int r = 0; r < N; ++r) isum[r] = _mm256_setzero_si256();
     for (int h = 0; h < 2; ++h) {
-      const __m256i sc_h = _mm256_permute2x128_si256(sc16, sc16, h == 0 ? 0x00 : 0x11);
+      const __m256i sc_h = h == 0 ? _mm256_permute2x128_si256(sc16, sc16, 0x00)
+                                  : _mm256_permute2x128_si256(sc16, sc16, 0x11);
       const __m256i q = load256(row + 32 + 32 * h);
       for (int k = 0; k < 4; ++k) {
         const int bit = 4 * h + k;  // of hmask, moved to bit 2
@@ -310,7 +312,8 @@ void q6_k_kernel(const std::byte* row, const Q8BlockK* a, int64_t a_stride, int6
     __m256i isum[N];
     for (int r = 0; r < N; ++r) isum[r] = _mm256_setzero_si256();
     for (int h = 0; h < 2; ++h) {
-      const __m256i sc_h = _mm256_permute2x128_si256(sc16, sc16, h == 0 ? 0x00 : 0x11);
+      const __m256i sc_h = h == 0 ? _mm256_permute2x128_si256(sc16, sc16, 0x00)
+                                  : _mm256_permute2x128_si256(sc16, sc16, 0x11);
       const __m256i ql0 = load256(row + 64 * h);
       const __m256i ql1 = load256(row + 64 * h + 32);
       const __m256i qh = load256(row + 128 + 32 * h);
