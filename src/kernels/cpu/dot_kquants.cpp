@@ -46,9 +46,9 @@ namespace {
 using namespace quant;
 
 template <typename Block>
-Block block_at(const std::byte* row, int64_t b) {
+Block block_at(const std::byte* bytes) {
   Block block;
-  std::memcpy(&block, row + b * static_cast<int64_t>(sizeof(Block)), sizeof(Block));
+  std::memcpy(&block, bytes, sizeof(Block));
   return block;
 }
 
@@ -68,158 +68,158 @@ float fold(float acc, float ad, uint16_t d, int32_t isum) {
 // 64c + 32p + l, the low (p = 0) or high nibbles of qs[32c + l], plus 16
 // when bit j of qh[l] is set (Q5_K).
 template <typename Block, bool kFifth>
-float k4_row(const std::byte* row, const Q8BlockK* a, int64_t n_blocks) {
-  float acc = 0.0f;
-  for (int64_t b = 0; b < n_blocks; ++b) {
-    const Block w = block_at<Block>(row, b);
-    const Q8BlockK& x = a[b];
-    int32_t isum = 0;
-    int32_t imin = 0;
-    for (int j = 0; j < 8; ++j) {
-      const int c = j / 2;
-      const int p = j % 2;
-      const ScaleAndMin sm = k4_scale_and_min(j, w.scales);
-      int32_t dot = 0;
-      for (int l = 0; l < 32; ++l) {
-        const uint8_t byte = w.qs[32 * c + l];
-        int q = p == 0 ? byte & 0xF : byte >> 4;
-        if constexpr (kFifth) q += (w.qh[l] >> j) & 1 ? 16 : 0;
-        dot += q * x.qs[32 * j + l];
-      }
-      isum += sm.scale * dot;
-      imin += sm.min * (x.bsums[2 * j] + x.bsums[2 * j + 1]);
+float k4_block(float acc, const std::byte* block, const Q8BlockK& x) {
+  const Block w = block_at<Block>(block);
+  int32_t isum = 0;
+  int32_t imin = 0;
+  for (int j = 0; j < 8; ++j) {
+    const int c = j / 2;
+    const int p = j % 2;
+    const ScaleAndMin sm = k4_scale_and_min(j, w.scales);
+    int32_t dot = 0;
+    for (int l = 0; l < 32; ++l) {
+      const uint8_t byte = w.qs[32 * c + l];
+      int q = p == 0 ? byte & 0xF : byte >> 4;
+      if constexpr (kFifth) q += (w.qh[l] >> j) & 1 ? 16 : 0;
+      dot += q * x.qs[32 * j + l];
     }
-    acc = fold_with_min(acc, x.d, w.d, w.dmin, isum, imin);
+    isum += sm.scale * dot;
+    imin += sm.min * (x.bsums[2 * j] + x.bsums[2 * j + 1]);
   }
-  return acc;
+  return fold_with_min(acc, x.d, w.d, w.dmin, isum, imin);
 }
 
 // Q2_K: element 128h + 32k + i (i < 32) is bits 2k of qs[32h + i], group
 // 8h + 2k + i / 16.
-float q2_k_row(const std::byte* row, const Q8BlockK* a, int64_t n_blocks) {
-  float acc = 0.0f;
-  for (int64_t b = 0; b < n_blocks; ++b) {
-    const BlockQ2_K w = block_at<BlockQ2_K>(row, b);
-    const Q8BlockK& x = a[b];
-    int32_t isum = 0;
-    int32_t imin = 0;
-    for (int g = 0; g < 16; ++g) {
-      const int h = g / 8;
-      const int k = (g % 8) / 2;
-      const int part = g % 2;
-      int32_t dot = 0;
-      for (int l = 0; l < 16; ++l) {
-        const int i = 16 * part + l;
-        dot += ((w.qs[32 * h + i] >> (2 * k)) & 3) * x.qs[16 * g + l];
-      }
-      isum += (w.scales[g] & 0xF) * dot;
-      imin += (w.scales[g] >> 4) * x.bsums[g];
+float q2_k_block(float acc, const std::byte* block, const Q8BlockK& x) {
+  const BlockQ2_K w = block_at<BlockQ2_K>(block);
+  int32_t isum = 0;
+  int32_t imin = 0;
+  for (int g = 0; g < 16; ++g) {
+    const int h = g / 8;
+    const int k = (g % 8) / 2;
+    const int part = g % 2;
+    int32_t dot = 0;
+    for (int l = 0; l < 16; ++l) {
+      const int i = 16 * part + l;
+      dot += ((w.qs[32 * h + i] >> (2 * k)) & 3) * x.qs[16 * g + l];
     }
-    acc = fold_with_min(acc, x.d, w.d, w.dmin, isum, imin);
+    isum += (w.scales[g] & 0xF) * dot;
+    imin += (w.scales[g] >> 4) * x.bsums[g];
   }
-  return acc;
+  return fold_with_min(acc, x.d, w.d, w.dmin, isum, imin);
 }
 
 // Q3_K: the Q2_K walk; bit 4h + k of hmask[i] is the third bit.
-float q3_k_row(const std::byte* row, const Q8BlockK* a, int64_t n_blocks) {
-  float acc = 0.0f;
-  for (int64_t b = 0; b < n_blocks; ++b) {
-    const BlockQ3_K w = block_at<BlockQ3_K>(row, b);
-    const Q8BlockK& x = a[b];
-    int32_t isum = 0;
-    for (int g = 0; g < 16; ++g) {
-      const int h = g / 8;
-      const int k = (g % 8) / 2;
-      const int part = g % 2;
-      int32_t dot = 0;
-      for (int l = 0; l < 16; ++l) {
-        const int i = 16 * part + l;
-        const int q =
-            ((w.qs[32 * h + i] >> (2 * k)) & 3) | (((w.hmask[i] >> (4 * h + k)) & 1) << 2);
-        dot += q * x.qs[16 * g + l];
-      }
-      isum += q3_k_scale(g, w.scales) * (dot - 4 * x.bsums[g]);
+float q3_k_block(float acc, const std::byte* block, const Q8BlockK& x) {
+  const BlockQ3_K w = block_at<BlockQ3_K>(block);
+  int32_t isum = 0;
+  for (int g = 0; g < 16; ++g) {
+    const int h = g / 8;
+    const int k = (g % 8) / 2;
+    const int part = g % 2;
+    int32_t dot = 0;
+    for (int l = 0; l < 16; ++l) {
+      const int i = 16 * part + l;
+      const int q = ((w.qs[32 * h + i] >> (2 * k)) & 3) | (((w.hmask[i] >> (4 * h + k)) & 1) << 2);
+      dot += q * x.qs[16 * g + l];
     }
-    acc = fold(acc, x.d, w.d, isum);
+    isum += q3_k_scale(g, w.scales) * (dot - 4 * x.bsums[g]);
   }
-  return acc;
+  return fold(acc, x.d, w.d, isum);
 }
 
 // Q6_K: element 128h + 32k + l has its low nibble in ql[64h + l + 32 (k % 2)]
 // (high nibble for k >= 2), its top bits at bit 2k of qh[32h + l]; group
 // 8h + 2k + l / 16.
-float q6_k_row(const std::byte* row, const Q8BlockK* a, int64_t n_blocks) {
-  float acc = 0.0f;
-  for (int64_t b = 0; b < n_blocks; ++b) {
-    const BlockQ6_K w = block_at<BlockQ6_K>(row, b);
-    const Q8BlockK& x = a[b];
-    int32_t isum = 0;
-    for (int g = 0; g < 16; ++g) {
-      const int h = g / 8;
-      const int k = (g % 8) / 2;
-      const int part = g % 2;
-      int32_t dot = 0;
-      for (int i = 0; i < 16; ++i) {
-        const int l = 16 * part + i;
-        const uint8_t low_byte = w.ql[64 * h + l + 32 * (k % 2)];
-        const int low = k < 2 ? low_byte & 0xF : low_byte >> 4;
-        const int q = low | (((w.qh[32 * h + l] >> (2 * k)) & 3) << 4);
-        dot += q * x.qs[16 * g + i];
-      }
-      isum += w.scales[g] * (dot - 32 * x.bsums[g]);
+float q6_k_block(float acc, const std::byte* block, const Q8BlockK& x) {
+  const BlockQ6_K w = block_at<BlockQ6_K>(block);
+  int32_t isum = 0;
+  for (int g = 0; g < 16; ++g) {
+    const int h = g / 8;
+    const int k = (g % 8) / 2;
+    const int part = g % 2;
+    int32_t dot = 0;
+    for (int i = 0; i < 16; ++i) {
+      const int l = 16 * part + i;
+      const uint8_t low_byte = w.ql[64 * h + l + 32 * (k % 2)];
+      const int low = k < 2 ? low_byte & 0xF : low_byte >> 4;
+      const int q = low | (((w.qh[32 * h + l] >> (2 * k)) & 3) << 4);
+      dot += q * x.qs[16 * g + i];
     }
-    acc = fold(acc, x.d, w.d, isum);
+    isum += w.scales[g] * (dot - 32 * x.bsums[g]);
   }
-  return acc;
+  return fold(acc, x.d, w.d, isum);
 }
 
 // IQ4_XS: group j (32 elements) is the low then the high nibbles of
 // qs[16j .. 16j + 15], mapped through kIq4nlValues.
-float iq4_xs_row(const std::byte* row, const Q8BlockK* a, int64_t n_blocks) {
-  float acc = 0.0f;
-  for (int64_t b = 0; b < n_blocks; ++b) {
-    const BlockIq4Xs w = block_at<BlockIq4Xs>(row, b);
-    const Q8BlockK& x = a[b];
-    int32_t isum = 0;
-    for (int j = 0; j < 8; ++j) {
-      const int low = (w.scales_l[j / 2] >> (4 * (j % 2))) & 0xF;
-      const int high = (w.scales_h >> (2 * j)) & 3;
-      const int ls = (low | (high << 4)) - 32;
-      int32_t dot = 0;
-      for (int l = 0; l < 16; ++l) {
-        const uint8_t byte = w.qs[16 * j + l];
-        dot += kIq4nlValues[byte & 0xF] * x.qs[32 * j + l];
-        dot += kIq4nlValues[byte >> 4] * x.qs[32 * j + 16 + l];
-      }
-      isum += ls * dot;
+float iq4_xs_block(float acc, const std::byte* block, const Q8BlockK& x) {
+  const BlockIq4Xs w = block_at<BlockIq4Xs>(block);
+  int32_t isum = 0;
+  for (int j = 0; j < 8; ++j) {
+    const int low = (w.scales_l[j / 2] >> (4 * (j % 2))) & 0xF;
+    const int high = (w.scales_h >> (2 * j)) & 3;
+    const int ls = (low | (high << 4)) - 32;
+    int32_t dot = 0;
+    for (int l = 0; l < 16; ++l) {
+      const uint8_t byte = w.qs[16 * j + l];
+      dot += kIq4nlValues[byte & 0xF] * x.qs[32 * j + l];
+      dot += kIq4nlValues[byte >> 4] * x.qs[32 * j + 16 + l];
     }
-    acc = fold(acc, x.d, w.d, isum);
+    isum += ls * dot;
   }
-  return acc;
+  return fold(acc, x.d, w.d, isum);
 }
 
-template <float (*Row)(const std::byte*, const Q8BlockK*, int64_t)>
+// A row: the block steps in order from acc = 0.
+template <KQuantBlockStep Step, size_t kBlockBytes>
 void rows(const std::byte* row, const Q8BlockK* a, int64_t a_stride, int n_act, int64_t n_blocks,
           float* out) {
-  for (int i = 0; i < n_act; ++i) out[i] = Row(row, a + i * a_stride, n_blocks);
+  for (int i = 0; i < n_act; ++i) {
+    float acc = 0.0f;
+    for (int64_t b = 0; b < n_blocks; ++b) {
+      acc = Step(acc, row + static_cast<size_t>(b) * kBlockBytes, a[i * a_stride + b]);
+    }
+    out[i] = acc;
+  }
 }
 
 }  // namespace
 
+KQuantBlockStep kquant_block_step(GgmlType type) {
+  switch (type) {
+    case GgmlType::Q2_K:
+      return q2_k_block;
+    case GgmlType::Q3_K:
+      return q3_k_block;
+    case GgmlType::Q4_K:
+      return k4_block<BlockQ4_K, false>;
+    case GgmlType::Q5_K:
+      return k4_block<BlockQ5_K, true>;
+    case GgmlType::Q6_K:
+      return q6_k_block;
+    case GgmlType::IQ4_XS:
+      return iq4_xs_block;
+    default:
+      return nullptr;
+  }
+}
+
 KQuantDot kquant_dot(GgmlType type) {
   switch (type) {
     case GgmlType::Q2_K:
-      return rows<q2_k_row>;
+      return rows<q2_k_block, sizeof(BlockQ2_K)>;
     case GgmlType::Q3_K:
-      return rows<q3_k_row>;
+      return rows<q3_k_block, sizeof(BlockQ3_K)>;
     case GgmlType::Q4_K:
-      return rows<k4_row<BlockQ4_K, false>>;
+      return rows<k4_block<BlockQ4_K, false>, sizeof(BlockQ4_K)>;
     case GgmlType::Q5_K:
-      return rows<k4_row<BlockQ5_K, true>>;
+      return rows<k4_block<BlockQ5_K, true>, sizeof(BlockQ5_K)>;
     case GgmlType::Q6_K:
-      return rows<q6_k_row>;
+      return rows<q6_k_block, sizeof(BlockQ6_K)>;
     case GgmlType::IQ4_XS:
-      return rows<iq4_xs_row>;
+      return rows<iq4_xs_block, sizeof(BlockIq4Xs)>;
     default:
       return nullptr;
   }

@@ -35,7 +35,13 @@ KQuantDot kquant_dot(GgmlType type);
 
 namespace scalar {
 KQuantDot kquant_dot(GgmlType type);
-}
+// One super-block of the canonical order: acc after the block, given acc
+// before it, the block's bytes as the file stores them and its activation
+// block. The row kernels, and the scalar kernels over packed layouts (which
+// put a row's block back together first), are this step in a loop.
+using KQuantBlockStep = float (*)(float acc, const std::byte* block, const Q8BlockK& x);
+KQuantBlockStep kquant_block_step(GgmlType type);  // nullptr without a kernel
+}  // namespace scalar
 namespace avx2 {
 KQuantDot kquant_dot(GgmlType type);  // nullptr where no AVX2 variant exists
 }

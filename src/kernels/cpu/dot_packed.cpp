@@ -1,6 +1,7 @@
 // The scalar kernels define the order of operations (dot_packed.hpp).
 #include "kernels/cpu/dot_packed.hpp"
 
+#include <array>
 #include <cmath>
 #include <cstring>
 
@@ -24,84 +25,52 @@ int q4_nibble(const uint8_t* qs, int j) {
   return j < 16 ? qs[j] & 0x0F : qs[j - 16] >> 4;
 }
 
-// Code j of one row's block, for each layout; `codes` points at the row's
-// first code byte in the block (file) or at the group's code area (packed,
-// with the row index r).
-struct Q4File {
-  static constexpr size_t kBlock = 18;
-  static int32_t isum(const std::byte* block, int /*r*/, const Q8Block32& a) {
-    const auto* qs = reinterpret_cast<const uint8_t*>(block + 2);
-    int32_t sum = 0;
-    for (int j = 0; j < 32; ++j) sum += q4_nibble(qs, j) * a.qs[j];
-    return sum - 8 * a.sum;
-  }
-  static float scale(const std::byte* block, int /*r*/) { return fp16_at(block); }
-};
-
-struct Q8File {
-  static constexpr size_t kBlock = 34;
-  static int32_t isum(const std::byte* block, int /*r*/, const Q8Block32& a) {
-    const auto* qs = reinterpret_cast<const int8_t*>(block + 2);
-    int32_t sum = 0;
-    for (int j = 0; j < 32; ++j) sum += qs[j] * a.qs[j];
-    return sum;
-  }
-  static float scale(const std::byte* block, int /*r*/) { return fp16_at(block); }
-};
-
-// Packed: byte j of row r's codes sits at chunk j / 4, lane r.
-inline size_t packed_code_offset(int r, int j) {
-  return 2 * kPackRows + 32 * static_cast<size_t>(j / 4) + 4 * static_cast<size_t>(r) + j % 4;
+// One block of the canonical order (dot_packed.hpp), from the block as the
+// file stores it: the exact integer sum, then one FMA.
+float q4_0_block(float acc, const std::byte* block, const Q8Block32& a) {
+  const auto* qs = reinterpret_cast<const uint8_t*>(block + 2);
+  int32_t sum = 0;
+  for (int j = 0; j < 32; ++j) sum += q4_nibble(qs, j) * a.qs[j];
+  return std::fma(static_cast<float>(sum - 8 * a.sum), fp16_at(block) * a.d, acc);
 }
 
-struct Q4Packed {
-  static constexpr size_t kBlock = 144;
-  static int32_t isum(const std::byte* block, int r, const Q8Block32& a) {
-    uint8_t qs[16];
-    for (int j = 0; j < 16; ++j) qs[j] = static_cast<uint8_t>(block[packed_code_offset(r, j)]);
-    int32_t sum = 0;
-    for (int j = 0; j < 32; ++j) sum += q4_nibble(qs, j) * a.qs[j];
-    return sum - 8 * a.sum;
-  }
-  static float scale(const std::byte* block, int r) { return fp16_at(block + 2 * r); }
-};
-
-struct Q8Packed {
-  static constexpr size_t kBlock = 272;
-  static int32_t isum(const std::byte* block, int r, const Q8Block32& a) {
-    int32_t sum = 0;
-    for (int j = 0; j < 32; ++j) {
-      sum += static_cast<int8_t>(block[packed_code_offset(r, j)]) * a.qs[j];
-    }
-    return sum;
-  }
-  static float scale(const std::byte* block, int r) { return fp16_at(block + 2 * r); }
-};
-
-// The canonical accumulation for weight row r of `blocks`.
-template <typename Format>
-float dot_one(const std::byte* blocks, int r, const Q8Block32* a, int64_t n_blocks) {
-  float acc = 0.0f;
-  for (int64_t b = 0; b < n_blocks; ++b) {
-    const std::byte* block = blocks + static_cast<size_t>(b) * Format::kBlock;
-    const auto isum = static_cast<float>(Format::isum(block, r, a[b]));
-    acc = std::fma(isum, Format::scale(block, r) * a[b].d, acc);
-  }
-  return acc;
+float q8_0_block(float acc, const std::byte* block, const Q8Block32& a) {
+  const auto* qs = reinterpret_cast<const int8_t*>(block + 2);
+  int32_t sum = 0;
+  for (int j = 0; j < 32; ++j) sum += qs[j] * a.qs[j];
+  return std::fma(static_cast<float>(sum), fp16_at(block) * a.d, acc);
 }
 
-template <typename Format>
+using BlockStep = float (*)(float acc, const std::byte* block, const Q8Block32& a);
+
+template <BlockStep Step, size_t kBlockBytes>
 void row_kernel(const std::byte* row, const Q8Block32* a, int64_t a_stride, int n_act,
                 int64_t n_blocks, float* out) {
-  for (int i = 0; i < n_act; ++i) out[i] = dot_one<Format>(row, 0, a + i * a_stride, n_blocks);
+  for (int i = 0; i < n_act; ++i) {
+    float acc = 0.0f;
+    for (int64_t b = 0; b < n_blocks; ++b) {
+      acc = Step(acc, row + static_cast<size_t>(b) * kBlockBytes, a[i * a_stride + b]);
+    }
+    out[i] = acc;
+  }
 }
 
-template <typename Format>
+// Packed groups: each row's block put back into the file's layout and
+// taken through the same step, so the packed order is the row order by
+// construction.
+template <BlockStep Step, PackedLayout kLayout>
 void group_kernel(const std::byte* group, const Q8Block32* a, int64_t a_stride, int n_act,
                   int64_t n_blocks, float* out) {
+  const size_t group_block = packed_block_bytes(kLayout);
+  std::array<std::byte, 34> block;  // the larger file block (Q8_0)
   for (int i = 0; i < n_act; ++i) {
     for (int r = 0; r < kPackRows; ++r) {
-      out[i * kPackRows + r] = dot_one<Format>(group, r, a + i * a_stride, n_blocks);
+      float acc = 0.0f;
+      for (int64_t b = 0; b < n_blocks; ++b) {
+        unpack_block(kLayout, group + static_cast<size_t>(b) * group_block, r, block.data());
+        acc = Step(acc, block.data(), a[i * a_stride + b]);
+      }
+      out[i * kPackRows + r] = acc;
     }
   }
 }
@@ -111,9 +80,9 @@ void group_kernel(const std::byte* group, const Q8Block32* a, int64_t a_stride, 
 PackedDot packed_dot(PackedLayout layout) {
   switch (layout) {
     case PackedLayout::q4_0x8:
-      return group_kernel<Q4Packed>;
+      return group_kernel<q4_0_block, PackedLayout::q4_0x8>;
     case PackedLayout::q8_0x8:
-      return group_kernel<Q8Packed>;
+      return group_kernel<q8_0_block, PackedLayout::q8_0x8>;
     default:  // none, and the K layouts (dot_kquants_packed.hpp)
       break;
   }
@@ -123,9 +92,9 @@ PackedDot packed_dot(PackedLayout layout) {
 RowDot row_dot(GgmlType type) {
   switch (type) {
     case GgmlType::Q4_0:
-      return row_kernel<Q4File>;
+      return row_kernel<q4_0_block, 18>;
     case GgmlType::Q8_0:
-      return row_kernel<Q8File>;
+      return row_kernel<q8_0_block, 34>;
     default:
       return nullptr;
   }

@@ -95,6 +95,19 @@ void pack_rows(const WeightView& w, std::span<std::byte> out, int64_t first_grou
   }
 }
 
+void unpack_block(PackedLayout layout, const std::byte* packed_block, int r, std::byte* out) {
+  const LayoutInfo info = layout_info(layout);
+  const std::byte* field_src = packed_block;
+  for (size_t f = 0; f < info.n_fields; ++f) {
+    const Field& field = info.fields[f];
+    for (size_t k = 0; k < field.bytes / field.width; ++k) {
+      std::memcpy(out + field.offset + k * field.width,
+                  field_src + (kPackRows * k + static_cast<size_t>(r)) * field.width, field.width);
+    }
+    field_src += kPackRows * field.bytes;
+  }
+}
+
 WeightView PackedWeightStore::pack(WeightView w) {
   if (packed_layout(w.type, w.n_rows) == PackedLayout::none || w.data == nullptr) return w;
   if (const auto it = by_source_.find(w.data); it != by_source_.end()) {

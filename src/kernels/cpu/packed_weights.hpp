@@ -58,6 +58,12 @@ bool is_k_layout(PackedLayout layout);
 void pack_rows(const WeightView& w, std::span<std::byte> out, int64_t first_group,
                int64_t end_group);
 
+// The inverse for one block of one row: row r's block as the file stores it
+// (packed_block_bytes(layout) / 8 bytes into out), from the group's packed
+// block. The scalar kernels over packed layouts use it to reuse the file
+// layout's arithmetic.
+void unpack_block(PackedLayout layout, const std::byte* packed_block, int r, std::byte* out);
+
 // Owns the packed copies of a model's matrices.
 class PackedWeightStore {
  public:
