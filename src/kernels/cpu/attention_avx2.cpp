@@ -6,20 +6,12 @@
 #include <type_traits>
 
 #include "kernels/cpu/attention_simd.hpp"
+#include "kernels/cpu/dot_lanes_avx2.hpp"
 #include "kernels/cpu/exp_approx_avx2.hpp"
 
 namespace cortiq::kernels::avx2 {
 
 namespace {
-
-// dot_f32's fold: lanes 0-7 + lanes 8-15, then + 4, + 2, + 1.
-float fold16(__m256 lo, __m256 hi) {
-  const __m256 v = _mm256_add_ps(lo, hi);
-  __m128 h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  h = _mm_add_ps(h, _mm_movehl_ps(h, h));
-  h = _mm_add_ss(h, _mm_shuffle_ps(h, h, 1));
-  return _mm_cvtss_f32(h);
-}
 
 // kFused: every product is exact (fp16 operands), so an FMA gives the bits
 // of multiply-then-add.
@@ -33,12 +25,12 @@ template <bool kFused>
 void dot_rows(const float* k, const float* q, int64_t n_q, int64_t n, float scale, float* out,
               int64_t out_stride) {
   for (int64_t u = 0; u < n_q; ++u, q += n) {
-    __m256 lo = _mm256_setzero_ps(), hi = _mm256_setzero_ps();
+    DotLanes lanes;  // dot_f32's 16 lanes and fold
     for (int64_t i = 0; i < n; i += 16) {
-      lo = mul_add<kFused>(_mm256_loadu_ps(q + i), _mm256_loadu_ps(k + i), lo);
-      hi = mul_add<kFused>(_mm256_loadu_ps(q + i + 8), _mm256_loadu_ps(k + i + 8), hi);
+      lanes.lo = mul_add<kFused>(_mm256_loadu_ps(q + i), _mm256_loadu_ps(k + i), lanes.lo);
+      lanes.hi = mul_add<kFused>(_mm256_loadu_ps(q + i + 8), _mm256_loadu_ps(k + i + 8), lanes.hi);
     }
-    out[u * out_stride] = fold16(lo, hi) * scale;
+    out[u * out_stride] = lanes.fold() * scale;
   }
 }
 

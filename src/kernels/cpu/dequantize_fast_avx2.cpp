@@ -6,17 +6,11 @@
 #include <cstring>
 
 #include "kernels/cpu/dequantize_fast.hpp"
+#include "kernels/cpu/simd_avx2.hpp"
 
 namespace cortiq::kernels::avx2 {
 
 namespace {
-
-// fp16 -> f32 of a block scale (F16C).
-float scale_of(const std::byte* block) {
-  uint16_t h;
-  std::memcpy(&h, block, 2);
-  return _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(h)));
-}
 
 // 8 signed bytes -> 8 floats.
 __m256 bytes_to_floats(__m128i bytes8) {
@@ -29,7 +23,7 @@ void q4_0_rows(const std::byte* src, float* dst, int64_t n_blocks) {
   const __m128i low_mask = _mm_set1_epi8(0x0F);
   const __m128i eight = _mm_set1_epi8(8);
   for (int64_t b = 0; b < n_blocks; ++b, src += 18, dst += 32) {
-    const __m256 d = _mm256_set1_ps(scale_of(src));
+    const __m256 d = _mm256_set1_ps(half_at(src));
     const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 2));
     const __m128i lo = _mm_sub_epi8(_mm_and_si128(q, low_mask), eight);
     const __m128i hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(q, 4), low_mask), eight);
@@ -43,7 +37,7 @@ void q4_0_rows(const std::byte* src, float* dst, int64_t n_blocks) {
 // Q8_0: 2-byte scale, 32 signed bytes; x = q * d.
 void q8_0_rows(const std::byte* src, float* dst, int64_t n_blocks) {
   for (int64_t b = 0; b < n_blocks; ++b, src += 34, dst += 32) {
-    const __m256 d = _mm256_set1_ps(scale_of(src));
+    const __m256 d = _mm256_set1_ps(half_at(src));
     for (int k = 0; k < 4; ++k) {
       const __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(src + 2 + 8 * k));
       _mm256_storeu_ps(dst + 8 * k, _mm256_mul_ps(bytes_to_floats(q), d));
@@ -68,10 +62,6 @@ void q4_k_scale_min(const uint8_t* packed, int g, int& scale, int& min) {
     scale = (packed[g + 4] & 0xF) | ((packed[g - 4] >> 6) << 4);
     min = (packed[g + 4] >> 4) | ((packed[g] >> 6) << 4);
   }
-}
-
-float half_at(const std::byte* p) {
-  return scale_of(p);
 }
 
 // The 32 values of one sub-block from its 32 nibble bytes (0..15 each).

@@ -14,20 +14,11 @@
 #include <cstring>
 
 #include "kernels/cpu/dot_kquants.hpp"
+#include "kernels/cpu/simd_avx2.hpp"
 
 namespace cortiq::kernels::avx2 {
 
 namespace {
-
-// Decode streams the matrix once; asking for the bytes this far ahead
-// recovers read bandwidth the hardware prefetcher leaves unused (as in
-// dot_packed_avx2.cpp).
-constexpr int64_t kPrefetchBytes = 1024;
-
-void prefetch_ahead(const std::byte* p, int64_t bytes) {
-  const char* ahead = reinterpret_cast<const char*>(p) + kPrefetchBytes;
-  for (int64_t off = 0; off < bytes; off += 64) _mm_prefetch(ahead + off, _MM_HINT_T0);
-}
 
 constexpr int64_t kQ2KBytes = 84;
 constexpr int64_t kQ3KBytes = 110;
@@ -36,24 +27,9 @@ constexpr int64_t kQ5KBytes = 176;
 constexpr int64_t kQ6KBytes = 210;
 constexpr int64_t kIq4XsBytes = 136;
 
-// fp16 at p -> float (F16C: exact, as fp16_to_fp32).
-float half_at(const std::byte* p) {
-  uint16_t h;
-  std::memcpy(&h, p, 2);
-  return _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(h)));
-}
-
 // fma(a, b, c), correctly rounded (as std::fma).
 float fmadd(float a, float b, float c) {
   return __builtin_fmaf(a, b, c);  // a vfmadd instruction under -mfma
-}
-
-__m256i load256(const void* p) {
-  return _mm256_loadu_si256(static_cast<const __m256i*>(p));
-}
-
-__m128i load128(const void* p) {
-  return _mm_loadu_si128(static_cast<const __m128i*>(p));
 }
 
 uint32_t load32(const std::byte* p) {

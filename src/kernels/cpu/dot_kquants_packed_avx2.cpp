@@ -17,39 +17,11 @@
 #include <cstring>
 
 #include "kernels/cpu/dot_kquants_packed.hpp"
+#include "kernels/cpu/simd_avx2.hpp"
 
 namespace cortiq::kernels::avx2 {
 
 namespace {
-
-// Decode streams each thread's share of a matrix once; the single-row
-// kernels ask for the bytes this far ahead themselves (dot_packed_avx2.cpp).
-constexpr int64_t kPrefetchBytes = 1024;
-
-void prefetch_ahead(const std::byte* p, int64_t bytes) {
-  const char* ahead = reinterpret_cast<const char*>(p) + kPrefetchBytes;
-  for (int64_t off = 0; off < bytes; off += 64) _mm_prefetch(ahead + off, _MM_HINT_T0);
-}
-
-__m256i load256(const std::byte* p) {
-  return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-}
-
-__m128i load128(const std::byte* p) {
-  return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-}
-
-// Four activation codes, broadcast to every lane.
-__m256i broadcast4(const int8_t* q) {
-  int32_t v;
-  std::memcpy(&v, q, sizeof(v));
-  return _mm256_set1_epi32(v);
-}
-
-// The 8 rows' fp16 scales at p as floats (F16C: exact, as fp16_to_fp32).
-__m256 halves8(const std::byte* p) {
-  return _mm256_cvtph_ps(load128(p));
-}
 
 // pshufb controls that put byte 4 * (lane % 4) + s of each 32-bit lane's
 // 128-bit half into the lane's two int16 halves, zero-extended: the lane's

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "kernels/cpu/dot_packed.hpp"
+#include "kernels/cpu/simd_avx2.hpp"
 
 namespace cortiq::kernels::avx2 {
 
@@ -13,29 +14,7 @@ namespace {
 
 constexpr int64_t kQ4Block = 144;  // packed_block_bytes(q4_0x8)
 constexpr int64_t kQ8Block = 272;  // packed_block_bytes(q8_0x8)
-constexpr int kCodes = 16;
-// Decode streams each thread's share of a matrix once; the hardware
-// prefetcher alone leaves ~10 % of the read bandwidth unused (1B Q4_0
-// decode 28.6 -> 31-33 tokens/s on the 2-core EPYC), so the single-row
-// kernels ask for the bytes this far ahead themselves.
-constexpr int64_t kPrefetchBytes = 1024;
-
-// Prefetches the lines of `bytes` bytes starting kPrefetchBytes past p.
-void prefetch_ahead(const std::byte* p, int64_t bytes) {
-  const char* ahead = reinterpret_cast<const char*>(p) + kPrefetchBytes;
-  for (int64_t off = 0; off < bytes; off += 64) _mm_prefetch(ahead + off, _MM_HINT_T0);
-}  // offset of the codes after the 8 fp16 scales
-
-// Four activation codes, broadcast to every lane.
-__m256i broadcast4(const int8_t* q) {
-  int32_t v;
-  std::memcpy(&v, q, sizeof(v));
-  return _mm256_set1_epi32(v);
-}
-
-__m256 scales8(const std::byte* block) {
-  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(block)));
-}
+constexpr int kCodes = 16;         // offset of the codes after the 8 fp16 scales
 
 // Q4_0: nibbles are unsigned 0..15, so maddubs takes them as they are and
 // the -8 offset comes off as 8 * a.sum. Pairs of products stay below
@@ -61,7 +40,7 @@ void q4_0x8_one(const std::byte* group, const Q8Block32* a, int64_t n_blocks, fl
     const __m256i isum = _mm256_sub_epi32(_mm256_madd_epi16(sum, _mm256_set1_epi16(1)),
                                           _mm256_set1_epi32(8 * ab.sum));
     acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum),
-                          _mm256_mul_ps(scales8(block), _mm256_set1_ps(ab.d)), acc);
+                          _mm256_mul_ps(halves8(block), _mm256_set1_ps(ab.d)), acc);
   }
   _mm256_storeu_ps(out, acc);
 }
@@ -87,7 +66,7 @@ void q4_0x8_rows(const std::byte* group, const Q8Block32* a, int64_t a_stride, i
                   hi2 = _mm256_and_si256(_mm256_srli_epi16(w2, 4), low);
     const __m256i lo3 = _mm256_and_si256(w3, low),
                   hi3 = _mm256_and_si256(_mm256_srli_epi16(w3, 4), low);
-    const __m256 d = scales8(block);
+    const __m256 d = halves8(block);
     const Q8Block32* ab = a + b;
     for (int i = 0; i < n_act; ++i, ab += a_stride) {
       const int8_t* q = ab->qs;
@@ -133,7 +112,7 @@ void q8_0x8(const std::byte* group, const Q8Block32* a, int64_t a_stride, int64_
             _mm256_add_epi32(sums[i], _mm256_madd_epi16(_mm256_maddubs_epi16(magnitude, q), ones));
       }
     }
-    const __m256 d = scales8(block);
+    const __m256 d = halves8(block);
     for (int i = 0; i < N; ++i) {
       const Q8Block32& ab = a[i * a_stride + b];
       acc[i] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(sums[i]), _mm256_mul_ps(d, _mm256_set1_ps(ab.d)),
