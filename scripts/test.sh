@@ -9,12 +9,20 @@ export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 echo "== fuzzing the GGUF parser for 30 s (build-fuzz)"
 corpus=$(mktemp -d)
+artifacts=$(mktemp -d)
 log=$(mktemp)
-trap 'rm -rf "$corpus" "$log"' EXIT
+trap 'rm -rf "$corpus" "$artifacts" "$log"' EXIT
 if ! build-fuzz/fuzz/gguf_fuzzer -seed=1 -max_total_time=30 -rss_limit_mb=2048 -max_len=4096 \
-    "$corpus" fuzz/seeds/gguf >"$log" 2>&1; then
+    -artifact_prefix="$artifacts/" "$corpus" fuzz/seeds/gguf >"$log" 2>&1; then
   tail -60 "$log"
-  echo "gguf_fuzzer found a crash (the input is in the log above)"
+  # The failing input, so it can be replayed: base64 -d > crash.bin, then
+  # build-fuzz/fuzz/gguf_fuzzer crash.bin
+  for input in "$artifacts"/*; do
+    [ -f "$input" ] || continue
+    echo "== $(basename "$input") ($(stat -c %s "$input") bytes, base64):"
+    base64 "$input"
+  done
+  echo "gguf_fuzzer found a crash (the failing input is printed above)"
   exit 1
 fi
 grep -E "^Done [0-9]+ runs" "$log"
