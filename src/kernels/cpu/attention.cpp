@@ -1,10 +1,12 @@
-// Attention with the roundings of the peer's non-flash path: kq =
-// mul_mat(k, q), soft_max_ext(kq, mask, scale), kqv = mul_mat(v, kq).
+// Attention with the structure of the peer's non-flash path: kq =
+// mul_mat(k, q), soft_max_ext(kq, mask, scale), kqv = mul_mat(v, kq), with
+// the orders of operations of attention_simd.hpp.
 //
 // Work is organised by KV head: the query heads that share it, of every row
-// computed together, meet each cache row while it is in registers or L1
-// (one f16 -> f32 conversion serves them all). Each (row, head) keeps its
-// own scores and output, computed in the same order as alone.
+// computed together, form the query block of a tiled product with the key
+// tiles (each cache row converted and transposed once for all of them),
+// then share each value row in blocks of kMaxValueUnits. Each (row, head)
+// keeps its own scores and output, computed in the same order as alone.
 #include "kernels/cpu/attention.hpp"
 
 #include <algorithm>
@@ -26,24 +28,47 @@ namespace cortiq::kernels {
 namespace scalar {
 namespace {
 
-void dot_rows(const float* k, const float* q, int64_t n_q, int64_t n, float scale, float* out,
-              int64_t out_stride) {
-  for (int64_t u = 0; u < n_q; ++u) out[u * out_stride] = scalar::dot_f32(q + u * n, k, n) * scale;
+template <typename Element>
+const Element* head_row(const HeadRows& rows, int64_t p) {
+  return reinterpret_cast<const Element*>(
+      rows.base + static_cast<size_t>(rows.cells[p]) * rows.row_bytes + rows.offset);
+}
+
+float to_f32(float x) {
+  return x;
+}
+float to_f32(uint16_t h) {
+  return fp16_to_fp32(h);
 }
 
 template <typename Element>
-void weighted(const float* a, int64_t n_pos, const std::byte* base, size_t row_bytes,
-              const int32_t* cells, size_t offset, float* out, int64_t n) {
-  std::fill_n(out, n, 0.0f);
-  for (int64_t p = 0; p < n_pos; ++p) {
-    const auto* v =
-        reinterpret_cast<const Element*>(base + static_cast<size_t>(cells[p]) * row_bytes + offset);
-    for (int64_t i = 0; i < n; ++i) {
-      if constexpr (std::is_same_v<Element, uint16_t>) {
-        out[i] += a[p] * fp16_to_fp32(v[i]);
-      } else {
-        out[i] += a[p] * v[i];
-      }
+void transpose_keys(const HeadRows& rows, int64_t n, int64_t dim, float* kt) {
+  std::fill_n(kt, dim * kKeyTile, 0.0f);
+  for (int64_t j = 0; j < n; ++j) {
+    const Element* k = head_row<Element>(rows, j);
+    for (int64_t d = 0; d < dim; ++d) kt[d * kKeyTile + j] = to_f32(k[d]);
+  }
+}
+
+void score_tile(const float* kt, const float* q, int64_t n_q, int64_t dim, float scale, float* out,
+                int64_t out_stride) {
+  for (int64_t u = 0; u < n_q; ++u, q += dim) {
+    for (int64_t j = 0; j < kKeyTile; ++j) {
+      float acc = 0.0f;
+      for (int64_t d = 0; d < dim; ++d) acc += q[d] * kt[d * kKeyTile + j];
+      out[u * out_stride + j] = acc * scale;
+    }
+  }
+}
+
+template <typename Element>
+void weighted(const float* const* a, const int64_t* n_pos, int n_units, const HeadRows& rows,
+              float* const* out, int64_t n) {
+  for (int u = 0; u < n_units; ++u) {
+    std::fill_n(out[u], n, 0.0f);
+    for (int64_t p = 0; p < n_pos[u]; ++p) {
+      const Element* v = head_row<Element>(rows, p);
+      for (int64_t i = 0; i < n; ++i) out[u][i] += a[u][p] * to_f32(v[i]);
     }
   }
 }
@@ -58,11 +83,22 @@ double exp_sum(float* s, int64_t n, float max) {
   return sum;
 }
 
+void softmax(float* s, int64_t n, bool round_to_f16) {
+  float max = -std::numeric_limits<float>::infinity();
+  for (int64_t p = 0; p < n; ++p) max = std::max(max, s[p]);
+  const auto inv_sum = static_cast<float>(1.0 / exp_sum(s, n, max));
+  for (int64_t p = 0; p < n; ++p) {
+    s[p] *= inv_sum;
+    if (round_to_f16) s[p] = fp16_to_fp32(fp32_to_fp16(s[p]));
+  }
+}
+
 }  // namespace
 
-// Products of fp16 values are exact: the plain dot serves the f16 case.
-const AttentionLoops kAttentionLoops{dot_rows, dot_rows, weighted<float>, weighted<uint16_t>,
-                                     exp_sum};
+// Products of fp16 values are exact: the plain score serves the f16 case.
+const AttentionLoops kAttentionLoops{
+    transpose_keys<float>, transpose_keys<uint16_t>, score_tile, score_tile,
+    weighted<float>,       weighted<uint16_t>,       softmax};
 
 }  // namespace scalar
 
@@ -75,55 +111,55 @@ const AttentionLoops& attention_loops() {
 
 namespace {
 
-float round_to_f16(float x) {
-  return fp16_to_fp32(fp32_to_fp16(x));
-}
-
-// KV head kh of position p's cache row as f32: in place for an f32 cache,
-// converted into buf for f16.
-const float* head_row(const KvRowsView& rows, int64_t p, int64_t kh, int64_t head_dim, float* buf) {
-  const size_t element_bytes = rows.f16 ? sizeof(uint16_t) : sizeof(float);
-  const std::byte* at = rows.base + static_cast<size_t>(rows.cells[p]) * rows.row_bytes +
-                        static_cast<size_t>(kh * head_dim) * element_bytes;
-  if (!rows.f16) return reinterpret_cast<const float*>(at);
-  const auto n = static_cast<size_t>(head_dim);
-  fp16_to_fp32_row({reinterpret_cast<const uint16_t*>(at), n}, {buf, n});
-  return buf;
-}
-
-// scores -> probabilities in place: exp(s - max) summed as the peer does,
-// then multiplied by the reciprocal of the sum rounded to float.
-void softmax(float* scores, int64_t n, const AttentionLoops& loops) {
-  float max = -std::numeric_limits<float>::infinity();
-  for (int64_t p = 0; p < n; ++p) max = std::max(max, scores[p]);
-  const auto inv_sum = static_cast<float>(1.0 / loops.exp_sum(scores, n, max));
-  for (int64_t p = 0; p < n; ++p) scores[p] *= inv_sum;
+// Score rows are padded to whole key tiles.
+int64_t score_stride(int64_t max_kv) {
+  return (max_kv + kKeyTile - 1) / kKeyTile * kKeyTile;
 }
 
 // Scratch layout for n_rows rows of `group` heads each.
 struct Scratch {
-  float* scores;     // [row][head][max_kv]
+  float* scores;     // [row][head][score_stride]
   float* queries;    // [row][head][head_dim_k], rounded to f16 for an f16 cache
-  float* row;        // one converted cache row
-  uint16_t* halves;  // max_kv fp16 values (probabilities rounded through f16)
+  float* keys;       // one transposed key tile, [head_dim_k][kKeyTile]
+  uint16_t* halves;  // one query head as fp16
 };
 
 Scratch carve(std::span<float> scratch, const AttentionShape& shape, int64_t n_rows,
               int64_t max_kv) {
-  const int64_t group = shape.n_head / shape.n_head_kv;
-  float* at = scratch.data();
-  Scratch s{at, at + n_rows * group * max_kv, nullptr, nullptr};
-  s.row = s.queries + n_rows * group * shape.head_dim_k;
-  s.halves = reinterpret_cast<uint16_t*>(s.row + std::max(shape.head_dim_k, shape.head_dim_v));
+  const int64_t units = n_rows * (shape.n_head / shape.n_head_kv);
+  Scratch s{};
+  s.scores = scratch.data();
+  s.queries = s.scores + units * score_stride(max_kv);
+  s.keys = s.queries + units * shape.head_dim_k;
+  s.halves = reinterpret_cast<uint16_t*>(s.keys + shape.head_dim_k * kKeyTile);
   return s;
+}
+
+// The loops for these head sizes: the SIMD ones take whole 8-element
+// chunks; other sizes use the scalar ones (same order, so the same bits).
+struct HeadLoops {
+  decltype(AttentionLoops::transpose_keys_f32) transpose_keys;
+  decltype(AttentionLoops::score_tile) score_tile;
+  decltype(AttentionLoops::weighted_f32) weighted;
+  decltype(AttentionLoops::softmax) softmax;
+};
+
+HeadLoops head_loops(const AttentionShape& shape, bool f16_keys, bool f16_values) {
+  const AttentionLoops& simd = attention_loops();
+  const AttentionLoops& k = shape.head_dim_k % 8 == 0 ? simd : scalar::kAttentionLoops;
+  const AttentionLoops& v = shape.head_dim_v % 8 == 0 ? simd : scalar::kAttentionLoops;
+  return {f16_keys ? k.transpose_keys_f16 : k.transpose_keys_f32,
+          f16_keys ? k.score_tile_f16 : k.score_tile, f16_values ? v.weighted_f16 : v.weighted_f32,
+          simd.softmax};
 }
 
 }  // namespace
 
 size_t attention_scratch_floats(const AttentionShape& shape, int64_t n_rows, int64_t max_kv) {
-  const int64_t group = shape.n_head / shape.n_head_kv;
-  return static_cast<size_t>(n_rows * group * (max_kv + shape.head_dim_k) +
-                             std::max(shape.head_dim_k, shape.head_dim_v) + max_kv);
+  const int64_t units = n_rows * (shape.n_head / shape.n_head_kv);
+  const int64_t stride = score_stride(max_kv);
+  return static_cast<size_t>(units * (stride + shape.head_dim_k) +
+                             shape.head_dim_k * (kKeyTile + 1));
 }
 
 void attention_rows(std::span<const float> q, std::span<const int64_t> n_kv, const KvRowsView& keys,
@@ -142,64 +178,68 @@ void attention_rows(std::span<const float> q, std::span<const int64_t> n_kv, con
   assert(scratch.size() >= attention_scratch_floats(shape, n_rows, max_kv));
   const int64_t group = shape.n_head / shape.n_head_kv;
   const int64_t units = n_rows * group;  // (row, head) pairs of one KV head
+  const int64_t stride = score_stride(max_kv);
   const Scratch s = carve(scratch, shape, n_rows, max_kv);
-  // The SIMD loops take whole 16- (dot) and 8-element (axpy) chunks; other
-  // head sizes use the scalar ones (same order, so the same bits).
-  const AttentionLoops& loops = attention_loops();
-  const AttentionLoops& plain = scalar::kAttentionLoops;
-  const auto dot_rows = dk % 16 != 0 ? plain.dot_rows
-                        : keys.f16   ? loops.dot_rows_f16
-                                     : loops.dot_rows;
-  const auto weighted = dv % 8 != 0  ? (values.f16 ? plain.weighted_f16 : plain.weighted_f32)
-                        : values.f16 ? loops.weighted_f16
-                                     : loops.weighted_f32;
+  const HeadLoops loops = head_loops(shape, keys.f16, values.f16);
+  const size_t k_element = keys.f16 ? sizeof(uint16_t) : sizeof(float);
   const size_t v_element = values.f16 ? sizeof(uint16_t) : sizeof(float);
-  // Runs of consecutive rows that attend to position p.
-  auto for_each_run = [&](int64_t p, auto&& fn) {
-    for (int64_t r = 0; r < n_rows;) {
-      if (p >= n_kv[static_cast<size_t>(r)]) {
-        ++r;
-        continue;
-      }
-      int64_t end = r + 1;
-      while (end < n_rows && p < n_kv[static_cast<size_t>(end)]) ++end;
-      fn(r, end);
-      r = end;
-    }
-  };
+  auto query = [&](int64_t u) { return s.queries + u * dk; };
+  auto scores = [&](int64_t u) { return s.scores + u * stride; };
+  auto unit_kv = [&](int64_t u) { return n_kv[static_cast<size_t>(u / group)]; };
 
   for (int64_t kh = kv_begin; kh < kv_end; ++kh) {
-    auto query = [&](int64_t u) { return s.queries + u * dk; };
-    auto scores = [&](int64_t u) { return s.scores + u * max_kv; };
+    // The queries of this KV head, rounded to f16 for an f16 cache (as the
+    // f16 mat-mul rounds its f32 operand).
+    const auto dk_size = static_cast<size_t>(dk);
     for (int64_t u = 0; u < units; ++u) {
       const float* from = q.data() + (u / group) * q_width + (kh * group + u % group) * dk;
-      for (int64_t i = 0; i < dk; ++i) query(u)[i] = keys.f16 ? round_to_f16(from[i]) : from[i];
-    }
-    // Scores: the scale multiplies the finished dot (soft_max_ext), not q.
-    for (int64_t p = 0; p < max_kv; ++p) {
-      const float* k = head_row(keys, p, kh, dk, s.row);
-      for_each_run(p, [&](int64_t r, int64_t end) {
-        dot_rows(k, query(r * group), (end - r) * group, dk, shape.scale, scores(r * group) + p,
-                 max_kv);
-      });
-    }
-    for (int64_t u = 0; u < units; ++u) {
-      const int64_t n = n_kv[static_cast<size_t>(u / group)];
-      softmax(scores(u), n, loops);
-      // With an f16 cache the probabilities are rounded to f16, as the f16
-      // mat-mul does.
-      if (values.f16 && n > 0) {
-        const auto count = static_cast<size_t>(n);
-        fp32_to_fp16_row({scores(u), count}, {s.halves, count});
-        fp16_to_fp32_row({s.halves, count}, {scores(u), count});
+      if (keys.f16) {
+        fp32_to_fp16_row({from, dk_size}, {s.halves, dk_size});
+        fp16_to_fp32_row({s.halves, dk_size}, {query(u), dk_size});
+      } else {
+        std::copy_n(from, dk, query(u));
       }
     }
-    // out = sum_p prob_p * v_p in position order, each output dimension
-    // accumulated in a register over all positions.
+    // Scores, one key tile at a time for the runs of consecutive rows that
+    // reach it (the scale multiplies the finished dot, as soft_max_ext).
+    HeadRows key_rows{keys.base, keys.row_bytes, keys.cells.data(),
+                      static_cast<size_t>(kh * dk) * k_element};
+    for (int64_t p0 = 0; p0 < max_kv; p0 += kKeyTile) {
+      key_rows.cells = keys.cells.data() + p0;
+      loops.transpose_keys(key_rows, std::min(kKeyTile, max_kv - p0), dk, s.keys);
+      for (int64_t r = 0; r < n_rows;) {
+        if (p0 >= n_kv[static_cast<size_t>(r)]) {
+          ++r;
+          continue;
+        }
+        int64_t end = r + 1;
+        while (end < n_rows && p0 < n_kv[static_cast<size_t>(end)]) ++end;
+        loops.score_tile(s.keys, query(r * group), (end - r) * group, dk, shape.scale,
+                         scores(r * group) + p0, stride);
+        r = end;
+      }
+    }
+    // With an f16 cache the probabilities are rounded to f16, as the f16
+    // mat-mul does.
     for (int64_t u = 0; u < units; ++u) {
-      float* o = out.data() + (u / group) * out_width + (kh * group + u % group) * dv;
-      weighted(scores(u), n_kv[static_cast<size_t>(u / group)], values.base, values.row_bytes,
-               values.cells.data(), static_cast<size_t>(kh * dv) * v_element, o, dv);
+      if (unit_kv(u) > 0) loops.softmax(scores(u), unit_kv(u), values.f16);
+    }
+    // out = sum_p prob_p * v_p in position order, a few heads sharing each
+    // value row.
+    const HeadRows value_rows{values.base, values.row_bytes, values.cells.data(),
+                              static_cast<size_t>(kh * dv) * v_element};
+    for (int64_t u0 = 0; u0 < units; u0 += kMaxValueUnits) {
+      const int n_units = static_cast<int>(std::min<int64_t>(kMaxValueUnits, units - u0));
+      std::array<const float*, kMaxValueUnits> probs{};
+      std::array<float*, kMaxValueUnits> outs{};
+      std::array<int64_t, kMaxValueUnits> n_pos{};
+      for (int i = 0; i < n_units; ++i) {
+        const int64_t u = u0 + i;
+        probs[i] = scores(u);
+        n_pos[i] = unit_kv(u);
+        outs[i] = out.data() + (u / group) * out_width + (kh * group + u % group) * dv;
+      }
+      loops.weighted(probs.data(), n_pos.data(), n_units, value_rows, outs.data(), dv);
     }
   }
 }

@@ -1,12 +1,15 @@
-// Attention's inner loops on AVX2, each the scalar loop's bits:
-// multiply-then-add, exp_approx lane by lane, the peer's group sums.
+// Attention's inner loops on AVX2, each the scalar loop's bits: register-
+// blocked tiles whose lanes each hold one chain of the scalar order
+// (multiply-then-add), exp_approx lane by lane, the peer's group sums.
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstddef>
+#include <cstdint>
+#include <limits>
 #include <type_traits>
 
 #include "kernels/cpu/attention_simd.hpp"
-#include "kernels/cpu/dot_lanes_avx2.hpp"
 #include "kernels/cpu/exp_approx_avx2.hpp"
 
 namespace cortiq::kernels::avx2 {
@@ -21,19 +24,6 @@ __m256 mul_add(__m256 a, __m256 b, __m256 acc) {
   return _mm256_add_ps(acc, _mm256_mul_ps(a, b));
 }
 
-template <bool kFused>
-void dot_rows(const float* k, const float* q, int64_t n_q, int64_t n, float scale, float* out,
-              int64_t out_stride) {
-  for (int64_t u = 0; u < n_q; ++u, q += n) {
-    DotLanes lanes;  // dot_f32's 16 lanes and fold
-    for (int64_t i = 0; i < n; i += 16) {
-      lanes.lo = mul_add<kFused>(_mm256_loadu_ps(q + i), _mm256_loadu_ps(k + i), lanes.lo);
-      lanes.hi = mul_add<kFused>(_mm256_loadu_ps(q + i + 8), _mm256_loadu_ps(k + i + 8), lanes.hi);
-    }
-    out[u * out_stride] = lanes.fold() * scale;
-  }
-}
-
 template <typename Element>
 __m256 load8(const Element* p) {
   if constexpr (std::is_same_v<Element, uint16_t>) {
@@ -43,38 +33,170 @@ __m256 load8(const Element* p) {
   }
 }
 
-// 32 outputs at a time in four registers across all positions; f16 values
-// meet fp16 probabilities, so their FMA is exact (see attention_simd.hpp).
 template <typename Element>
-void weighted(const float* a, int64_t n_pos, const std::byte* base, size_t row_bytes,
-              const int32_t* cells, size_t offset, float* out, int64_t n) {
-  constexpr bool kFused = std::is_same_v<Element, uint16_t>;
-  auto row = [&](int64_t p) {
-    return reinterpret_cast<const Element*>(base + static_cast<size_t>(cells[p]) * row_bytes +
-                                            offset);
-  };
-  int64_t i = 0;
-  for (; i + 32 <= n; i += 32) {
-    __m256 acc0 = _mm256_setzero_ps(), acc1 = _mm256_setzero_ps();
-    __m256 acc2 = _mm256_setzero_ps(), acc3 = _mm256_setzero_ps();
-    for (int64_t p = 0; p < n_pos; ++p) {
-      const Element* v = row(p) + i;
-      const __m256 w = _mm256_set1_ps(a[p]);
-      acc0 = mul_add<kFused>(w, load8(v), acc0);
-      acc1 = mul_add<kFused>(w, load8(v + 8), acc1);
-      acc2 = mul_add<kFused>(w, load8(v + 16), acc2);
-      acc3 = mul_add<kFused>(w, load8(v + 24), acc3);
+const Element* head_row(const HeadRows& rows, int64_t p) {
+  return reinterpret_cast<const Element*>(
+      rows.base + static_cast<size_t>(rows.cells[p]) * rows.row_bytes + rows.offset);
+}
+
+// r[t] = column t of the 8x8 block whose rows are r[0..8).
+void transpose8x8(__m256 (&r)[8]) {
+  const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+  const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+  const __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+  const __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+  const __m256 s0 = _mm256_shuffle_ps(t0, t2, 0x44), s1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+  const __m256 s2 = _mm256_shuffle_ps(t1, t3, 0x44), s3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+  const __m256 s4 = _mm256_shuffle_ps(t4, t6, 0x44), s5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+  const __m256 s6 = _mm256_shuffle_ps(t5, t7, 0x44), s7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+  r[0] = _mm256_permute2f128_ps(s0, s4, 0x20);
+  r[1] = _mm256_permute2f128_ps(s1, s5, 0x20);
+  r[2] = _mm256_permute2f128_ps(s2, s6, 0x20);
+  r[3] = _mm256_permute2f128_ps(s3, s7, 0x20);
+  r[4] = _mm256_permute2f128_ps(s0, s4, 0x31);
+  r[5] = _mm256_permute2f128_ps(s1, s5, 0x31);
+  r[6] = _mm256_permute2f128_ps(s2, s6, 0x31);
+  r[7] = _mm256_permute2f128_ps(s3, s7, 0x31);
+}
+
+// 8x8 blocks of (position, dim), converted, transposed and stored.
+template <typename Element>
+void transpose_keys(const HeadRows& rows, int64_t n, int64_t dim, float* kt) {
+  const Element* row[kKeyTile] = {};
+  for (int64_t j = 0; j < n; ++j) row[j] = head_row<Element>(rows, j);
+  for (int64_t j0 = 0; j0 < kKeyTile; j0 += 8) {
+    for (int64_t d0 = 0; d0 < dim; d0 += 8) {
+      __m256 r[8];
+      for (int t = 0; t < 8; ++t) {
+        r[t] = j0 + t < n ? load8(row[j0 + t] + d0) : _mm256_setzero_ps();
+      }
+      transpose8x8(r);
+      for (int t = 0; t < 8; ++t) _mm256_storeu_ps(kt + (d0 + t) * kKeyTile + j0, r[t]);
     }
-    _mm256_storeu_ps(out + i, acc0);
-    _mm256_storeu_ps(out + i + 8, acc1);
-    _mm256_storeu_ps(out + i + 16, acc2);
-    _mm256_storeu_ps(out + i + 24, acc3);
   }
-  for (; i < n; i += 8) {
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t p = 0; p < n_pos; ++p)
-      acc = mul_add<kFused>(_mm256_set1_ps(a[p]), load8(row(p) + i), acc);
-    _mm256_storeu_ps(out + i, acc);
+}
+
+// U queries x 16 positions: 2U accumulators, one chain over d each.
+template <bool kFused, int U>
+void score_block(const float* kt, const float* q, int64_t dim, float scale, float* out,
+                 int64_t out_stride) {
+  __m256 lo[U], hi[U];
+  for (int u = 0; u < U; ++u) lo[u] = hi[u] = _mm256_setzero_ps();
+  for (int64_t d = 0; d < dim; ++d) {
+    const __m256 k0 = _mm256_loadu_ps(kt + d * kKeyTile);
+    const __m256 k1 = _mm256_loadu_ps(kt + d * kKeyTile + 8);
+    for (int u = 0; u < U; ++u) {
+      const __m256 w = _mm256_broadcast_ss(q + u * dim + d);
+      lo[u] = mul_add<kFused>(w, k0, lo[u]);
+      hi[u] = mul_add<kFused>(w, k1, hi[u]);
+    }
+  }
+  const __m256 s = _mm256_set1_ps(scale);
+  for (int u = 0; u < U; ++u) {
+    _mm256_storeu_ps(out + u * out_stride, _mm256_mul_ps(lo[u], s));
+    _mm256_storeu_ps(out + u * out_stride + 8, _mm256_mul_ps(hi[u], s));
+  }
+}
+
+template <bool kFused>
+void score_tile(const float* kt, const float* q, int64_t n_q, int64_t dim, float scale, float* out,
+                int64_t out_stride) {
+  int64_t u = 0;
+  for (; u + 4 <= n_q; u += 4) {
+    score_block<kFused, 4>(kt, q + u * dim, dim, scale, out + u * out_stride, out_stride);
+  }
+  const float* qu = q + u * dim;
+  float* ou = out + u * out_stride;
+  switch (n_q - u) {
+    case 3:
+      score_block<kFused, 3>(kt, qu, dim, scale, ou, out_stride);
+      break;
+    case 2:
+      score_block<kFused, 2>(kt, qu, dim, scale, ou, out_stride);
+      break;
+    case 1:
+      score_block<kFused, 1>(kt, qu, dim, scale, ou, out_stride);
+      break;
+    default:
+      break;
+  }
+}
+
+// U heads x R registers of outputs [i0, i0 + 8R), over positions [p0, p1):
+// each output's chain continues from out (or starts at 0 when zero).
+template <typename Element, int U, int R>
+void weighted_block(const float* const* a, float* const* out, const HeadRows& rows, int64_t p0,
+                    int64_t p1, int64_t i0, bool zero) {
+  constexpr bool kFused = std::is_same_v<Element, uint16_t>;  // fp16 x fp16 is exact
+  __m256 acc[U][R];
+  for (int u = 0; u < U; ++u) {
+    for (int r = 0; r < R; ++r) {
+      acc[u][r] = zero ? _mm256_setzero_ps() : _mm256_loadu_ps(out[u] + i0 + 8 * r);
+    }
+  }
+  for (int64_t p = p0; p < p1; ++p) {
+    const Element* v = head_row<Element>(rows, p) + i0;
+    __m256 x[R];
+    for (int r = 0; r < R; ++r) x[r] = load8(v + 8 * r);
+    for (int u = 0; u < U; ++u) {
+      const __m256 w = _mm256_broadcast_ss(a[u] + p);
+      for (int r = 0; r < R; ++r) acc[u][r] = mul_add<kFused>(w, x[r], acc[u][r]);
+    }
+  }
+  for (int u = 0; u < U; ++u) {
+    for (int r = 0; r < R; ++r) _mm256_storeu_ps(out[u] + i0 + 8 * r, acc[u][r]);
+  }
+}
+
+// Positions [p0, p1) for U heads over all n outputs: as many registers per
+// head as keep about 8 accumulators, then single registers for the rest.
+template <typename Element, int U>
+void weighted_span(const float* const* a, float* const* out, const HeadRows& rows, int64_t p0,
+                   int64_t p1, int64_t n, bool zero) {
+  constexpr int R = U == 1 ? 8 : U == 2 ? 4 : 2;
+  int64_t i = 0;
+  for (; i + 8 * R <= n; i += 8 * R) weighted_block<Element, U, R>(a, out, rows, p0, p1, i, zero);
+  for (; i < n; i += 8) weighted_block<Element, U, 1>(a, out, rows, p0, p1, i, zero);
+}
+
+// The heads' chains run together over the positions they all reach; a head
+// that reaches fewer leaves the block there (heads sorted by length).
+template <typename Element>
+void weighted(const float* const* a, const int64_t* n_pos, int n_units, const HeadRows& rows,
+              float* const* out, int64_t n) {
+  int order[kMaxValueUnits];
+  for (int u = 0; u < n_units; ++u) {  // insertion sort, stable
+    int at = u;
+    for (; at > 0 && n_pos[order[at - 1]] > n_pos[u]; --at) order[at] = order[at - 1];
+    order[at] = u;
+  }
+  const float* sa[kMaxValueUnits];
+  float* so[kMaxValueUnits];
+  for (int u = 0; u < n_units; ++u) {
+    sa[u] = a[order[u]];
+    so[u] = out[order[u]];
+    if (n_pos[order[u]] == 0) std::fill_n(so[u], n, 0.0f);
+  }
+  int64_t start = 0;
+  for (int k = 0; k < n_units; ++k) {
+    const int64_t end = n_pos[order[k]];
+    if (end <= start) continue;
+    const bool zero = start == 0;
+    switch (n_units - k) {
+      case 4:
+        weighted_span<Element, 4>(sa + k, so + k, rows, start, end, n, zero);
+        break;
+      case 3:
+        weighted_span<Element, 3>(sa + k, so + k, rows, start, end, n, zero);
+        break;
+      case 2:
+        weighted_span<Element, 2>(sa + k, so + k, rows, start, end, n, zero);
+        break;
+      default:
+        weighted_span<Element, 1>(sa + k, so + k, rows, start, end, n, zero);
+        break;
+    }
+    start = end;
   }
 }
 
@@ -109,9 +231,43 @@ double exp_sum(float* s, int64_t n, float max) {
   return sum;
 }
 
+// max, exp and sum, scale (and f16 rounding): the scalar softmax's bits.
+// The maximum is exact in any order (max_ps keeps the running value when
+// a score is NaN, as std::max(max, s) does).
+void softmax(float* s, int64_t n, bool round_to_f16) {
+  __m256 vmax = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) vmax = _mm256_max_ps(_mm256_loadu_ps(s + i), vmax);
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, vmax);
+  float max = lanes[0];
+  for (int j = 1; j < 8; ++j) max = std::max(max, lanes[j]);
+  for (; i < n; ++i) max = std::max(max, s[i]);
+  const auto inv_sum = static_cast<float>(1.0 / exp_sum(s, n, max));
+  const __m256 scale = _mm256_set1_ps(inv_sum);
+  i = 0;
+  for (; i + 8 <= n; i += 8) {
+    __m256 p = _mm256_mul_ps(_mm256_loadu_ps(s + i), scale);
+    if (round_to_f16) p = _mm256_cvtph_ps(_mm256_cvtps_ph(p, _MM_FROUND_TO_NEAREST_INT));
+    _mm256_storeu_ps(s + i, p);
+  }
+  for (; i < n; ++i) {
+    s[i] *= inv_sum;
+    if (round_to_f16) {
+      const __m128 p = _mm_cvtph_ps(_mm_cvtps_ph(_mm_set_ss(s[i]), _MM_FROUND_TO_NEAREST_INT));
+      s[i] = _mm_cvtss_f32(p);
+    }
+  }
+}
+
 }  // namespace
 
-const AttentionLoops kAttentionLoops{dot_rows<false>, dot_rows<true>, weighted<float>,
-                                     weighted<uint16_t>, exp_sum};
+const AttentionLoops kAttentionLoops{transpose_keys<float>,
+                                     transpose_keys<uint16_t>,
+                                     score_tile<false>,
+                                     score_tile<true>,
+                                     weighted<float>,
+                                     weighted<uint16_t>,
+                                     softmax};
 
 }  // namespace cortiq::kernels::avx2

@@ -1,38 +1,67 @@
-// The inner loops of attention that are not dot_f32 or a row conversion,
-// per SIMD level. The scalar versions define the order of operations; the
-// AVX2 ones give the same bits.
+// The inner loops of attention, per SIMD level. The scalar versions define
+// the order of operations; the AVX2 ones give the same bits.
+//
+// The order is the one a register-blocked tile computes naturally:
+// - a score is one chain over the head dimension, s = (((q0 k0 + q1 k1) +
+//   q2 k2) + ...) * scale (multiply, then add), so a block of queries times
+//   a block of keys transposed to [dim][position] keeps one accumulator per
+//   (query, position) in a register lane;
+// - an output element is one chain over the positions, o_i = ((p0 v0_i +
+//   p1 v1_i) + ...), so a block of query heads shares each value row.
+// Every (query, position) score and every output element is computed the
+// same way whatever else is in the block: a row's result never depends on
+// the rows computed with it.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 namespace cortiq::kernels {
 
+// Positions per transposed key tile (two AVX2 registers).
+inline constexpr int64_t kKeyTile = 16;
+// Query heads that share one pass over the value rows.
+inline constexpr int kMaxValueUnits = 4;
+
+// Cache rows of one KV head: position j's row starts at base + cells[j] *
+// row_bytes + offset, f32 or f16 elements.
+struct HeadRows {
+  const std::byte* base = nullptr;
+  size_t row_bytes = 0;
+  const int32_t* cells = nullptr;
+  size_t offset = 0;
+};
+
 struct AttentionLoops {
-  // One cache row against n_q queries (q + u * n, contiguous): out[u *
-  // out_stride] = dot_f32(q_u, k, n) * scale, dot_f32's 16 lanes and fold.
-  // n a multiple of 16 for SIMD.
-  void (*dot_rows)(const float* k, const float* q, int64_t n_q, int64_t n, float scale, float* out,
-                   int64_t out_stride);
-  // The same for operands that are all fp16 values (an f16 cache, the
-  // query and probabilities rounded to f16): every product is then exact in
-  // float, so a fused multiply-add rounds exactly as multiply-then-add, and
-  // SIMD levels may use FMA — the same bits at half the instructions.
-  void (*dot_rows_f16)(const float* k, const float* q, int64_t n_q, int64_t n, float scale,
-                       float* out, int64_t out_stride);
-  // out[i] = sum over p < n_pos, in order, of a[p] * v_p[i] (multiply, then
-  // add, from 0), i < n, where v_p is the n values at base + cells[p] *
-  // row_bytes + offset: f32, or f16 (then a[p] must be fp16 values, so FMA
-  // is exact). Each output is accumulated over all positions in a register.
-  // n a multiple of 8 for SIMD.
-  void (*weighted_f32)(const float* a, int64_t n_pos, const std::byte* base, size_t row_bytes,
-                       const int32_t* cells, size_t offset, float* out, int64_t n);
-  void (*weighted_f16)(const float* a, int64_t n_pos, const std::byte* base, size_t row_bytes,
-                       const int32_t* cells, size_t offset, float* out, int64_t n);
-  // s[i] = exp_approx(s[i] - max); returns their sum: each 8 values summed
-  // in float as ((s0 + s4) + (s2 + s6)) + ((s1 + s5) + (s3 + s7)) (a short
-  // last group padded with zeros), the group sums added in double in order
-  // (the peer's ggml_vec_soft_max_f32 on AVX2).
-  double (*exp_sum)(float* s, int64_t n, float max);
+  // The keys of n <= kKeyTile positions (rows.cells[0..n)) as f32,
+  // transposed: kt[d * kKeyTile + j] = k_j[d] for d < dim; lanes j >= n are
+  // 0. SIMD levels need dim a multiple of 8.
+  void (*transpose_keys_f32)(const HeadRows& rows, int64_t n, int64_t dim, float* kt);
+  void (*transpose_keys_f16)(const HeadRows& rows, int64_t n, int64_t dim, float* kt);
+  // Scores of n_q queries (q + u * dim) against a transposed key tile:
+  // out[u * out_stride + j] = (sum over d in order of q_u[d] * kt[d][j]) *
+  // scale, for j < kKeyTile. The _f16 variant is for fp16 operands (an f16
+  // cache, the query rounded to f16): every product is then exact, so a
+  // fused multiply-add rounds as multiply-then-add and SIMD may use FMA.
+  void (*score_tile)(const float* kt, const float* q, int64_t n_q, int64_t dim, float scale,
+                     float* out, int64_t out_stride);
+  void (*score_tile_f16)(const float* kt, const float* q, int64_t n_q, int64_t dim, float scale,
+                         float* out, int64_t out_stride);
+  // Up to kMaxValueUnits query heads of one KV head: out_u[i] = sum over p
+  // < n_pos[u], in order, of a_u[p] * v_p[i] (multiply, then add, from 0),
+  // i < n, where v_p is rows' position p. The f16 variant needs fp16
+  // probabilities (so FMA is exact). SIMD levels need n a multiple of 8.
+  void (*weighted_f32)(const float* const* a, const int64_t* n_pos, int n_units,
+                       const HeadRows& rows, float* const* out, int64_t n);
+  void (*weighted_f16)(const float* const* a, const int64_t* n_pos, int n_units,
+                       const HeadRows& rows, float* const* out, int64_t n);
+  // Scores to probabilities in place (n > 0): e_i = exp_approx(s_i - max),
+  // their sum formed as the peer's ggml_vec_soft_max_f32 on AVX2 (each 8
+  // values summed in float as ((e0 + e4) + (e2 + e6)) + ((e1 + e5) + (e3 +
+  // e7)), a short last group padded with zeros, the group sums added in
+  // double in order), then s_i = e_i * float(1 / sum), rounded to f16 when
+  // round_to_f16 (the probabilities an f16 mat-mul would see).
+  void (*softmax)(float* s, int64_t n, bool round_to_f16);
 };
 
 // The loops for this machine's SIMD level.
