@@ -150,10 +150,24 @@ class Session {
   GenerateResult generate(std::span<const TokenId> prompt, const GenerateOptions& options,
                           const TokenCallback& on_token = {});
 
-  // Logits of every position of `ids` fed after the current history
-  // ([ids.size()][n_vocab], row-major), forwarded in chunks of chunk_size
-  // (0: the model's). The ids join the history.
-  std::vector<float> evaluate(std::span<const TokenId> ids, int64_t chunk_size = 0);
+  // Logits of the positions [first_row, ids.size()) of `ids` fed after the
+  // current history ([ids.size() - first_row][n_vocab], row-major),
+  // forwarded in chunks of chunk_size (0: the model's). The lm_head runs only
+  // for those rows. The ids join the history.
+  std::vector<float> evaluate(std::span<const TokenId> ids, int64_t chunk_size = 0,
+                              size_t first_row = 0);
+
+  // Teacher-forced scoring: the ids are fed after the current history and
+  // ids[i], for every i >= from, is scored given all tokens before it (the
+  // history and ids[0, i)): nll.sum is the sum of -log p(ids[i] | ...), in
+  // double precision, over nll.count tokens. With an empty history ids[0]
+  // has no prediction and is not scored. Callers combine windows by adding
+  // sums and counts before taking exp(sum / count). The ids join the history.
+  struct NllSum {
+    double sum = 0.0;
+    int64_t count = 0;
+  };
+  NllSum nll(std::span<const TokenId> ids, size_t from = 0, int64_t chunk_size = 0);
 
   // Forwards ids after the current history (chunked prefill, logits only
   // for the last row, kept in last_logits()). The ids join the history.
@@ -175,14 +189,19 @@ class Session {
  private:
   size_t reuse_prefix(std::span<const TokenId> prompt);
   void check_prompt(std::span<const TokenId> prompt) const;
-  // Forwards ids after the history in chunks; the logits of the last row
-  // land in last_logits_. Returns false when cancelled between chunks.
-  bool prefill(std::span<const TokenId> ids, int64_t chunk_size, std::vector<float>* all_logits);
+  // Forwards ids after the history in chunks; the logits of the rows from
+  // first_row on land in *logits (when given), those of the last row in
+  // last_logits_. Returns false when cancelled between chunks.
+  bool prefill(std::span<const TokenId> ids, int64_t chunk_size, size_t first_row,
+               std::vector<float>* logits);
   // evaluate() and append(): checked, chunked, cancellable; throws when
-  // cancelled. Returns every row's logits when all_logits, else nothing.
-  std::vector<float> extend(std::span<const TokenId> ids, int64_t chunk_size, bool all_logits);
-  enum class RowLogits { none, last, all };
-  void forward_rows(std::span<const TokenId> ids, RowLogits want, std::span<float> logits);
+  // cancelled. Returns the logits of rows [first_row, ids.size()) when
+  // want_logits, else nothing.
+  std::vector<float> extend(std::span<const TokenId> ids, int64_t chunk_size, bool want_logits,
+                            size_t first_row = 0);
+  // Forwards ids after the history; rows [first_wanted, ids.size()) write
+  // their logits, in order, to `logits`.
+  void forward_rows(std::span<const TokenId> ids, size_t first_wanted, std::span<float> logits);
   void decode_loop(Sampler& sampler, LoopDetector* loops, const GenerateOptions& options,
                    const TokenCallback& on_token, GenerateResult& result);
   bool cancelled() const { return cancel_requested_.load(std::memory_order_relaxed); }

@@ -1,7 +1,10 @@
 #include "cli/args.hpp"
 
 #include <cstdio>
+#include <fstream>
+#include <sstream>
 
+#include "base/error.hpp"
 #include "base/strings.hpp"
 
 namespace cortiq::cli {
@@ -169,6 +172,15 @@ double ParsedArgs::get_double(const std::string& key) const {
   double v = 0;
   if (!parse_double(text, v)) throw UsageError("--" + key + ": '" + text + "' is not a number");
   return v;
+}
+
+std::string read_text_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(path + ": cannot read");
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) throw Error(path + ": error reading");
+  return text.str();
 }
 
 }  // namespace cortiq::cli

@@ -90,4 +90,8 @@ class ParsedArgs {
   std::vector<std::string> positionals_;
 };
 
+// The whole file as bytes; throws cortiq::Error naming it when it cannot be
+// read (input files of commands: -f TEXT, --messages-file, --ids-file).
+std::string read_text_file(const std::string& path);
+
 }  // namespace cortiq::cli

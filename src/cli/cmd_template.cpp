@@ -1,8 +1,6 @@
 // `cortiq template -m FILE --messages JSON [--add-generation-prompt]`: the
 // prompt a model's chat template makes of a conversation.
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 
 #include "base/log.hpp"
 #include "chat/chat_template.hpp"
@@ -29,14 +27,6 @@ ArgParser template_parser() {
       .option("--kwargs", "JSON", "extra template variables, e.g. '{\"enable_thinking\": false}'")
       .flag("--add-generation-prompt", "end with the opening of the assistant's turn");
   return parser;
-}
-
-std::string read_text_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(path + ": cannot read");
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
 }
 
 ChatInputs inputs_from(const ParsedArgs& args, const Vocab& vocab) {

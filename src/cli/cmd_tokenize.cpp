@@ -2,8 +2,6 @@
 // (or -f FILE): the token ids of a text under a model's tokenizer, as the
 // model would see them.
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 
 #include "base/json_writer.hpp"
 #include "base/strings.hpp"
@@ -30,14 +28,6 @@ ArgParser tokenize_parser() {
       .flag("--special", "match special tokens (<s>, <|im_end|>, ...) written in the text")
       .positional("TEXT", "the text to tokenize (unless -f is given)", /*required=*/false);
   return parser;
-}
-
-std::string read_all(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error("cannot open " + path);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
 }
 
 // A piece shown between quotes on one line: control bytes, quotes,
@@ -115,7 +105,7 @@ int run_tokenize(std::span<const std::string> args) {
   if (from_file == !parsed->positionals().empty()) {
     throw UsageError("give either TEXT or -f FILE");
   }
-  const std::string text = from_file ? read_all(parsed->get("file")) : parsed->positional(0);
+  const std::string text = from_file ? read_text_file(parsed->get("file")) : parsed->positional(0);
 
   const Tokenizer tok = Tokenizer::from_gguf(gguf::GgufFile::open(parsed->get("model")));
   const std::vector<TokenId> ids = tok.encode(

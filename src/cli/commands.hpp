@@ -18,6 +18,7 @@ std::span<const Command> commands();
 int run_run(std::span<const std::string> args);
 int run_chat(std::span<const std::string> args);
 int run_logits(std::span<const std::string> args);
+int run_perplexity(std::span<const std::string> args);
 int run_bench(std::span<const std::string> args);
 int run_inspect(std::span<const std::string> args);
 int run_quantize(std::span<const std::string> args);

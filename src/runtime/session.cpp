@@ -7,6 +7,7 @@
 #include "base/strings.hpp"
 #include "base/timer.hpp"
 #include "cortiq/cortiq.hpp"
+#include "kernels/cpu/log_softmax.hpp"
 #include "model/decoder_model.hpp"
 #include "runtime/stop_strings.hpp"
 #include "tokenizer/tokenizer.hpp"
@@ -85,57 +86,63 @@ size_t Session::reuse_prefix(std::span<const TokenId> prompt) {
   return common;
 }
 
-void Session::forward_rows(std::span<const TokenId> ids, RowLogits want, std::span<float> logits) {
+void Session::forward_rows(std::span<const TokenId> ids, size_t first_wanted,
+                           std::span<float> logits) {
   rows_.clear();
   const auto start = static_cast<int32_t>(history_.size());
   for (size_t i = 0; i < ids.size(); ++i) {
-    const bool wanted = want == RowLogits::all || (want == RowLogits::last && i + 1 == ids.size());
-    rows_.push_back({ids[i], start + static_cast<int32_t>(i), 0, wanted});
+    rows_.push_back({ids[i], start + static_cast<int32_t>(i), 0, i >= first_wanted});
   }
   ForwardContext ctx{model_->pool(), *buffers_};
   model_->decoder().forward(rows_, *cache_, ctx, logits);
   history_.insert(history_.end(), ids.begin(), ids.end());
 }
 
-bool Session::prefill(std::span<const TokenId> ids, int64_t chunk_size,
-                      std::vector<float>* all_logits) {
+bool Session::prefill(std::span<const TokenId> ids, int64_t chunk_size, size_t first_row,
+                      std::vector<float>* logits) {
   const auto n_vocab = static_cast<size_t>(model_->n_vocab());
   const auto chunk = static_cast<size_t>(chunk_size);
   for (size_t start = 0; start < ids.size(); start += chunk) {
     if (cancelled()) return false;
     const auto part = ids.subspan(start, std::min(chunk, ids.size() - start));
-    if (all_logits) {
-      forward_rows(part, RowLogits::all,
-                   std::span<float>(*all_logits).subspan(start * n_vocab, part.size() * n_vocab));
-    } else if (start + part.size() == ids.size()) {
-      forward_rows(part, RowLogits::last, last_logits_);
+    const size_t end = start + part.size();
+    if (logits && end > first_row) {
+      const size_t from = std::max(start, first_row);  // first wanted row of the chunk
+      forward_rows(
+          part, from - start,
+          std::span<float>(*logits).subspan((from - first_row) * n_vocab, (end - from) * n_vocab));
+    } else if (end == ids.size()) {
+      forward_rows(part, part.size() - 1, last_logits_);
     } else {
-      forward_rows(part, RowLogits::none, {});
+      forward_rows(part, part.size(), {});
     }
   }
-  if (all_logits && !ids.empty()) {
-    std::copy_n(all_logits->end() - static_cast<std::ptrdiff_t>(n_vocab), n_vocab,
+  if (logits && ids.size() > first_row) {
+    std::copy_n(logits->end() - static_cast<std::ptrdiff_t>(n_vocab), n_vocab,
                 last_logits_.begin());
   }
   return true;
 }
 
 std::vector<float> Session::extend(std::span<const TokenId> ids, int64_t chunk_size,
-                                   bool all_logits) {
+                                   bool want_logits, size_t first_row) {
   check_prompt(ids);
   if (static_cast<int64_t>(history_.size() + ids.size()) > model_->context_length()) {
     throw Error(strfmt("the tokens do not fit in the context (%zu cached + %zu new > %lld)",
                        history_.size(), ids.size(),
                        static_cast<long long>(model_->context_length())));
   }
+  if (want_logits && first_row > ids.size()) {
+    throw Error(strfmt("first logits row %zu is past the %zu tokens", first_row, ids.size()));
+  }
   if (chunk_size <= 0) chunk_size = model_->options().chunk_size;
   std::vector<float> logits;  // allocated only after the checks
-  if (all_logits) logits.resize(ids.size() * static_cast<size_t>(model_->n_vocab()));
+  if (want_logits) logits.resize((ids.size() - first_row) * static_cast<size_t>(model_->n_vocab()));
   cancel_requested_.store(false);
   const size_t before = history_.size();
   bool completed = false;
   try {
-    completed = prefill(ids, chunk_size, all_logits ? &logits : nullptr);
+    completed = prefill(ids, chunk_size, first_row, want_logits ? &logits : nullptr);
   } catch (...) {
     reset();
     throw;
@@ -147,8 +154,34 @@ std::vector<float> Session::extend(std::span<const TokenId> ids, int64_t chunk_s
   return logits;
 }
 
-std::vector<float> Session::evaluate(std::span<const TokenId> ids, int64_t chunk_size) {
-  return extend(ids, chunk_size, true);
+std::vector<float> Session::evaluate(std::span<const TokenId> ids, int64_t chunk_size,
+                                     size_t first_row) {
+  return extend(ids, chunk_size, true, first_row);
+}
+
+Session::NllSum Session::nll(std::span<const TokenId> ids, size_t from, int64_t chunk_size) {
+  // The row before each scored token predicts it: the last history row
+  // (kept in last_logits_) for ids[0], row i - 1 for ids[i].
+  const bool has_history = !history_.empty();
+  if (!has_history) from = std::max<size_t>(from, 1);
+  NllSum total;
+  if (from >= ids.size()) {
+    extend(ids, chunk_size, false);
+    return total;
+  }
+  std::vector<float> before;
+  if (from == 0) before = last_logits_;
+  const size_t first_row = from == 0 ? 0 : from - 1;
+  const std::vector<float> logits = extend(ids, chunk_size, true, first_row);
+  const auto n_vocab = static_cast<size_t>(model_->n_vocab());
+  for (size_t i = from; i < ids.size(); ++i) {
+    const std::span<const float> row =
+        i == 0 ? std::span<const float>(before)
+               : std::span<const float>(logits).subspan((i - 1 - first_row) * n_vocab, n_vocab);
+    total.sum -= kernels::log_softmax(row).log_prob(row, ids[i]);
+    ++total.count;
+  }
+  return total;
 }
 
 void Session::append(std::span<const TokenId> ids) {
@@ -226,7 +259,8 @@ GenerateResult Session::generate(std::span<const TokenId> prompt, const Generate
     const size_t reused = reuse_prefix(prompt);
     result.cached_tokens = static_cast<int64_t>(reused);
     const size_t before = history_.size();
-    const bool prefilled = prefill(prompt.subspan(reused), model_->options().chunk_size, nullptr);
+    const bool prefilled =
+        prefill(prompt.subspan(reused), model_->options().chunk_size, 0, nullptr);
     result.timings.prefill_tokens = static_cast<int64_t>(history_.size() - before);
     result.timings.prefill_seconds = prefill_timer.seconds();
     if (!prefilled) {
@@ -324,7 +358,7 @@ void Session::decode_loop(Sampler& sampler, LoopDetector* loops, const GenerateO
       break;
     }
     const TokenId step_ids[] = {id};
-    forward_rows(step_ids, RowLogits::last, last_logits_);
+    forward_rows(step_ids, 0, last_logits_);
     ++result.timings.decode_tokens;
   }
   if (!keep_going) result.finish_reason = FinishReason::cancelled;
