@@ -169,6 +169,12 @@ class Session {
   };
   NllSum nll(std::span<const TokenId> ids, size_t from = 0, int64_t chunk_size = 0);
 
+  // The final-normed hidden state of every position of `ids` fed after the
+  // current history ([ids.size()][n_embd], the input of the lm_head), for
+  // models used as text encoders; pool them with scoring/embedding.hpp.
+  // The ids join the history.
+  std::vector<float> embeddings(std::span<const TokenId> ids, int64_t chunk_size = 0);
+
   // Forwards ids after the current history (chunked prefill, logits only
   // for the last row, kept in last_logits()). The ids join the history.
   void append(std::span<const TokenId> ids);
@@ -201,7 +207,8 @@ class Session {
                             size_t first_row = 0);
   // Forwards ids after the history; rows [first_wanted, ids.size()) write
   // their logits, in order, to `logits`.
-  void forward_rows(std::span<const TokenId> ids, size_t first_wanted, std::span<float> logits);
+  void forward_rows(std::span<const TokenId> ids, size_t first_wanted, std::span<float> logits,
+                    RowOutput output = RowOutput::logits);
   void decode_loop(Sampler& sampler, LoopDetector* loops, const GenerateOptions& options,
                    const TokenCallback& on_token, GenerateResult& result);
   bool cancelled() const { return cancel_requested_.load(std::memory_order_relaxed); }

@@ -27,4 +27,8 @@ bool ends_with(std::string_view s, std::string_view suffix);
 bool parse_int64(std::string_view s, int64_t& out);
 bool parse_double(std::string_view s, double& out);
 
+// A token's bytes shown between quotes on one line: newlines, tabs, quotes,
+// backslashes, control bytes and bytes that are not valid UTF-8 escaped.
+std::string escape_piece(std::string_view piece);
+
 }  // namespace cortiq

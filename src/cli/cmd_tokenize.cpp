@@ -30,40 +30,6 @@ ArgParser tokenize_parser() {
   return parser;
 }
 
-// A piece shown between quotes on one line: control bytes, quotes,
-// backslashes and bytes that are not valid UTF-8 are escaped.
-std::string escape_piece(std::string_view piece) {
-  std::string out;
-  for (size_t i = 0; i < piece.size(); ++i) {
-    const auto c = static_cast<unsigned char>(piece[i]);
-    if (c == '\n') {
-      out += "\\n";
-    } else if (c == '\t') {
-      out += "\\t";
-    } else if (c == '\r') {
-      out += "\\r";
-    } else if (c == '\\' || c == '\'') {
-      out += '\\', out += static_cast<char>(c);
-    } else if (c < 0x20 || c == 0x7f) {
-      out += strfmt("\\x%02x", c);
-    } else if (c < 0x80) {
-      out += static_cast<char>(c);
-    } else {
-      // Copy a whole well-formed sequence; escape a byte that starts none.
-      const size_t len = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC2 ? 2 : 0;
-      bool ok = len != 0 && i + len <= piece.size() && c <= 0xF4;
-      for (size_t k = 1; ok && k < len; ++k) ok = (piece[i + k] & 0xC0) == 0x80;
-      if (ok) {
-        out.append(piece.substr(i, len));
-        i += len - 1;
-      } else {
-        out += strfmt("\\x%02x", c);
-      }
-    }
-  }
-  return out;
-}
-
 std::string render(const Tokenizer& tok, const std::vector<TokenId>& ids, const ParsedArgs& args) {
   std::string out;
   if (args.has("json")) {

@@ -19,6 +19,8 @@ int run_run(std::span<const std::string> args);
 int run_chat(std::span<const std::string> args);
 int run_logits(std::span<const std::string> args);
 int run_perplexity(std::span<const std::string> args);
+int run_explain(std::span<const std::string> args);
+int run_embed(std::span<const std::string> args);
 int run_bench(std::span<const std::string> args);
 int run_inspect(std::span<const std::string> args);
 int run_quantize(std::span<const std::string> args);

@@ -29,7 +29,7 @@ constexpr std::string_view kArchNames[] = {"llama", "qwen2", "qwen3"};
 
 // The rows of each sequence must continue it: positions length, length+1, ...
 void check_rows(std::span<const BatchRow> rows, const KvCache& cache, int64_t n_vocab,
-                int64_t n_logits_capacity, std::vector<int64_t>& next) {
+                int64_t row_width, int64_t n_logits_capacity, std::vector<int64_t>& next) {
   if (rows.empty()) throw Error("forward: empty batch");
   const int32_t n_seq = cache.shape().n_seq;
   next.assign(static_cast<size_t>(n_seq), -1);
@@ -51,14 +51,15 @@ void check_rows(std::span<const BatchRow> rows, const KvCache& cache, int64_t n_
     ++expected;
     n_logits += row.logits ? 1 : 0;
   }
-  if (n_logits * n_vocab > n_logits_capacity) throw Error("forward: logits buffer too small");
+  if (n_logits * row_width > n_logits_capacity) throw Error("forward: output buffer too small");
 }
 
 }  // namespace
 
 void DecoderModel::forward(std::span<const BatchRow> rows, KvCache& cache, ForwardContext& ctx,
                            std::span<float> logits) const {
-  check_rows(rows, cache, hparams_.n_vocab, static_cast<int64_t>(logits.size()),
+  const int64_t row_width = ctx.output == RowOutput::hidden ? hparams_.n_embd : hparams_.n_vocab;
+  check_rows(rows, cache, hparams_.n_vocab, row_width, static_cast<int64_t>(logits.size()),
              ctx.buffers.seq_next);
   auto& cells = ctx.buffers.row_cells;
   cells.resize(rows.size());

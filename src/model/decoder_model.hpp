@@ -29,7 +29,8 @@ class DecoderModel {
   // Runs the rows through the model. Their keys and values enter the cache
   // (the rows of each sequence must continue it: consecutive positions from
   // its current length); the logits of the rows marked `logits` are written
-  // in row order to `logits` ([n marked][n_vocab]). Each row's result is
+  // in row order to `logits` ([n marked][n_vocab]; with ctx.output hidden,
+  // their final-normed hidden states, [n marked][n_embd]). Each row's result is
   // bitwise independent of the other rows in the batch. On an exception the
   // rows' cells are released again.
   void forward(std::span<const BatchRow> rows, KvCache& cache, ForwardContext& ctx,

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kernels/cpu/matmul.hpp"
+#include "runtime/batch.hpp"
 
 namespace cortiq {
 
@@ -38,6 +39,7 @@ struct ForwardBuffers {
 struct ForwardContext {
   ThreadPool& pool;
   ForwardBuffers& buffers;
+  RowOutput output = RowOutput::logits;
 };
 
 }  // namespace cortiq

@@ -84,7 +84,8 @@ class LlamaModel final : public DecoderModel {
     kernels::get_rows(token_embd_, ids, x);
   }
 
-  // Final norm and lm_head for the rows that want logits only.
+  // Final norm and lm_head for the rows that want output only (the normed
+  // rows themselves when the caller asks for hidden states).
   void head(std::span<const BatchRow> rows, std::span<const float> x, ForwardContext& ctx,
             std::span<float> logits) const {
     auto& buf = ctx.buffers;
@@ -92,13 +93,16 @@ class LlamaModel final : public DecoderModel {
     size_t n_out = 0;
     for (const auto& row : rows) n_out += row.logits ? 1 : 0;
     if (n_out == 0) return;
-    auto normed = ForwardBuffers::take(buf.normed, n_out * n_embd);
+    const bool hidden = ctx.output == RowOutput::hidden;
+    auto normed =
+        hidden ? logits.first(n_out * n_embd) : ForwardBuffers::take(buf.normed, n_out * n_embd);
     size_t k = 0;
     for (size_t r = 0; r < rows.size(); ++r) {
       if (!rows[r].logits) continue;
       kernels::rms_norm(x.subspan(r * n_embd, n_embd), output_norm_, hparams_.rms_eps,
                         normed.subspan(k++ * n_embd, n_embd));
     }
+    if (hidden) return;
     kernels::matmul(output_, normed, static_cast<int64_t>(n_out), logits, hparams_.n_vocab,
                     ctx.pool, buf.matmul);
   }

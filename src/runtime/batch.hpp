@@ -18,4 +18,9 @@ struct BatchRow {
   bool logits = false;
 };
 
+// What the rows marked `logits` give: the logits, or the final-normed
+// hidden state (the input of the lm_head; [n_embd] per row) for models used
+// as text encoders.
+enum class RowOutput { logits, hidden };
+
 }  // namespace cortiq

@@ -87,13 +87,13 @@ size_t Session::reuse_prefix(std::span<const TokenId> prompt) {
 }
 
 void Session::forward_rows(std::span<const TokenId> ids, size_t first_wanted,
-                           std::span<float> logits) {
+                           std::span<float> logits, RowOutput output) {
   rows_.clear();
   const auto start = static_cast<int32_t>(history_.size());
   for (size_t i = 0; i < ids.size(); ++i) {
     rows_.push_back({ids[i], start + static_cast<int32_t>(i), 0, i >= first_wanted});
   }
-  ForwardContext ctx{model_->pool(), *buffers_};
+  ForwardContext ctx{model_->pool(), *buffers_, output};
   model_->decoder().forward(rows_, *cache_, ctx, logits);
   history_.insert(history_.end(), ids.begin(), ids.end());
 }
@@ -157,6 +157,30 @@ std::vector<float> Session::extend(std::span<const TokenId> ids, int64_t chunk_s
 std::vector<float> Session::evaluate(std::span<const TokenId> ids, int64_t chunk_size,
                                      size_t first_row) {
   return extend(ids, chunk_size, true, first_row);
+}
+
+std::vector<float> Session::embeddings(std::span<const TokenId> ids, int64_t chunk_size) {
+  check_prompt(ids);
+  if (static_cast<int64_t>(history_.size() + ids.size()) > model_->context_length()) {
+    throw Error(strfmt("the tokens do not fit in the context (%zu cached + %zu new > %lld)",
+                       history_.size(), ids.size(),
+                       static_cast<long long>(model_->context_length())));
+  }
+  if (chunk_size <= 0) chunk_size = model_->options().chunk_size;
+  const auto n_embd = static_cast<size_t>(model_->hparams().n_embd);
+  const auto chunk = static_cast<size_t>(chunk_size);
+  std::vector<float> hidden(ids.size() * n_embd);
+  try {
+    for (size_t start = 0; start < ids.size(); start += chunk) {
+      const auto part = ids.subspan(start, std::min(chunk, ids.size() - start));
+      forward_rows(part, 0, std::span(hidden).subspan(start * n_embd, part.size() * n_embd),
+                   RowOutput::hidden);
+    }
+  } catch (...) {
+    reset();
+    throw;
+  }
+  return hidden;
 }
 
 Session::NllSum Session::nll(std::span<const TokenId> ids, size_t from, int64_t chunk_size) {

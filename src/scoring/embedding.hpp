@@ -1,0 +1,23 @@
+// One vector per text from a model's final-normed hidden rows
+// (Session::embeddings): mean over the tokens, the last token, or the first
+// (cls), optionally scaled to unit length.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <span>
+#include <string_view>
+#include <vector>
+
+namespace cortiq::scoring {
+
+enum class Pooling { mean, last, cls };
+
+// "mean", "last", "cls"; nullopt for anything else.
+std::optional<Pooling> parse_pooling(std::string_view name);
+
+// hidden is [n_rows][n_embd] with n_rows >= 1. Sums in double.
+std::vector<float> pool_embeddings(std::span<const float> hidden, size_t n_embd, Pooling pooling,
+                                   bool normalize);
+
+}  // namespace cortiq::scoring

@@ -1,0 +1,34 @@
+#include "scoring/next_token.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "kernels/cpu/log_softmax.hpp"
+
+namespace cortiq::scoring {
+
+NextTokenDistribution next_token_distribution(std::span<const float> logits, size_t k) {
+  const kernels::LogSoftmax stats = kernels::log_softmax(logits);
+  NextTokenDistribution out;
+  for (const float l : logits) {
+    const double lp = stats.log_prob(l);
+    if (lp > -INFINITY) out.entropy -= std::exp(lp) * lp;
+  }
+  std::vector<TokenId> ids(logits.size());
+  std::iota(ids.begin(), ids.end(), TokenId{0});
+  k = std::min(k, ids.size());
+  auto before = [&](TokenId a, TokenId b) {
+    const float la = logits[static_cast<size_t>(a)], lb = logits[static_cast<size_t>(b)];
+    return la != lb ? la > lb : a < b;
+  };
+  std::partial_sort(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(k), ids.end(), before);
+  for (size_t i = 0; i < k; ++i) {
+    const float logit = logits[static_cast<size_t>(ids[i])];
+    const double lp = stats.log_prob(logit);
+    out.top.push_back({ids[i], logit, lp, std::exp(lp)});
+  }
+  return out;
+}
+
+}  // namespace cortiq::scoring

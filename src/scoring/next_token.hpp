@@ -1,0 +1,29 @@
+// The next-token distribution after a prompt, as `cortiq explain` shows it:
+// the K most likely tokens with their logits and probabilities.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "tokenizer/vocab.hpp"
+
+namespace cortiq::scoring {
+
+struct TokenChoice {
+  TokenId id = 0;
+  float logit = 0.0f;
+  double log_prob = 0.0;     // log-softmax in double
+  double probability = 0.0;  // exp(log_prob)
+};
+
+struct NextTokenDistribution {
+  std::vector<TokenChoice> top;  // most likely first; equal logits: lower id first
+  double entropy = 0.0;          // nats, over the whole vocabulary
+};
+
+// The top k (at most the vocabulary) of one row of logits. The first is the
+// greedy choice (the lowest id among equal maxima, as greedy sampling).
+NextTokenDistribution next_token_distribution(std::span<const float> logits, size_t k);
+
+}  // namespace cortiq::scoring
