@@ -64,8 +64,10 @@ void BM_MatmulPrefill64(benchmark::State& state) {
 }
 
 void weight_types(benchmark::internal::Benchmark* b) {
-  for (const GgmlType t : {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0,
-                           GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K}) {
+  for (const GgmlType t :
+       {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0,
+        GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::IQ4_NL, GgmlType::MXFP4,
+        GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K}) {
     b->Arg(static_cast<int64_t>(t));
   }
   b->ArgName("type")->UseRealTime();

@@ -196,11 +196,13 @@ TEST(KernelMatmul, BatchInvariant) {
 
 // Once sized, the scratch serves the same and smaller calls without
 // allocating, and grows safely for a larger weight: the float path's
-// buffers (Q5_0, Q4_1) and the integer kernels' activation blocks (Q8_0).
+// buffers (F16), the Q4_1 block-sum corrections the integer path keeps in
+// the same activations buffer, and the integer kernels' activation blocks
+// (Q8_0).
 TEST(KernelMatmul, ScratchIsReusedAndGrows) {
   ThreadPool pool(2);
   MatmulScratch scratch;
-  const Weights big = make_weights(GgmlType::Q5_0, 16, 256, 1);
+  const Weights big = make_weights(GgmlType::F16, 16, 256, 1);
   const Weights small = make_weights(GgmlType::Q4_1, 8, 256, 2);
   const Weights integer = make_weights(GgmlType::Q8_0, 16, 256, 1);
   const std::vector<float> x = normal_values(3, 4 * 512);

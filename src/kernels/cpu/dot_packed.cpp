@@ -7,6 +7,7 @@
 
 #include "base/cpu_features.hpp"
 #include "base/fp16.hpp"
+#include "kernels/cpu/dot_quants32.hpp"
 
 namespace cortiq::kernels {
 
@@ -95,8 +96,8 @@ RowDot row_dot(GgmlType type) {
       return row_kernel<q4_0_block, 18>;
     case GgmlType::Q8_0:
       return row_kernel<q8_0_block, 34>;
-    default:
-      return nullptr;
+    default:  // Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4, or none
+      return quants32_row_dot(type);
   }
 }
 
@@ -112,6 +113,11 @@ PackedDot packed_dot(PackedLayout layout) {
 }
 
 RowDot row_dot(GgmlType type) {
+#if defined(__x86_64__)
+  if (simd_level() >= SimdLevel::avx2) {
+    if (const RowDot kernel = avx2::quants32_row_dot(type)) return kernel;
+  }
+#endif
   return scalar::row_dot(type);
 }
 

@@ -45,12 +45,14 @@ PackedDot packed_dot(PackedLayout layout);
 // unpacks each block into registers once for all of them (prefill), Q8_0's
 // keeps up to 4 rows' sums in registers.
 int packed_dot_max_rows(PackedLayout layout);
-// Row kernels for Q4_0 and Q8_0 (nullptr for other types).
+// Row kernels for Q4_0 and Q8_0, and for Q4_1, Q5_0, Q5_1, IQ4_NL and
+// MXFP4 (dot_quants32.hpp, in the order documented there), at this
+// machine's SIMD level; nullptr for other types.
 RowDot row_dot(GgmlType type);
 
 namespace scalar {
 PackedDot packed_dot(PackedLayout layout);
-RowDot row_dot(GgmlType type);
+RowDot row_dot(GgmlType type);  // the types of the dispatching row_dot
 }  // namespace scalar
 namespace avx2 {
 PackedDot packed_dot(PackedLayout layout);

@@ -3,14 +3,17 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <cmath>
 #include <cstring>
 #include <optional>
 #include <type_traits>
 
+#include "base/fp16.hpp"
 #include "base/thread_pool.hpp"
 #include "kernels/cpu/dot_kquants.hpp"
 #include "kernels/cpu/dot_kquants_packed.hpp"
 #include "kernels/cpu/dot_packed.hpp"
+#include "kernels/cpu/dot_quants32.hpp"
 #include "kernels/cpu/q8_activations.hpp"
 
 namespace cortiq::kernels {
@@ -43,6 +46,7 @@ struct IntegerMatrix {
   PackedDot group = nullptr;
   PackedKDot kgroup = nullptr;  // packed K layouts (Q8BlockK activations)
   RowDot row = nullptr;
+  MinCorrection min_correction = nullptr;  // Q4_1/Q5_1: the peer's Q8_1 block sums
   KQuantDot kquant = nullptr;
   const std::byte* base = nullptr;
   size_t unit_bytes = 0;
@@ -72,6 +76,7 @@ std::optional<IntegerMatrix> integer_matrix(const WeightView& w) {
     m.unit_bytes = static_cast<size_t>(m.n_blocks) * packed_block_bytes(layout);
   } else if ((m.row = row_dot(w.type))) {
     m.n_blocks = w.n_cols / 32;
+    m.min_correction = q8_1_min_correction(w.type);
   } else if ((m.kquant = kquant_dot(w.type))) {
     m.act = ActFormat::q8_k;
     m.n_blocks = w.n_cols / 256;
@@ -86,9 +91,12 @@ std::optional<IntegerMatrix> integer_matrix(const WeightView& w) {
   return m;
 }
 
-// One unit against activation rows [begin, end), in tiles.
+// One unit against activation rows [begin, end), in tiles. `corrections`
+// holds each activation row's Q8_1 block-sum corrections where a matrix
+// needs them (null otherwise).
 template <typename Block>
-void run_unit(const IntegerMatrix& m, int64_t u, const Block* act, int64_t begin, int64_t end) {
+void run_unit(const IntegerMatrix& m, int64_t u, const Block* act, const float* corrections,
+              int64_t begin, int64_t end) {
   std::array<float, kActRowsPerPass * kPackRows> out;
   const std::byte* unit = m.base + static_cast<size_t>(u) * m.unit_bytes;
   for (int64_t i = begin; i < end; i += m.max_act) {
@@ -104,6 +112,10 @@ void run_unit(const IntegerMatrix& m, int64_t u, const Block* act, int64_t begin
       m.group(unit, a, m.n_blocks, n_act, m.n_blocks, out.data());
     } else {
       m.row(unit, a, m.n_blocks, n_act, m.n_blocks, out.data());
+      if (m.min_correction) {
+        m.min_correction(unit, corrections + i * m.n_blocks, m.n_blocks, n_act, m.n_blocks,
+                         out.data());
+      }
     }
     for (int j = 0; j < n_act; ++j) {
       float* dst = m.y + (i + j) * m.y_stride + u * m.unit_rows;
@@ -118,17 +130,33 @@ void run_unit(const IntegerMatrix& m, int64_t u, const Block* act, int64_t begin
   }
 }
 
-// Rows of x quantized once, on the pool when there are several.
+// What the peer's Q8_1 block sum s = fp16(d * sum), with the unrounded
+// d = amax / 127, adds to the kernels' a.d * sum: the correction matmul's
+// float path makes too (round_q8_1_block in matmul.cpp).
+float q8_1_sum_correction(const float* x, const Q8Block32& block) {
+  float amax = 0.0f;
+  for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[j]));
+  const auto sum = static_cast<float>(block.sum);
+  return fp16_to_fp32(fp32_to_fp16(amax / 127.0f * sum)) - block.d * sum;
+}
+
+// Rows of x quantized once, on the pool when there are several, with the
+// Q8_1 corrections of every block when `corrections` is not null.
 template <typename Block>
 void quantize_rows(std::span<const float> x, int64_t n_rows_x, int64_t n_cols, Block* out,
-                   ThreadPool& pool) {
+                   float* corrections, ThreadPool& pool) {
   const int64_t n_blocks = n_cols / static_cast<int64_t>(sizeof(Block::qs));
   auto quantize = [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
+      const float* row = x.data() + r * n_cols;
       if constexpr (std::is_same_v<Block, Q8BlockK>) {
-        quantize_q8_k(x.data() + r * n_cols, out + r * n_blocks, n_cols);
+        quantize_q8_k(row, out + r * n_blocks, n_cols);
       } else {
-        quantize_q8_0(x.data() + r * n_cols, out + r * n_blocks, n_cols);
+        quantize_q8_0(row, out + r * n_blocks, n_cols);
+        if (!corrections) continue;
+        for (int64_t b = 0; b < n_blocks; ++b) {
+          corrections[r * n_blocks + b] = q8_1_sum_correction(row + 32 * b, out[r * n_blocks + b]);
+        }
       }
     }
   };
@@ -145,8 +173,8 @@ void quantize_rows(std::span<const float> x, int64_t n_rows_x, int64_t n_cols, B
 constexpr int64_t kSlicesPerThread = 8;
 
 template <typename Block>
-void run_matrices(std::span<const IntegerMatrix> matrices, const Block* act, int64_t n_rows_x,
-                  ThreadPool& pool) {
+void run_matrices(std::span<const IntegerMatrix> matrices, const Block* act,
+                  const float* corrections, int64_t n_rows_x, ThreadPool& pool) {
   int64_t total = 0;
   int64_t total_units = 0;
   for (const IntegerMatrix& m : matrices) {
@@ -174,7 +202,7 @@ void run_matrices(std::span<const IntegerMatrix> matrices, const Block* act, int
             std::clamp((begin - at + unit_work - 1) / unit_work, int64_t{0}, m.n_units);
         const int64_t last =
             std::clamp((end - at + unit_work - 1) / unit_work, int64_t{0}, m.n_units);
-        for (int64_t u = first; u < last; ++u) run_unit(m, u, act, pass, pass_end);
+        for (int64_t u = first; u < last; ++u) run_unit(m, u, act, corrections, pass, pass_end);
         at += m.n_units * unit_work;
       }
     }
@@ -206,13 +234,21 @@ bool matmul_integer(std::span<const MatmulOutput> outputs, std::span<const float
   if (matrices[0].act == ActFormat::q8_k) {
     const auto n = static_cast<size_t>(n_rows_x * (n_cols / 256));
     if (scratch.q8k_blocks.size() < n) scratch.q8k_blocks.resize(n);
-    quantize_rows(x, n_rows_x, n_cols, scratch.q8k_blocks.data(), pool);
-    run_matrices<Q8BlockK>(used, scratch.q8k_blocks.data(), n_rows_x, pool);
+    quantize_rows(x, n_rows_x, n_cols, scratch.q8k_blocks.data(), nullptr, pool);
+    run_matrices<Q8BlockK>(used, scratch.q8k_blocks.data(), nullptr, n_rows_x, pool);
   } else {
     const auto n = static_cast<size_t>(n_rows_x * (n_cols / 32));
     if (scratch.q8_blocks.size() < n) scratch.q8_blocks.resize(n);
-    quantize_rows(x, n_rows_x, n_cols, scratch.q8_blocks.data(), pool);
-    run_matrices<Q8Block32>(used, scratch.q8_blocks.data(), n_rows_x, pool);
+    // One float per block for Q4_1/Q5_1, in the float path's buffer (this
+    // call does not take the float path).
+    float* corrections = nullptr;
+    if (std::any_of(used.begin(), used.end(),
+                    [](const IntegerMatrix& m) { return m.min_correction != nullptr; })) {
+      if (scratch.activations.size() < n) scratch.activations.resize(n);
+      corrections = scratch.activations.data();
+    }
+    quantize_rows(x, n_rows_x, n_cols, scratch.q8_blocks.data(), corrections, pool);
+    run_matrices<Q8Block32>(used, scratch.q8_blocks.data(), corrections, n_rows_x, pool);
   }
   return true;
 }
