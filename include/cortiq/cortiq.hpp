@@ -49,6 +49,8 @@ inline constexpr int64_t kDefaultChunkSize = 512;
 // Default context when the model's trained context is larger: a 128K-token
 // KV cache would take gigabytes a short chat never uses.
 inline constexpr int64_t kDefaultContextCap = 4096;
+// The GGUF key `cortiq calibrate --write` stores its fitted temperature in.
+inline constexpr std::string_view kCalibrationTemperatureKey = "cortiq.calibration.temperature";
 
 struct LoadOptions {
   int threads = 0;          // 0: one per core
@@ -77,6 +79,10 @@ class Model {
   const ModelHParams& hparams() const;
   const LoadOptions& options() const { return options_; }
   int64_t context_length() const { return context_; }
+  // cortiq.calibration.temperature from the file (`cortiq calibrate
+  // --write`), else 1: generation's per-token confidence is the token's
+  // probability at this temperature.
+  double calibration_temperature() const { return calibration_temperature_; }
   int64_t n_vocab() const;
   // The chat template stored in the file (tokenizer.chat_template), or "".
   std::string chat_template() const;
@@ -90,6 +96,7 @@ class Model {
   std::unique_ptr<ThreadPool> pool_;
   LoadOptions options_;
   int64_t context_ = 0;
+  double calibration_temperature_ = 1.0;
 };
 
 enum class FinishReason { stop, max_tokens, length, cancelled, loop };
@@ -123,7 +130,8 @@ struct GenerateResult {
   int64_t cached_tokens = 0;  // prompt tokens reused from the session's cache
   int64_t generated_tokens = 0;
   FinishReason finish_reason = FinishReason::stop;
-  std::vector<float> confidence;  // per generated token: its softmax probability
+  std::vector<float> confidence;  // per generated token: its probability at the
+                                  // model's calibration temperature
   Timings timings;
 };
 

@@ -10,6 +10,8 @@ std::span<const Command> commands() {
       {"perplexity",
        "perplexity of a text, saved log-probabilities, KL divergence (llama-perplexity)",
        run_perplexity},
+      {"calibrate", "confidence calibration: reliability table, ECE, fitted temperature",
+       run_calibrate},
       {"explain", "show the most likely next tokens after a prompt, with probabilities",
        run_explain},
       {"embed", "a text's embedding: pooled final-normed hidden states", run_embed},

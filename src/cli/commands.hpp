@@ -19,6 +19,7 @@ int run_run(std::span<const std::string> args);
 int run_chat(std::span<const std::string> args);
 int run_logits(std::span<const std::string> args);
 int run_perplexity(std::span<const std::string> args);
+int run_calibrate(std::span<const std::string> args);
 int run_explain(std::span<const std::string> args);
 int run_embed(std::span<const std::string> args);
 int run_bench(std::span<const std::string> args);

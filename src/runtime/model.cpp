@@ -1,5 +1,7 @@
 // Model::load: the file, its tokenizer, the bound weights and the threads.
+#include <cmath>
 #include <fstream>
+#include <optional>
 
 #include "base/error.hpp"
 #include "base/log.hpp"
@@ -97,6 +99,14 @@ std::shared_ptr<const Model> Model::load(const std::filesystem::path& path,
   if (model->context_ > hp.n_ctx_train) {
     LOG_WARN("context %lld is longer than the model was trained for (%lld)",
              static_cast<long long>(model->context_), static_cast<long long>(hp.n_ctx_train));
+  }
+  if (const gguf::Value* t = file.find(kCalibrationTemperatureKey)) {
+    const std::optional<double> value = t->as_double();
+    if (!value || !(*value > 0.0) || !std::isfinite(*value)) {
+      throw Error(strfmt("%s: %s must be a positive number", path.c_str(),
+                         std::string(kCalibrationTemperatureKey).c_str()));
+    }
+    model->calibration_temperature_ = *value;
   }
   const KvCacheShape kv{hp.n_layer, hp.k_width(),   hp.v_width(), model->context_,
                         1,          options.kv_type};

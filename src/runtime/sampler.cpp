@@ -347,7 +347,7 @@ TokenId Sampler::sample(std::span<const float> logits) {
   return draw(sorted);
 }
 
-double token_probability(std::span<const float> logits, TokenId id) {
+double token_probability(std::span<const float> logits, TokenId id, double temperature) {
   if (id < 0 || static_cast<size_t>(id) >= logits.size())
     throw Error(
         strfmt("token_probability: token id %d is out of range [0, %zu)", id, logits.size()));
@@ -362,11 +362,12 @@ double token_probability(std::span<const float> logits, TokenId id) {
     const auto n_inf = std::count(logits.begin(), logits.end(), kPosInf);
     return 1.0 / static_cast<double>(n_inf);
   }
+  const double beta = 1.0 / temperature;
   double denom = 0;
   for (const float l : logits) {
-    if (l > kNegInf) denom += std::exp(static_cast<double>(l) - maxl);
+    if (l > kNegInf) denom += std::exp(beta * (static_cast<double>(l) - maxl));
   }
-  return std::exp(static_cast<double>(li) - maxl) / denom;
+  return std::exp(beta * (static_cast<double>(li) - maxl)) / denom;
 }
 
 }  // namespace cortiq

@@ -86,8 +86,9 @@ class Sampler {
   double next_uniform();
 };
 
-// Softmax probability of token `id` in a row of logits (double precision),
-// the per-token confidence of generation.
-double token_probability(std::span<const float> logits, TokenId id);
+// Softmax probability of token `id` in a row of logits divided by
+// `temperature` (double precision): the per-token confidence of generation,
+// with the model's calibration temperature (`cortiq calibrate --write`).
+double token_probability(std::span<const float> logits, TokenId id, double temperature = 1.0);
 
 }  // namespace cortiq

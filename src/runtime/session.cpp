@@ -340,7 +340,8 @@ void Session::decode_loop(Sampler& sampler, LoopDetector* loops, const GenerateO
     }
     const TokenId id = sampler.sample(last_logits_);
     if (options.confidence) {
-      result.confidence.push_back(static_cast<float>(token_probability(last_logits_, id)));
+      result.confidence.push_back(static_cast<float>(
+          token_probability(last_logits_, id, model_->calibration_temperature())));
     }
     sampler.accept(id);
     result.tokens.push_back(id);
