@@ -9,6 +9,7 @@
 #include "cli/args.hpp"
 #include "cli/commands.hpp"
 #include "cli/generation_args.hpp"
+#include "cli/scoring_args.hpp"
 #include "cortiq/cortiq.hpp"
 #include "formats/gguf/gguf_file.hpp"
 #include "formats/gguf/gguf_writer.hpp"
@@ -29,15 +30,8 @@ ArgParser calibrate_parser() {
       "the expected calibration error and the temperature that minimises the NLL.\n"
       "--write OUT.gguf copies the model with that temperature stored as\n"
       "cortiq.calibration.temperature; generation's per-token confidence then uses it.");
-  parser.option("-m,--model", "FILE", "the .gguf model")
-      .option("-f,--file", "TEXT", "the text")
-      .option("--ids-file", "IDS", "token ids (space or comma separated) instead of text")
-      .option("-c,--ctx", "N", "tokens per chunk", "512")
-      .option("-b,--chunk", "N", "rows per forward pass", std::to_string(kDefaultChunkSize))
-      .option("--chunks", "N", "use at most N chunks (default: all)")
-      .option("--write", "OUT", "write a copy of the model with the fitted temperature")
-      .option("-t,--threads", "N", "threads (default: one per core)")
-      .option("--kv-type", "T", "KV cache storage: f16 or f32", "f16");
+  add_chunked_text_options(parser);
+  parser.option("--write", "OUT", "write a copy of the model with the fitted temperature");
   return parser;
 }
 
@@ -64,11 +58,9 @@ int run_calibrate(std::span<const std::string> argv) {
   }
   const int64_t context = args.get_int("ctx", 4, int64_t{1} << 24);
   const auto model = load_model_from(args, context);
-  const std::vector<TokenId> tokens =
-      args.has("ids-file") ? parse_ids(read_text_file(args.get("ids-file")), "--ids-file")
-                           : model->tokenizer().encode(read_text_file(args.get("file")));
-  const int64_t max_chunks = args.has("chunks") ? args.get_int("chunks", 1, 1 << 30) : -1;
-  const scoring::ChunkPlan plan = scoring::plan_chunks(*model, tokens, context, max_chunks);
+  const std::vector<TokenId> tokens = chunked_text_tokens(args, *model);
+  const scoring::ChunkPlan plan =
+      scoring::plan_chunks(*model, tokens, context, max_chunks_from(args));
 
   std::vector<scoring::CalibrationRow> rows;
   scoring::PerplexityOptions options;

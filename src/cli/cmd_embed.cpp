@@ -6,6 +6,7 @@
 #include "cli/args.hpp"
 #include "cli/commands.hpp"
 #include "cli/generation_args.hpp"
+#include "cli/scoring_args.hpp"
 #include "cortiq/cortiq.hpp"
 #include "model/hparams.hpp"
 #include "scoring/embedding.hpp"
@@ -21,11 +22,9 @@ ArgParser embed_parser() {
                    "input of its output layer), pooled over the tokens. One line of numbers, or\n"
                    "a JSON object with --json.");
   add_model_options(parser);
-  parser.option("-p,--prompt", "TEXT", "the text")
-      .option("--ids", "\"1 2 3\"", "the text as token ids, used as given (no BOS added)")
-      .option("--pooling", "P", "mean (over the tokens), last or cls (the first token)", "mean")
+  add_prompt_options(parser);
+  parser.option("--pooling", "P", "mean (over the tokens), last or cls (the first token)", "mean")
       .flag("--normalize", "scale the vector to unit length")
-      .flag("--no-bos", "do not add the BOS/EOS tokens the model adds by default")
       .flag("--json", "print {\"tokens\", \"dimensions\", \"embedding\": [...]}");
   return parser;
 }
@@ -36,18 +35,11 @@ int run_embed(std::span<const std::string> argv) {
   const auto parsed = embed_parser().parse(argv);
   if (!parsed) return 0;
   const ParsedArgs& args = *parsed;
-  if (args.has("ids") == args.has("prompt")) throw UsageError("give exactly one of --ids or -p");
+  require_one_prompt(args);
   const auto pooling = scoring::parse_pooling(args.get("pooling"));
   if (!pooling) throw UsageError("--pooling must be mean, last or cls, got " + args.get("pooling"));
-  std::vector<TokenId> ids;
-  if (args.has("ids")) ids = parse_ids(args.get("ids"), "--ids");
-  const auto model = load_model_from(args, static_cast<int64_t>(ids.size()));
-  if (!args.has("ids")) {
-    TokenizeOptions options;
-    options.add_special = !args.has("no-bos");
-    ids = model->tokenizer().encode(args.get("prompt"), options);
-  }
-  if (ids.empty()) throw Error("the text has no tokens");
+  const auto model = load_model_from(args, given_ids_count(args));
+  const std::vector<TokenId> ids = prompt_ids(args, *model);
   Session session(model);
   const auto n_embd = static_cast<size_t>(model->hparams().n_embd);
   const std::vector<float> vector =

@@ -9,6 +9,7 @@
 #include "cli/args.hpp"
 #include "cli/commands.hpp"
 #include "cli/generation_args.hpp"
+#include "cli/scoring_args.hpp"
 #include "cortiq/cortiq.hpp"
 #include "scoring/next_token.hpp"
 #include "tokenizer/tokenizer.hpp"
@@ -23,11 +24,8 @@ ArgParser explain_parser() {
                    "likely tokens with their ids, text, logits and probabilities, and the\n"
                    "entropy of the whole distribution. The prompt is tokenized as `run` does.");
   add_model_options(parser);
-  parser.option("-p,--prompt", "TEXT", "the prompt")
-      .option("--ids", "\"1 2 3\"", "the prompt as token ids, used as given (no BOS added)")
-      .option("--top", "K", "how many tokens to show", "10")
-      .flag("--no-bos", "do not add the BOS token the model adds by default")
-      .flag("--no-special", "treat <|...|> special-token text in the prompt as plain text")
+  add_prompt_options(parser);
+  parser.option("--top", "K", "how many tokens to show", "10")
       .flag("--json", "print {\"prompt_tokens\", \"entropy\", \"top\": [...]} instead");
   return parser;
 }
@@ -70,18 +68,10 @@ int run_explain(std::span<const std::string> argv) {
   const auto parsed = explain_parser().parse(argv);
   if (!parsed) return 0;
   const ParsedArgs& args = *parsed;
-  if (args.has("ids") == args.has("prompt")) throw UsageError("give exactly one of --ids or -p");
+  require_one_prompt(args);
   const auto top = static_cast<size_t>(args.get_int("top", 1, 1 << 20));
-  std::vector<TokenId> ids;
-  if (args.has("ids")) ids = parse_ids(args.get("ids"), "--ids");
-  const auto model = load_model_from(args, static_cast<int64_t>(ids.size()));
-  if (!args.has("ids")) {
-    TokenizeOptions options;
-    options.add_special = !args.has("no-bos");
-    options.parse_special = !args.has("no-special");
-    ids = model->tokenizer().encode(args.get("prompt"), options);
-  }
-  if (ids.empty()) throw Error("the prompt has no tokens");
+  const auto model = load_model_from(args, given_ids_count(args));
+  const std::vector<TokenId> ids = prompt_ids(args, *model);
   Session session(model);
   session.append(ids);
   const scoring::NextTokenDistribution d =

@@ -10,6 +10,7 @@
 #include "cli/args.hpp"
 #include "cli/commands.hpp"
 #include "cli/generation_args.hpp"
+#include "cli/scoring_args.hpp"
 #include "cortiq/cortiq.hpp"
 #include "scoring/kl_divergence.hpp"
 #include "scoring/log_prob_file.hpp"
@@ -30,25 +31,10 @@ ArgParser perplexity_parser() {
       "--save-logits writes the scored log-probabilities (llama.cpp's\n"
       "--kl-divergence-base format); --kl-divergence reads such a file (its tokens and\n"
       "context) and reports how far this model's distributions are from it.");
-  parser.option("-m,--model", "FILE", "the .gguf model")
-      .option("-f,--file", "TEXT", "the text to score")
-      .option("--ids-file", "IDS", "token ids (space or comma separated) instead of text")
-      .option("-c,--ctx", "N", "tokens per chunk", "512")
-      .option("-b,--chunk", "N", "rows per forward pass", std::to_string(kDefaultChunkSize))
-      .option("--chunks", "N", "score at most N chunks (default: all)")
-      .option("--save-logits", "FILE", "write the scored log-probabilities to FILE")
-      .option("--kl-divergence", "FILE", "compare with the log-probabilities saved in FILE")
-      .option("-t,--threads", "N", "threads (default: one per core)")
-      .option("--kv-type", "T", "KV cache storage: f16 or f32", "f16");
+  add_chunked_text_options(parser);
+  parser.option("--save-logits", "FILE", "write the scored log-probabilities to FILE")
+      .option("--kl-divergence", "FILE", "compare with the log-probabilities saved in FILE");
   return parser;
-}
-
-std::vector<TokenId> input_tokens(const ParsedArgs& args, const Model& model) {
-  if (args.has("ids-file")) {
-    return parse_ids(read_text_file(args.get("ids-file")), "--ids-file");
-  }
-  // As the peer: BOS/EOS as the model adds them, special tokens as text.
-  return model.tokenizer().encode(read_text_file(args.get("file")));
 }
 
 // One line per chunk on stderr: progress, running PPL, speed, time left.
@@ -62,9 +48,9 @@ void report_progress(const scoring::ChunkProgress& p) {
 }
 
 int run_plain(const ParsedArgs& args, const std::shared_ptr<const Model>& model, int64_t context) {
-  const std::vector<TokenId> tokens = input_tokens(args, *model);
-  const int64_t max_chunks = args.has("chunks") ? args.get_int("chunks", 1, 1 << 30) : -1;
-  const scoring::ChunkPlan plan = scoring::plan_chunks(*model, tokens, context, max_chunks);
+  const std::vector<TokenId> tokens = chunked_text_tokens(args, *model);
+  const scoring::ChunkPlan plan =
+      scoring::plan_chunks(*model, tokens, context, max_chunks_from(args));
   std::optional<scoring::LogProbWriter> writer;
   if (args.has("save-logits")) {
     writer.emplace(args.get("save-logits"),
@@ -101,8 +87,7 @@ int run_plain(const ParsedArgs& args, const std::shared_ptr<const Model>& model,
 int run_kl_divergence(const ParsedArgs& args, const std::shared_ptr<const Model>& model,
                       scoring::LogProbReader& base) {
   const scoring::LogProbHeader& header = base.header();
-  const int64_t max_chunks =
-      args.has("chunks") ? args.get_int("chunks", 1, 1 << 30) : header.n_chunks;
+  const int64_t max_chunks = args.has("chunks") ? max_chunks_from(args) : header.n_chunks;
   const scoring::ChunkPlan plan =
       scoring::plan_chunks(*model, base.tokens(), header.n_ctx, max_chunks);
   Session session(model);

@@ -154,6 +154,14 @@ Block load_block(std::span<const std::byte> row, size_t i) {
   return block;
 }
 
+// The block that starts at `at`.
+template <typename Block>
+Block load_block(const std::byte* at) {
+  Block block;
+  std::memcpy(&block, at, sizeof(Block));
+  return block;
+}
+
 template <typename Block>
 void store_block(std::span<std::byte> row, size_t i, const Block& block) {
   std::memcpy(row.data() + i * sizeof(Block), &block, sizeof(Block));

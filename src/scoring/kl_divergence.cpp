@@ -75,9 +75,22 @@ double percentile(const std::vector<double>& sorted, double fraction) {
   return (1 - p) * sorted[i] + p * sorted[std::min(i + 1, sorted.size() - 1)];
 }
 
-double median(const std::vector<double>& sorted) {
-  const size_t n = sorted.size();
-  return n % 2 == 0 ? 0.5 * (sorted[n / 2] + sorted[n / 2 - 1]) : sorted[n / 2];
+// The quantiles the peer reports, in its order; at 0.5 the interpolation
+// is its median (the mean of the middle two of an even count).
+std::vector<Quantile> quantiles(std::vector<double> values, bool quartiles) {
+  std::sort(values.begin(), values.end());
+  std::vector<Quantile> out = {
+      {"Maximum", 1.0}, {"99.9%", 0.999}, {"99.0%", 0.99}, {"95.0%", 0.95}, {"90.0%", 0.90}};
+  if (quartiles) out.push_back({"75.0%", 0.75});
+  out.push_back({"Median", 0.5});
+  if (quartiles) out.push_back({"25.0%", 0.25});
+  for (const Quantile q :
+       {Quantile{"10.0%", 0.10}, Quantile{" 5.0%", 0.05}, Quantile{" 1.0%", 0.01},
+        Quantile{" 0.1%", 0.001}, Quantile{"Minimum", 0.0}}) {
+    out.push_back(q);
+  }
+  for (Quantile& q : out) q.value = percentile(values, q.fraction);
+  return out;
 }
 
 }  // namespace
@@ -103,35 +116,9 @@ KlSummary KlStats::summary() const {
       std::sqrt(std::max(0.0, s.ppl.error * s.ppl.error + s.ppl_base.error * s.ppl_base.error -
                                   2.0 * s.ppl.value * s.ppl_base.value * cov));
   s.kld = mean_and_error(sum_kld_, sum_kld2_, s.count);
-  std::vector<double> kld = kld_;
-  std::sort(kld.begin(), kld.end());
-  s.kld_max = kld.back();
-  s.kld_99_9 = percentile(kld, 0.999);
-  s.kld_99 = percentile(kld, 0.99);
-  s.kld_95 = percentile(kld, 0.95);
-  s.kld_90 = percentile(kld, 0.90);
-  s.kld_median = median(kld);
-  s.kld_10 = percentile(kld, 0.10);
-  s.kld_5 = percentile(kld, 0.05);
-  s.kld_1 = percentile(kld, 0.01);
-  s.kld_0_1 = percentile(kld, 0.001);
-  s.kld_min = kld.front();
+  s.kld_quantiles = quantiles(kld_, false);
   s.p_diff = mean_and_error(sum_p_diff_, sum_p_diff2_, s.count);
-  std::vector<double> dp = p_diff_;
-  std::sort(dp.begin(), dp.end());
-  s.p_diff_max = dp.back();
-  s.p_diff_99_9 = percentile(dp, 0.999);
-  s.p_diff_99 = percentile(dp, 0.99);
-  s.p_diff_95 = percentile(dp, 0.95);
-  s.p_diff_90 = percentile(dp, 0.90);
-  s.p_diff_75 = percentile(dp, 0.75);
-  s.p_diff_median = median(dp);
-  s.p_diff_25 = percentile(dp, 0.25);
-  s.p_diff_10 = percentile(dp, 0.10);
-  s.p_diff_5 = percentile(dp, 0.05);
-  s.p_diff_1 = percentile(dp, 0.01);
-  s.p_diff_0_1 = percentile(dp, 0.001);
-  s.p_diff_min = dp.front();
+  s.p_diff_quantiles = quantiles(p_diff_, true);
   const Estimate mse = mean_and_error(sum_p_diff2_, sum_p_diff4_, s.count);
   s.p_diff_rms.value = std::sqrt(mse.value);
   s.p_diff_rms.error = s.p_diff_rms.value > 0 ? 0.5 / s.p_diff_rms.value * mse.error : 0.0;
@@ -156,32 +143,15 @@ std::string format_kl_report(const KlSummary& s) {
                 s.ppl_diff.error);
   out += strfmt("====== KL divergence statistics ======\n");
   out += strfmt("Mean    KLD: %10.6f ± %10.6f\n", s.kld.value, s.kld.error);
-  out += strfmt("Maximum KLD: %10.6f\n", s.kld_max);
-  out += strfmt("99.9%%   KLD: %10.6f\n", s.kld_99_9);
-  out += strfmt("99.0%%   KLD: %10.6f\n", s.kld_99);
-  out += strfmt("95.0%%   KLD: %10.6f\n", s.kld_95);
-  out += strfmt("90.0%%   KLD: %10.6f\n", s.kld_90);
-  out += strfmt("Median  KLD: %10.6f\n", s.kld_median);
-  out += strfmt("10.0%%   KLD: %10.6f\n", s.kld_10);
-  out += strfmt(" 5.0%%   KLD: %10.6f\n", s.kld_5);
-  out += strfmt(" 1.0%%   KLD: %10.6f\n", s.kld_1);
-  out += strfmt(" 0.1%%   KLD: %10.6f\n", s.kld_0_1);
-  out += strfmt("Minimum KLD: %10.6f\n\n", s.kld_min);
+  for (const Quantile& q : s.kld_quantiles) {
+    out += strfmt("%-7s KLD: %10.6f\n", q.label, q.value);
+  }
+  out += "\n";
   out += strfmt("====== Token probability statistics ======\n");
   out += strfmt("Mean    Δp: %6.3f ± %5.3f %%\n", 100.0 * s.p_diff.value, 100.0 * s.p_diff.error);
-  out += strfmt("Maximum Δp: %6.3f%%\n", 100.0 * s.p_diff_max);
-  out += strfmt("99.9%%   Δp: %6.3f%%\n", 100.0 * s.p_diff_99_9);
-  out += strfmt("99.0%%   Δp: %6.3f%%\n", 100.0 * s.p_diff_99);
-  out += strfmt("95.0%%   Δp: %6.3f%%\n", 100.0 * s.p_diff_95);
-  out += strfmt("90.0%%   Δp: %6.3f%%\n", 100.0 * s.p_diff_90);
-  out += strfmt("75.0%%   Δp: %6.3f%%\n", 100.0 * s.p_diff_75);
-  out += strfmt("Median  Δp: %6.3f%%\n", 100.0 * s.p_diff_median);
-  out += strfmt("25.0%%   Δp: %6.3f%%\n", 100.0 * s.p_diff_25);
-  out += strfmt("10.0%%   Δp: %6.3f%%\n", 100.0 * s.p_diff_10);
-  out += strfmt(" 5.0%%   Δp: %6.3f%%\n", 100.0 * s.p_diff_5);
-  out += strfmt(" 1.0%%   Δp: %6.3f%%\n", 100.0 * s.p_diff_1);
-  out += strfmt(" 0.1%%   Δp: %6.3f%%\n", 100.0 * s.p_diff_0_1);
-  out += strfmt("Minimum Δp: %6.3f%%\n", 100.0 * s.p_diff_min);
+  for (const Quantile& q : s.p_diff_quantiles) {
+    out += strfmt("%-7s Δp: %6.3f%%\n", q.label, 100.0 * q.value);
+  }
   out += strfmt("RMS Δp    : %6.3f ± %5.3f %%\n", 100.0 * s.p_diff_rms.value,
                 100.0 * s.p_diff_rms.error);
   out +=

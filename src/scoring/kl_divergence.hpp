@@ -35,17 +35,22 @@ struct Estimate {
   double error = 0.0;
 };
 
+// A point of a sorted distribution: its label in the report and where it
+// sits (0 the minimum, 0.5 the median, 1 the maximum).
+struct Quantile {
+  const char* label;
+  double fraction;
+  double value = 0.0;
+};
+
 struct KlSummary {
   int64_t count = 0;
   Estimate ppl, ppl_base, log_ppl_ratio, ppl_ratio, ppl_diff;
   double ppl_correlation = 0.0;
   Estimate kld;
-  double kld_max = 0, kld_99_9 = 0, kld_99 = 0, kld_95 = 0, kld_90 = 0, kld_median = 0, kld_10 = 0,
-         kld_5 = 0, kld_1 = 0, kld_0_1 = 0, kld_min = 0;
-  Estimate p_diff;  // mean Δp
-  double p_diff_max = 0, p_diff_99_9 = 0, p_diff_99 = 0, p_diff_95 = 0, p_diff_90 = 0,
-         p_diff_75 = 0, p_diff_median = 0, p_diff_25 = 0, p_diff_10 = 0, p_diff_5 = 0, p_diff_1 = 0,
-         p_diff_0_1 = 0, p_diff_min = 0;
+  std::vector<Quantile> kld_quantiles;  // the peer's: maximum, 99.9 % ... 0.1 %, minimum
+  Estimate p_diff;                      // mean Δp
+  std::vector<Quantile> p_diff_quantiles;
   Estimate p_diff_rms;
   Estimate same_top;  // fraction of positions whose argmax agrees
 };

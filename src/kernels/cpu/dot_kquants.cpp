@@ -45,13 +45,6 @@ namespace {
 
 using namespace quant;
 
-template <typename Block>
-Block block_at(const std::byte* bytes) {
-  Block block;
-  std::memcpy(&block, bytes, sizeof(Block));
-  return block;
-}
-
 // The two-term update of the types with mins (Q2_K, Q4_K, Q5_K).
 float fold_with_min(float acc, float ad, uint16_t d, uint16_t dmin, int32_t isum, int32_t imin) {
   const float dl = ad * fp16_to_fp32(d);
@@ -69,7 +62,7 @@ float fold(float acc, float ad, uint16_t d, int32_t isum) {
 // when bit j of qh[l] is set (Q5_K).
 template <typename Block, bool kFifth>
 float k4_block(float acc, const std::byte* block, const Q8BlockK& x) {
-  const Block w = block_at<Block>(block);
+  const Block w = load_block<Block>(block);
   int32_t isum = 0;
   int32_t imin = 0;
   for (int j = 0; j < 8; ++j) {
@@ -92,7 +85,7 @@ float k4_block(float acc, const std::byte* block, const Q8BlockK& x) {
 // Q2_K: element 128h + 32k + i (i < 32) is bits 2k of qs[32h + i], group
 // 8h + 2k + i / 16.
 float q2_k_block(float acc, const std::byte* block, const Q8BlockK& x) {
-  const BlockQ2_K w = block_at<BlockQ2_K>(block);
+  const BlockQ2_K w = load_block<BlockQ2_K>(block);
   int32_t isum = 0;
   int32_t imin = 0;
   for (int g = 0; g < 16; ++g) {
@@ -112,7 +105,7 @@ float q2_k_block(float acc, const std::byte* block, const Q8BlockK& x) {
 
 // Q3_K: the Q2_K walk; bit 4h + k of hmask[i] is the third bit.
 float q3_k_block(float acc, const std::byte* block, const Q8BlockK& x) {
-  const BlockQ3_K w = block_at<BlockQ3_K>(block);
+  const BlockQ3_K w = load_block<BlockQ3_K>(block);
   int32_t isum = 0;
   for (int g = 0; g < 16; ++g) {
     const int h = g / 8;
@@ -133,7 +126,7 @@ float q3_k_block(float acc, const std::byte* block, const Q8BlockK& x) {
 // (high nibble for k >= 2), its top bits at bit 2k of qh[32h + l]; group
 // 8h + 2k + l / 16.
 float q6_k_block(float acc, const std::byte* block, const Q8BlockK& x) {
-  const BlockQ6_K w = block_at<BlockQ6_K>(block);
+  const BlockQ6_K w = load_block<BlockQ6_K>(block);
   int32_t isum = 0;
   for (int g = 0; g < 16; ++g) {
     const int h = g / 8;
@@ -155,7 +148,7 @@ float q6_k_block(float acc, const std::byte* block, const Q8BlockK& x) {
 // IQ4_XS: group j (32 elements) is the low then the high nibbles of
 // qs[16j .. 16j + 15], mapped through kIq4nlValues.
 float iq4_xs_block(float acc, const std::byte* block, const Q8BlockK& x) {
-  const BlockIq4Xs w = block_at<BlockIq4Xs>(block);
+  const BlockIq4Xs w = load_block<BlockIq4Xs>(block);
   int32_t isum = 0;
   for (int j = 0; j < 8; ++j) {
     const int low = (w.scales_l[j / 2] >> (4 * (j % 2))) & 0xF;

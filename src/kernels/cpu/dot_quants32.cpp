@@ -21,13 +21,6 @@ namespace {
 
 using namespace quant;
 
-template <typename Block>
-Block block_at(const std::byte* bytes) {
-  Block block;
-  std::memcpy(&block, bytes, sizeof(Block));
-  return block;
-}
-
 // A block decoded once for every activation row: its 32 codes as signed
 // bytes in element order, its scale, and its min (Q4_1/Q5_1).
 struct Decoded {
@@ -62,14 +55,14 @@ void add_fifth_bits(const std::array<uint8_t, 4>& qh, std::array<int8_t, 32>& co
 }
 
 Decoded decode_q4_1(const std::byte* bytes) {
-  const auto w = block_at<BlockQ4_1>(bytes);
+  const auto w = load_block<BlockQ4_1>(bytes);
   Decoded block{{}, fp16_to_fp32(w.d), fp16_to_fp32(w.m)};
   put_nibbles(w.qs, block.codes);
   return block;
 }
 
 Decoded decode_q5_1(const std::byte* bytes) {
-  const auto w = block_at<BlockQ5_1>(bytes);
+  const auto w = load_block<BlockQ5_1>(bytes);
   Decoded block{{}, fp16_to_fp32(w.d), fp16_to_fp32(w.m)};
   put_nibbles(w.qs, block.codes);
   add_fifth_bits(w.qh, block.codes);
@@ -79,7 +72,7 @@ Decoded decode_q5_1(const std::byte* bytes) {
 // The codes are q - 16, so the integer sum is exactly that of q minus
 // 16 * a.sum.
 Decoded decode_q5_0(const std::byte* bytes) {
-  const auto w = block_at<BlockQ5_0>(bytes);
+  const auto w = load_block<BlockQ5_0>(bytes);
   Decoded block{{}, fp16_to_fp32(w.d)};
   put_nibbles(w.qs, block.codes);
   add_fifth_bits(w.qh, block.codes);
@@ -93,7 +86,7 @@ void look_up(const std::array<int8_t, 16>& table, std::array<int8_t, 32>& codes)
 }
 
 Decoded decode_iq4_nl(const std::byte* bytes) {
-  const auto w = block_at<BlockIq4Nl>(bytes);
+  const auto w = load_block<BlockIq4Nl>(bytes);
   Decoded block{{}, fp16_to_fp32(w.d)};
   put_nibbles(w.qs, block.codes);
   look_up(kIq4nlValues, block.codes);
@@ -101,7 +94,7 @@ Decoded decode_iq4_nl(const std::byte* bytes) {
 }
 
 Decoded decode_mxfp4(const std::byte* bytes) {
-  const auto w = block_at<BlockMxfp4>(bytes);
+  const auto w = load_block<BlockMxfp4>(bytes);
   Decoded block{{}, e8m0_to_fp32_half(w.e)};
   put_nibbles(w.qs, block.codes);
   look_up(kMxfp4Values, block.codes);

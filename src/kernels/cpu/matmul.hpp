@@ -11,10 +11,11 @@
 // same whether it was computed alone or with 63 others.
 //
 // Two paths, chosen by weight type alone (so by the type, never by the
-// batch): the integer kernels (dot_packed.hpp for Q4_0 / Q8_0, dot_kquants.hpp
-// for the K-quants) multiply the activations' 8-bit codes with the weight
-// codes and scale per block; every other type takes the float path,
-// dequantizing a weight row to f32 and calling dot_f32. Each has one order
+// batch): the integer kernels (dot_packed.hpp for Q4_0 / Q8_0, dot_quants32.hpp
+// for Q4_1 / Q5_0 / Q5_1 / IQ4_NL / MXFP4, dot_kquants.hpp for the K-quants
+// and IQ4_XS) multiply the activations' 8-bit codes with the weight codes
+// and scale per block; F32, F16 and BF16 take the float path, converting a
+// weight row to f32 and calling dot_f32. Each has one order
 // of operations on every SIMD level. Against the peer's own ggml mul_mat on
 // the same bytes the float path agrees to about 4e-7 relative L2 (the
 // rounded activations are bit-identical; summation order and FMAs differ).
