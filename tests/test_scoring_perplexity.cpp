@@ -95,6 +95,13 @@ TEST(SessionNll, WindowsAddUpAndMatchTheLogits) {
   const Session::NllSum b = windows.nll(std::span(ids).subspan(17));  // ids[17] scored from history
   EXPECT_EQ(a.count + b.count, all.count);
   EXPECT_NEAR(a.sum + b.sum, all.sum, 1e-9 * all.sum);
+  // The first token of a window is scored from the history alone, whatever
+  // the session ran last (here embeddings, which leave no logits behind).
+  Session after_embeddings(model);
+  after_embeddings.embeddings(std::span(ids).first(17));
+  const Session::NllSum c = after_embeddings.nll(std::span(ids).subspan(17));
+  EXPECT_EQ(c.count, b.count);
+  EXPECT_DOUBLE_EQ(c.sum, b.sum);
 
   Session logits_session(model);
   const std::vector<float> logits = logits_session.evaluate(ids);

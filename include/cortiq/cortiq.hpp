@@ -203,6 +203,8 @@ class Session {
  private:
   size_t reuse_prefix(std::span<const TokenId> prompt);
   void check_prompt(std::span<const TokenId> prompt) const;
+  // check_prompt, and the ids fit in the context after the history.
+  void check_extension(std::span<const TokenId> ids) const;
   // Forwards ids after the history in chunks; the logits of the rows from
   // first_row on land in *logits (when given), those of the last row in
   // last_logits_. Returns false when cancelled between chunks.

@@ -124,14 +124,18 @@ bool Session::prefill(std::span<const TokenId> ids, int64_t chunk_size, size_t f
   return true;
 }
 
-std::vector<float> Session::extend(std::span<const TokenId> ids, int64_t chunk_size,
-                                   bool want_logits, size_t first_row) {
+void Session::check_extension(std::span<const TokenId> ids) const {
   check_prompt(ids);
   if (static_cast<int64_t>(history_.size() + ids.size()) > model_->context_length()) {
     throw Error(strfmt("the tokens do not fit in the context (%zu cached + %zu new > %lld)",
                        history_.size(), ids.size(),
                        static_cast<long long>(model_->context_length())));
   }
+}
+
+std::vector<float> Session::extend(std::span<const TokenId> ids, int64_t chunk_size,
+                                   bool want_logits, size_t first_row) {
+  check_extension(ids);
   if (want_logits && first_row > ids.size()) {
     throw Error(strfmt("first logits row %zu is past the %zu tokens", first_row, ids.size()));
   }
@@ -160,12 +164,7 @@ std::vector<float> Session::evaluate(std::span<const TokenId> ids, int64_t chunk
 }
 
 std::vector<float> Session::embeddings(std::span<const TokenId> ids, int64_t chunk_size) {
-  check_prompt(ids);
-  if (static_cast<int64_t>(history_.size() + ids.size()) > model_->context_length()) {
-    throw Error(strfmt("the tokens do not fit in the context (%zu cached + %zu new > %lld)",
-                       history_.size(), ids.size(),
-                       static_cast<long long>(model_->context_length())));
-  }
+  check_extension(ids);
   if (chunk_size <= 0) chunk_size = model_->options().chunk_size;
   const auto n_embd = static_cast<size_t>(model_->hparams().n_embd);
   const auto chunk = static_cast<size_t>(chunk_size);
@@ -184,25 +183,33 @@ std::vector<float> Session::embeddings(std::span<const TokenId> ids, int64_t chu
 }
 
 Session::NllSum Session::nll(std::span<const TokenId> ids, size_t from, int64_t chunk_size) {
-  // The row before each scored token predicts it: the last history row
-  // (kept in last_logits_) for ids[0], row i - 1 for ids[i].
-  const bool has_history = !history_.empty();
-  if (!has_history) from = std::max<size_t>(from, 1);
+  check_extension(ids);  // before the history changes
+  // Token j of `fed` is predicted by row j - 1. To score ids[0] against the
+  // history, the history's last token is taken off the cache and forwarded
+  // again in front of the ids (batch invariance gives it the same logits),
+  // so the score never rests on logits kept from an earlier call.
+  std::vector<TokenId> fed;
+  size_t lead = 0;  // tokens of `fed` before ids[0]
+  if (history_.empty()) {
+    from = std::max<size_t>(from, 1);
+  } else if (from == 0) {
+    fed.push_back(history_.back());
+    history_.pop_back();
+    cache_->truncate(0, static_cast<int64_t>(history_.size()));
+    lead = 1;
+  }
+  fed.insert(fed.end(), ids.begin(), ids.end());
   NllSum total;
   if (from >= ids.size()) {
-    extend(ids, chunk_size, false);
+    extend(fed, chunk_size, false);
     return total;
   }
-  std::vector<float> before;
-  if (from == 0) before = last_logits_;
-  const size_t first_row = from == 0 ? 0 : from - 1;
-  const std::vector<float> logits = extend(ids, chunk_size, true, first_row);
+  const size_t first_row = lead + from - 1;
+  const std::vector<float> logits = extend(fed, chunk_size, true, first_row);
   const auto n_vocab = static_cast<size_t>(model_->n_vocab());
-  for (size_t i = from; i < ids.size(); ++i) {
-    const std::span<const float> row =
-        i == 0 ? std::span<const float>(before)
-               : std::span<const float>(logits).subspan((i - 1 - first_row) * n_vocab, n_vocab);
-    total.sum -= kernels::log_softmax(row).log_prob(row, ids[i]);
+  for (size_t j = lead + from; j < fed.size(); ++j) {
+    const auto row = std::span<const float>(logits).subspan((j - 1 - first_row) * n_vocab, n_vocab);
+    total.sum -= kernels::log_softmax(row).log_prob(row, fed[j]);
     ++total.count;
   }
   return total;
