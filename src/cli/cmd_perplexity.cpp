@@ -73,14 +73,14 @@ int run_plain(const ParsedArgs& args, const std::shared_ptr<const Model>& model,
       writer->write_chunk(rows.logits, rows.rows);
     };
   }
-  const scoring::PerplexityResult result = scoring::perplexity(session, tokens, plan, options);
+  const scoring::ChunkProgress result = scoring::perplexity(session, tokens, plan, options);
   if (writer) writer->close();
   std::printf("\nFinal estimate: PPL = %.4f +/- %.5f\n", result.nll.perplexity(),
               result.nll.perplexity_error());
   std::fprintf(stderr, "perplexity: %lld tokens scored, %lld evaluated in %.2f s (%.1f tokens/s)\n",
                static_cast<long long>(result.nll.count),
-               static_cast<long long>(result.last.tokens_evaluated), result.last.seconds,
-               result.last.tokens_per_second());
+               static_cast<long long>(result.tokens_evaluated), result.seconds,
+               result.tokens_per_second());
   return 0;
 }
 
@@ -107,7 +107,7 @@ int run_kl_divergence(const ParsedArgs& args, const std::shared_ptr<const Model>
           "chunk             PPL               ln(PPL(Q)/PPL(base))          KL Divergence"
           "              Δp RMS            Same top p\n");
     }
-    const scoring::KlSummary s = stats.summary();
+    const scoring::KlSummary s = stats.running();
     std::printf(
         "%4lld    %9.4f ± %9.4f    %10.5f ± %10.5f    %10.5f ± %10.5f    %6.3f ± %6.3f %%"
         "    %6.3f ± %6.3f %%\n",
@@ -144,7 +144,7 @@ int run_perplexity(std::span<const std::string> argv) {
     }
     context = base->header().n_ctx;
   }
-  // The session's cache holds exactly one chunk.
+  // The session's cache holds at least one chunk.
   const auto model = load_model_from(args, context);
   if (base && base->header().n_vocab != model->n_vocab()) {
     throw Error(strfmt("%s was saved for a vocabulary of %lld tokens; this model has %lld",

@@ -96,6 +96,14 @@ std::vector<Quantile> quantiles(std::vector<double> values, bool quartiles) {
 }  // namespace
 
 KlSummary KlStats::summary() const {
+  KlSummary s = running();
+  if (s.count == 0) return s;
+  s.kld_quantiles = quantiles(kld_, false);
+  s.p_diff_quantiles = quantiles(p_diff_, true);
+  return s;
+}
+
+KlSummary KlStats::running() const {
   KlSummary s;
   s.count = count();
   if (s.count == 0) return s;
@@ -116,9 +124,7 @@ KlSummary KlStats::summary() const {
       std::sqrt(std::max(0.0, s.ppl.error * s.ppl.error + s.ppl_base.error * s.ppl_base.error -
                                   2.0 * s.ppl.value * s.ppl_base.value * cov));
   s.kld = mean_and_error(sum_kld_, sum_kld2_, s.count);
-  s.kld_quantiles = quantiles(kld_, false);
   s.p_diff = mean_and_error(sum_p_diff_, sum_p_diff2_, s.count);
-  s.p_diff_quantiles = quantiles(p_diff_, true);
   const Estimate mse = mean_and_error(sum_p_diff2_, sum_p_diff4_, s.count);
   s.p_diff_rms.value = std::sqrt(mse.value);
   s.p_diff_rms.error = s.p_diff_rms.value > 0 ? 0.5 / s.p_diff_rms.value * mse.error : 0.0;

@@ -59,7 +59,10 @@ class KlStats {
  public:
   void add(const KlPosition& p);
   int64_t count() const { return static_cast<int64_t>(kld_.size()); }
-  // The running values the per-chunk table shows.
+  // The means and their errors (what the per-chunk table shows); the
+  // quantiles are left empty: they sort every value.
+  KlSummary running() const;
+  // running() and the quantiles: the final report.
   KlSummary summary() const;
 
  private:

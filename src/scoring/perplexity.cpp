@@ -19,10 +19,10 @@ std::vector<kernels::LogSoftmax> log_softmax_rows(const Model& model,
   return rows;
 }
 
-PerplexityResult perplexity(Session& session, std::span<const TokenId> tokens,
-                            const ChunkPlan& plan, const PerplexityOptions& options) {
-  PerplexityResult result;
-  result.last.total = plan.n_chunks;
+ChunkProgress perplexity(Session& session, std::span<const TokenId> tokens, const ChunkPlan& plan,
+                         const PerplexityOptions& options) {
+  ChunkProgress progress;
+  progress.total = plan.n_chunks;
   const Timer timer;
   const auto n_vocab = static_cast<size_t>(session.model().n_vocab());
   for (int64_t c = 0; c < plan.n_chunks; ++c) {
@@ -31,18 +31,16 @@ PerplexityResult perplexity(Session& session, std::span<const TokenId> tokens,
     const std::span<const TokenId> targets = chunk_targets(tokens, plan, c);
     // Added in position order: the same text gives the same bits.
     for (size_t r = 0; r < rows.size(); ++r) {
-      result.nll.add(
+      progress.nll.add(
           -rows[r].log_prob(std::span(logits).subspan(r * n_vocab, n_vocab), targets[r]));
     }
     if (options.on_rows) options.on_rows({c, logits, rows, targets});
-    result.running.push_back(result.nll.perplexity());
-    result.last.done = c + 1;
-    result.last.nll = result.nll;
-    result.last.seconds = timer.seconds();
-    result.last.tokens_evaluated += plan.context - 1;
-    if (options.on_chunk) options.on_chunk(result.last);
+    progress.done = c + 1;
+    progress.seconds = timer.seconds();
+    progress.tokens_evaluated += plan.context - 1;
+    if (options.on_chunk) options.on_chunk(progress);
   }
-  return result;
+  return progress;
 }
 
 }  // namespace cortiq::scoring

@@ -41,14 +41,10 @@ struct PerplexityOptions {
   std::function<void(const ScoredRows&)> on_rows;
 };
 
-struct PerplexityResult {
-  NllStats nll;
-  std::vector<double> running;  // the estimate after each chunk
-  ChunkProgress last;
-};
-
-PerplexityResult perplexity(Session& session, std::span<const TokenId> tokens,
-                            const ChunkPlan& plan, const PerplexityOptions& options = {});
+// Returns the progress after the last chunk: the NLL statistics of every
+// scored token, the time and the rows forwarded.
+ChunkProgress perplexity(Session& session, std::span<const TokenId> tokens, const ChunkPlan& plan,
+                         const PerplexityOptions& options = {});
 
 // Log-softmax of each row of [n][n_vocab] logits, rows spread over the
 // model's threads.
