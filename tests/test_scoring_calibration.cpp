@@ -106,7 +106,9 @@ TEST(Calibration, CompactRowsKeepTheNllAtEveryTemperature) {
 TEST(Calibration, WrittenTemperatureDrivesGenerationConfidence) {
   test::TempDir dir;
   const std::string model = test::test_model_path({}).string();
-  const std::string text = (test::golden_dir().parent_path() / "data" / "gpl-3.txt").string();
+  const std::string text = (dir / "text.txt").string();
+  const std::string words = test::sample_text(20000);
+  test::write_file_bytes(text, std::vector<uint8_t>(words.begin(), words.end()));
   const std::string out = (dir / "calibrated.gguf").string();
   std::string output;
   ASSERT_EQ(

@@ -1,5 +1,7 @@
 #include "test_support.hpp"
 
+#include "base/random.hpp"
+
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -70,6 +72,20 @@ int run_cli(const std::string& args, std::string* output) {
   const int status = ::pclose(pipe);
   if (output != nullptr) *output = std::move(text);
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+std::string sample_text(size_t min_bytes, uint64_t seed) {
+  static constexpr std::array<const char*, 24> kWords = {
+      "the",    "a",    "model", "reads", "every", "token", "and",    "then",
+      "writes", "one",  "more",  "story", "about", "small", "cats",   "who",
+      "like",   "warm", "bread", "in",    "the",   "old",   "garden", "today"};
+  SplitMix64 bits(seed);
+  std::string text;
+  while (text.size() < min_bytes) {
+    text += kWords[bits.next() % kWords.size()];
+    text += bits.next() % 9 == 0 ? ". " : " ";
+  }
+  return text;
 }
 
 std::vector<float> normal_values(uint64_t seed, size_t n, double scale) {

@@ -46,6 +46,10 @@ void write_file_bytes(const std::filesystem::path& path, const std::vector<uint8
 // and fills `output` with stdout+stderr.
 int run_cli(const std::string& args, std::string* output = nullptr);
 
+// Deterministic English-like text of at least min_bytes (words drawn by a
+// seeded generator), for tests that need a long input but not a given one.
+std::string sample_text(size_t min_bytes, uint64_t seed = 1);
+
 // n normal(0, scale) floats from a seeded NormalSampler.
 std::vector<float> normal_values(uint64_t seed, size_t n, double scale = 1.0);
 

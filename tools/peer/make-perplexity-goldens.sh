@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Regenerates tests/golden/perplexity/goldens.tsv from the peer (llama.cpp):
-#   llama-bpe-f16-ppl   llama-perplexity -c 256 --chunks 8 on tests/data/gpl-3.txt,
+#   llama-bpe-f16-ppl   llama-perplexity -c 256 --chunks 8 on Debian's
+#                       /usr/share/common-licenses/GPL-3 (base-files),
 #                       a gen-model F16 model with the Llama 3 vocabulary
 #   llama-bpe-q4_0-kld  llama-perplexity --kl-divergence: that model quantized
 #                       to Q4_0 (cortiq quantize) against the F16 one's saved
@@ -27,7 +28,7 @@ peer() { LD_LIBRARY_PATH="$BIN" "$@"; }
 "$CORTIQ" gen-model --arch llama --type F16 --vocab-from "$DATA/vocab/ggml-vocab-llama-bpe.gguf" \
   --embd 128 --layers 2 --heads 4 --kv-heads 2 --ff 256 --seed 5 -o "$WORK/f16.gguf" >/dev/null
 "$CORTIQ" quantize "$WORK/f16.gguf" "$WORK/q4_0.gguf" Q4_0 >/dev/null 2>&1
-ppl=$(peer "$BIN/llama-perplexity" -m "$WORK/f16.gguf" -f "$ROOT/tests/data/gpl-3.txt" -c 256 \
+ppl=$(peer "$BIN/llama-perplexity" -m "$WORK/f16.gguf" -f /usr/share/common-licenses/GPL-3 -c 256 \
         --chunks 8 -t 2 --kl-divergence-base "$WORK/base.kld" 2>&1 |
       sed -n 's/.*Final estimate: PPL = \([0-9.]*\) .*/\1/p')
 kld=$(peer "$BIN/llama-perplexity" -m "$WORK/q4_0.gguf" --kl-divergence-base "$WORK/base.kld" \
