@@ -2,12 +2,16 @@
 # Installs the Debian 12 packages Cortiq needs (skipping those already
 # present) and builds everything into ./build, the test program with
 # AddressSanitizer and UndefinedBehaviorSanitizer into ./build-asan, and the
-# libFuzzer targets (clang) into ./build-fuzz.
+# libFuzzer targets (clang) into ./build-fuzz; then the npm packages of the
+# server tests into tests/server/node_modules.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(g++ cmake ninja-build git pkg-config libgtest-dev libbenchmark-dev libpcre2-dev libutf8proc-dev
   clang libclang-rt-14-dev g++-aarch64-linux-gnu)
+# The server tests (tests/server) run on node; any node >= 18 already
+# installed will do, else Debian's.
+command -v node >/dev/null && command -v npm >/dev/null || packages+=(nodejs npm)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -32,3 +36,7 @@ cmake --build build-asan --target cortiq_tests
 cmake -S . -B build-fuzz -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCORTIQ_FUZZ=ON -DCORTIQ_BUILD_TESTS=OFF -DCORTIQ_BUILD_BENCH=OFF
 cmake --build build-fuzz --target gguf_fuzzer
+# The server tests' npm packages (the openai client), exactly as locked.
+if command -v node >/dev/null && command -v npm >/dev/null; then
+  npm ci --prefix tests/server --no-audit --no-fund
+fi

@@ -4,6 +4,8 @@
 
 #include <cmath>
 #include <numbers>
+#include <span>
+#include <vector>
 
 #include "base/error.hpp"
 #include "formats/gguf/gguf_file.hpp"
@@ -145,31 +147,42 @@ TEST(HParams, Llama3FrequencyFactors) {
   }
 }
 
-TEST(KvCacheCells, SequencesShareCellsAndGiveThemBack) {
-  KvCache cache(
-      {.n_layer = 1, .k_width = 4, .v_width = 4, .n_cells = 10, .n_seq = 3, .type = KvType::f32});
-  cache.append(0, 4);
-  cache.append(1, 3);
-  EXPECT_EQ(cache.n_free(), 3);
-  EXPECT_THROW(cache.append(2, 4), Error);  // only 3 free: nothing changes
+TEST(KvCacheCells, SequencesShareBlocksAndGiveThemBack) {
+  // 10 positions in blocks of 2: 5 blocks.
+  KvCache cache({.n_layer = 1,
+                 .k_width = 4,
+                 .v_width = 4,
+                 .n_cells = 10,
+                 .n_seq = 3,
+                 .type = KvType::f32,
+                 .block_size = 2});
+  const std::vector<TokenId> tokens = {1, 2, 3, 4, 5, 6};
+  const auto first = [&](size_t n) { return std::span<const TokenId>(tokens).first(n); };
+  cache.append(0, first(4));
+  cache.append(1, first(3));
+  EXPECT_EQ(cache.n_free_blocks(), 1);
+  EXPECT_EQ(cache.blocks_needed(1, 1), 0);         // room left in its last block
+  EXPECT_THROW(cache.append(2, first(4)), Error);  // needs 2 blocks, 1 free: nothing changes
   EXPECT_EQ(cache.length(2), 0);
-  EXPECT_EQ(cache.n_free(), 3);
+  EXPECT_EQ(cache.n_free_blocks(), 1);
   cache.truncate(0, 1);
   EXPECT_EQ(cache.length(0), 1);
-  EXPECT_EQ(cache.n_free(), 6);
-  const auto cells = cache.append(2, 6);
-  EXPECT_EQ(cells.size(), 6u);
-  EXPECT_EQ(cache.n_free(), 0);
+  EXPECT_EQ(cache.n_free_blocks(), 2);
+  const auto cells = cache.append(2, first(4));
+  EXPECT_EQ(cells.size(), 4u);
+  EXPECT_EQ(cache.n_free_blocks(), 0);
+  EXPECT_EQ(cache.n_used_blocks(), 5);
   EXPECT_THROW(cache.length(3), Error);
   cache.clear_all();
-  EXPECT_EQ(cache.n_free(), 10);
+  EXPECT_EQ(cache.n_free_blocks(), 5);
 }
 
 TEST(KvCacheCells, F16StorageRoundsAndF32KeepsBits) {
   for (const KvType type : {KvType::f32, KvType::f16}) {
     KvCache cache(
         {.n_layer = 2, .k_width = 2, .v_width = 3, .n_cells = 4, .n_seq = 1, .type = type});
-    const auto cell = cache.append(0, 1)[0];
+    const TokenId token[] = {0};
+    const auto cell = cache.append(0, token)[0];
     const float k[] = {1.0f / 3, -2.5f};
     cache.store_k(1, cell, k);
     const auto view = cache.keys(1, 0);

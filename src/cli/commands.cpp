@@ -6,6 +6,7 @@ std::span<const Command> commands() {
   static constexpr Command kCommands[] = {
       {"run", "generate text after a prompt, streamed to stdout", run_run},
       {"chat", "talk with a model interactively, with its chat template", run_chat},
+      {"serve", "serve the model over HTTP with OpenAI's API (continuous batching)", run_serve},
       {"logits", "write the logits of every position of a token sequence", run_logits},
       {"perplexity",
        "perplexity of a text, saved log-probabilities, KL divergence (llama-perplexity)",

@@ -17,6 +17,7 @@ std::span<const Command> commands();
 
 int run_run(std::span<const std::string> args);
 int run_chat(std::span<const std::string> args);
+int run_serve(std::span<const std::string> args);
 int run_logits(std::span<const std::string> args);
 int run_perplexity(std::span<const std::string> args);
 int run_calibrate(std::span<const std::string> args);

@@ -64,8 +64,16 @@ void DecoderModel::forward(std::span<const BatchRow> rows, KvCache& cache, Forwa
   auto& cells = ctx.buffers.row_cells;
   cells.resize(rows.size());
   try {
-    for (size_t i = 0; i < rows.size(); ++i) cells[i] = cache.append(rows[i].seq, 1)[0];
+    for (size_t i = 0; i < rows.size(); ++i) {
+      cells[i] = cache.append(rows[i].seq, {&rows[i].token, 1})[0];
+    }
     run_layers(rows, cells, cache, ctx, logits);
+    // Only now are the rows' keys and values written: the batch's full
+    // blocks may enter the prefix cache. seq_next marks the batch's sequences.
+    const auto& batch_next = ctx.buffers.seq_next;
+    for (size_t seq = 0; seq < batch_next.size(); ++seq) {
+      if (batch_next[seq] >= 0) cache.commit(static_cast<int32_t>(seq));
+    }
   } catch (...) {
     // Each sequence goes back to its first position in the batch (truncating
     // to a later row's position first is a no-op or a partial cut).

@@ -12,97 +12,249 @@ namespace cortiq {
 
 namespace {
 
-void validate(const KvCacheShape& s) {
-  if (s.n_layer <= 0 || s.k_width <= 0 || s.v_width <= 0 || s.n_cells <= 0 || s.n_seq <= 0) {
+// Validates the shape and returns the number of blocks it holds.
+int32_t block_count(const KvCacheShape& s) {
+  if (s.n_layer <= 0 || s.k_width <= 0 || s.v_width <= 0 || s.n_cells <= 0 || s.n_seq <= 0 ||
+      s.block_size <= 0) {
     throw Error("invalid KV cache shape: every size must be positive");
   }
-  if (s.n_cells > INT32_MAX) throw Error("KV cache: too many cells");
+  const int64_t n_blocks = (s.n_cells + s.block_size - 1) / s.block_size;
+  if (n_blocks * s.block_size > INT32_MAX) throw Error("KV cache: too many cells");
+  return static_cast<int32_t>(n_blocks);
+}
+
+// Calls on_block(block, key, block_tokens) for each registered block that
+// continues the chain over the full blocks of `tokens`, in order, and
+// returns the positions they cover.
+template <class OnBlock>
+int64_t walk_cached_prefix(const KvBlockPool& pool, std::span<const TokenId> tokens,
+                           OnBlock&& on_block) {
+  const auto block_size = static_cast<size_t>(pool.block_size());
+  uint64_t key = kEmptyPrefixKey;
+  uint64_t parent_id = KvBlockPool::kEmptyPrefixId;
+  size_t n = 0;
+  for (; n + block_size <= tokens.size(); n += block_size) {
+    const auto block_tokens = tokens.subspan(n, block_size);
+    key = prefix_block_key(key, block_tokens);
+    const int32_t block = pool.find(key, parent_id, block_tokens);
+    if (block < 0) break;
+    on_block(block, key, block_tokens);
+    parent_id = pool.prefix_id(block);
+  }
+  return static_cast<int64_t>(n);
 }
 
 }  // namespace
 
 uint64_t KvCache::bytes_needed(const KvCacheShape& s) {
   const uint64_t elem = s.type == KvType::f16 ? 2 : 4;
-  return static_cast<uint64_t>(s.n_layer) * static_cast<uint64_t>(s.n_cells) *
-         static_cast<uint64_t>(s.k_width + s.v_width) * elem;
+  const uint64_t cells =
+      static_cast<uint64_t>(block_count(s)) * static_cast<uint64_t>(s.block_size);
+  return static_cast<uint64_t>(s.n_layer) * cells * static_cast<uint64_t>(s.k_width + s.v_width) *
+         elem;
 }
 
-KvCache::KvCache(const KvCacheShape& shape) : shape_(shape) {
-  validate(shape_);
-  const size_t per_layer_k = static_cast<size_t>(shape_.n_cells * shape_.k_width) * element_bytes();
-  const size_t per_layer_v = static_cast<size_t>(shape_.n_cells * shape_.v_width) * element_bytes();
+KvCache::KvCache(const KvCacheShape& shape)
+    : shape_(shape), pool_(block_count(shape), shape.block_size) {
+  const auto cells = static_cast<size_t>(n_cells_allocated());
+  const size_t per_layer_k = cells * static_cast<size_t>(shape_.k_width) * element_bytes();
+  const size_t per_layer_v = cells * static_cast<size_t>(shape_.v_width) * element_bytes();
   try {
     k_data_.resize(per_layer_k * static_cast<size_t>(shape_.n_layer));
     v_data_.resize(per_layer_v * static_cast<size_t>(shape_.n_layer));
+    sequences_.resize(static_cast<size_t>(shape_.n_seq));
+    // Reserved once, so the decode path never grows them.
+    for (auto& s : sequences_) {
+      s.tokens.reserve(cells);
+      s.cells.reserve(cells);
+      s.blocks.reserve(static_cast<size_t>(n_blocks()));
+      s.chain.reserve(static_cast<size_t>(n_blocks()));
+    }
   } catch (const std::bad_alloc&) {
     throw Error("not enough memory for the KV cache: it needs " +
                 human_bytes(bytes_needed(shape_)) + " (reduce the context with -c)");
   }
-  seq_cells_.resize(static_cast<size_t>(shape_.n_seq));
-  clear_all();
 }
 
-void KvCache::check_seq(int32_t seq) const {
+size_t KvCache::index_of(int32_t seq) const {
   if (seq < 0 || seq >= shape_.n_seq) {
     throw Error(
         strfmt("KV cache: sequence %d out of range (the cache holds %d)", seq, shape_.n_seq));
   }
+  return static_cast<size_t>(seq);
+}
+
+int64_t KvCache::blocks_needed(int32_t seq, int64_t n) const {
+  const int64_t len = length(seq);
+  const int64_t block = block_size();
+  const int64_t room = (block - len % block) % block;  // left in the last block
+  return n <= room ? 0 : (n - room + block - 1) / block;
 }
 
 int64_t KvCache::length(int32_t seq) const {
-  check_seq(seq);
-  return static_cast<int64_t>(seq_cells_[static_cast<size_t>(seq)].size());
+  return static_cast<int64_t>(sequences_[index_of(seq)].tokens.size());
 }
 
 std::span<const int32_t> KvCache::cells(int32_t seq) const {
-  check_seq(seq);
-  return seq_cells_[static_cast<size_t>(seq)];
+  return sequences_[index_of(seq)].cells;
 }
 
-std::span<const int32_t> KvCache::append(int32_t seq, int64_t n) {
-  check_seq(seq);
-  if (n < 0 || n > n_free()) {
-    throw Error(strfmt("KV cache full: %lld more positions needed, %lld free of %lld",
-                       static_cast<long long>(n), static_cast<long long>(n_free()),
-                       static_cast<long long>(shape_.n_cells)));
+std::span<const TokenId> KvCache::tokens(int32_t seq) const {
+  return sequences_[index_of(seq)].tokens;
+}
+
+std::span<const int32_t> KvCache::block_table(int32_t seq) const {
+  return sequences_[index_of(seq)].blocks;
+}
+
+int32_t KvCache::block_refcount(int32_t block) const {
+  if (block < 0 || block >= n_blocks()) throw Error("KV cache: block out of range");
+  return pool_.refcount(block);
+}
+
+std::span<const int32_t> KvCache::append(int32_t seq, std::span<const TokenId> tokens) {
+  Sequence& s = sequences_[index_of(seq)];
+  const auto n = static_cast<int64_t>(tokens.size());
+  const int64_t needed = blocks_needed(seq, n);
+  if (needed > n_available_blocks()) {
+    throw Error(
+        strfmt("KV cache full: %lld more positions need %lld new blocks, %lld available "
+               "of %lld",
+               static_cast<long long>(n), static_cast<long long>(needed),
+               static_cast<long long>(n_available_blocks()), static_cast<long long>(n_blocks())));
   }
-  auto& cells = seq_cells_[static_cast<size_t>(seq)];
-  const size_t start = cells.size();
-  for (int64_t i = 0; i < n; ++i) {
-    cells.push_back(free_cells_.back());
-    free_cells_.pop_back();
+  const size_t start = s.cells.size();
+  const auto per_block = static_cast<size_t>(block_size());
+  for (const TokenId token : tokens) {
+    const size_t offset = s.tokens.size() % per_block;
+    if (offset == 0) s.blocks.push_back(pool_.take());
+    s.cells.push_back(s.blocks.back() * block_size() + static_cast<int32_t>(offset));
+    s.tokens.push_back(token);
   }
-  return std::span<const int32_t>(cells).subspan(start);
+  return std::span<const int32_t>(s.cells).subspan(start);
+}
+
+void KvCache::commit(int32_t seq) {
+  Sequence& s = sequences_[index_of(seq)];
+  const auto per_block = static_cast<size_t>(block_size());
+  const size_t n_full = s.tokens.size() / per_block;
+  for (size_t i = s.chain.size(); i < n_full; ++i) {
+    const ChainLink parent = i == 0 ? ChainLink{} : s.chain[i - 1];
+    const auto block_tokens = std::span<const TokenId>(s.tokens).subspan(i * per_block, per_block);
+    ChainLink link{prefix_block_key(parent.key, block_tokens), KvBlockPool::kNoPrefixId};
+    // A prefix no registered block names cannot be looked up, so nothing
+    // after it can either: registering would only waste the entry.
+    if (parent.prefix_id != KvBlockPool::kNoPrefixId) {
+      link.prefix_id = pool_.register_block(s.blocks[i], link.key, parent.prefix_id, block_tokens);
+    }
+    s.chain.push_back(link);
+  }
+}
+
+int64_t KvCache::attach_prefix(int32_t seq, std::span<const TokenId> tokens) {
+  Sequence& s = sequences_[index_of(seq)];
+  if (!s.tokens.empty()) {
+    throw Error(
+        strfmt("KV cache: a prefix attaches only to an empty sequence (%d has %zu positions)", seq,
+               s.tokens.size()));
+  }
+  const int32_t per_block = block_size();
+  return walk_cached_prefix(
+      pool_, tokens, [&](int32_t block, uint64_t key, std::span<const TokenId> block_tokens) {
+        pool_.retain(block);
+        s.blocks.push_back(block);
+        s.chain.push_back({key, pool_.prefix_id(block)});
+        for (int32_t i = 0; i < per_block; ++i) {
+          s.cells.push_back(block * per_block + i);
+        }
+        s.tokens.insert(s.tokens.end(), block_tokens.begin(), block_tokens.end());
+      });
+}
+
+int64_t KvCache::cached_prefix_length(std::span<const TokenId> tokens) const {
+  return walk_cached_prefix(pool_, tokens, [](int32_t, uint64_t, std::span<const TokenId>) {});
 }
 
 void KvCache::truncate(int32_t seq, int64_t length) {
-  check_seq(seq);
-  auto& cells = seq_cells_[static_cast<size_t>(seq)];
-  if (length < 0) length = 0;
-  while (static_cast<int64_t>(cells.size()) > length) {
-    free_cells_.push_back(cells.back());
-    cells.pop_back();
+  Sequence& s = sequences_[index_of(seq)];
+  const auto kept = static_cast<size_t>(std::max<int64_t>(length, 0));
+  if (kept >= s.tokens.size()) return;
+  const auto per_block = static_cast<size_t>(block_size());
+  const size_t kept_blocks = (kept + per_block - 1) / per_block;
+  const size_t rows_in_cut_block = kept % per_block;  // 0: the cut is on a block boundary
+  const int32_t cut_block = rows_in_cut_block ? s.blocks[kept_blocks - 1] : -1;
+  // Others read the shared block's rows, and this sequence is about to write
+  // after the cut: it gets its own copy.
+  const bool copy = cut_block >= 0 && pool_.refcount(cut_block) > 1;
+  if (copy && pool_.n_available() == 0 &&
+      !frees_a_block(std::span(s.blocks).subspan(kept_blocks))) {
+    throw Error(strfmt("KV cache full: no block to copy a shared block into (sequence %d)", seq));
+  }
+  release_blocks_from(s, kept_blocks);
+  s.tokens.resize(kept);
+  s.cells.resize(kept);
+  s.chain.resize(std::min(s.chain.size(), kept / per_block));
+  if (copy) {
+    replace_last_block_with_copy(s, rows_in_cut_block);
+  } else if (cut_block >= 0) {
+    // Its tail is about to be overwritten: the registered content is gone.
+    pool_.unregister(cut_block);
+  }
+}
+
+bool KvCache::frees_a_block(std::span<const int32_t> blocks) const {
+  return std::any_of(blocks.begin(), blocks.end(),
+                     [&](int32_t b) { return pool_.refcount(b) == 1; });
+}
+
+void KvCache::replace_last_block_with_copy(Sequence& s, size_t n_rows) {
+  const int32_t shared_block = s.blocks.back();
+  const int32_t own_block = pool_.take();
+  copy_block_rows(shared_block, own_block, static_cast<int64_t>(n_rows));
+  pool_.release(shared_block);
+  s.blocks.back() = own_block;
+  const size_t first = s.cells.size() - n_rows;
+  for (size_t i = 0; i < n_rows; ++i) {
+    s.cells[first + i] = own_block * block_size() + static_cast<int32_t>(i);
+  }
+}
+
+void KvCache::release_blocks_from(Sequence& s, size_t first_block) {
+  // Last block first: a prefix's later blocks become the older cached ones,
+  // so eviction takes them before the blocks their lookup goes through.
+  for (size_t i = s.blocks.size(); i-- > first_block;) pool_.release(s.blocks[i]);
+  s.blocks.resize(std::min(s.blocks.size(), first_block));
+}
+
+void KvCache::copy_block_rows(int32_t from_block, int32_t to_block, int64_t n_rows) {
+  const int32_t from_cell = from_block * block_size();
+  const int32_t to_cell = to_block * block_size();
+  const size_t k_bytes = static_cast<size_t>(n_rows * shape_.k_width) * element_bytes();
+  const size_t v_bytes = static_cast<size_t>(n_rows * shape_.v_width) * element_bytes();
+  for (int64_t layer = 0; layer < shape_.n_layer; ++layer) {
+    std::memcpy(k_row(layer, to_cell), k_row(layer, from_cell), k_bytes);
+    std::memcpy(v_row(layer, to_cell), v_row(layer, from_cell), v_bytes);
   }
 }
 
 void KvCache::clear_all() {
-  for (auto& cells : seq_cells_) {
-    cells.clear();
+  for (auto& s : sequences_) {
+    s.tokens.clear();
+    s.cells.clear();
+    s.blocks.clear();
+    s.chain.clear();
   }
-  free_cells_.clear();
-  free_cells_.reserve(static_cast<size_t>(shape_.n_cells));
-  for (int64_t c = shape_.n_cells; c-- > 0;) free_cells_.push_back(static_cast<int32_t>(c));
-  for (auto& cells : seq_cells_) cells.reserve(static_cast<size_t>(shape_.n_cells));
+  pool_.reset();
 }
 
 std::byte* KvCache::k_row(int64_t layer, int32_t cell) {
-  return k_data_.data() + (static_cast<size_t>(layer * shape_.n_cells + cell) *
+  return k_data_.data() + (static_cast<size_t>(layer * n_cells_allocated() + cell) *
                            static_cast<size_t>(shape_.k_width)) *
                               element_bytes();
 }
 
 std::byte* KvCache::v_row(int64_t layer, int32_t cell) {
-  return v_data_.data() + (static_cast<size_t>(layer * shape_.n_cells + cell) *
+  return v_data_.data() + (static_cast<size_t>(layer * n_cells_allocated() + cell) *
                            static_cast<size_t>(shape_.v_width)) *
                               element_bytes();
 }
@@ -125,19 +277,17 @@ void KvCache::store_v(int64_t layer, int32_t cell, std::span<const float> row) {
 }
 
 kernels::KvRowsView KvCache::keys(int64_t layer, int32_t seq) const {
-  check_seq(seq);
-  return {k_data_.data() + static_cast<size_t>(layer * shape_.n_cells) *
+  return {k_data_.data() + static_cast<size_t>(layer * n_cells_allocated()) *
                                static_cast<size_t>(shape_.k_width) * element_bytes(),
           static_cast<size_t>(shape_.k_width) * element_bytes(), shape_.type == KvType::f16,
-          seq_cells_[static_cast<size_t>(seq)]};
+          sequences_[index_of(seq)].cells};
 }
 
 kernels::KvRowsView KvCache::values(int64_t layer, int32_t seq) const {
-  check_seq(seq);
-  return {v_data_.data() + static_cast<size_t>(layer * shape_.n_cells) *
+  return {v_data_.data() + static_cast<size_t>(layer * n_cells_allocated()) *
                                static_cast<size_t>(shape_.v_width) * element_bytes(),
           static_cast<size_t>(shape_.v_width) * element_bytes(), shape_.type == KvType::f16,
-          seq_cells_[static_cast<size_t>(seq)]};
+          sequences_[index_of(seq)].cells};
 }
 
 }  // namespace cortiq

@@ -1,12 +1,24 @@
-// The key/value cache: per layer, one row of keys and one row of values per
-// cell, in f32 or f16. Several sequences share the cells; each sequence owns
-// the cells of its positions 0..length-1, in order (a block table of
-// single-cell blocks), so a sequence can grow, be cut back to a prefix or be
-// dropped without touching the others.
+// The key/value cache, paged: per layer, one row of keys and one row of
+// values per cell, in f32 or f16, the cells grouped in fixed-size blocks
+// (block b owns cells [b*B, b*B+B)) that all sequences draw from. Each
+// sequence has a block table (its blocks in position order), the cell of
+// every position (materialized, so attention reads rows through a plain cell
+// list) and its tokens.
+//
+// Prefix cache: commit() registers a sequence's full blocks under a hash
+// chain of their tokens; attach_prefix() gives a new sequence the registered
+// blocks its tokens start with, shared (reference counted) instead of
+// recomputed. A block no sequence holds stays cached with its content until
+// an allocation needs it (least recently released first). Shared blocks are
+// always full, so appends never write into them; cutting a sequence back
+// into a shared block copies that block first.
 //
 // Every token enters the cache exactly once: the forward pass appends the
-// rows of a batch (append), writes their keys and values layer by layer, and
-// attention reads positions [0, pos] of the row's sequence.
+// rows of a batch (append), writes their keys and values layer by layer,
+// attention reads positions [0, pos] of the row's sequence, and the pass
+// commits the sequences once the batch succeeded.
+//
+// Not thread-safe: one owner thread drives it.
 #pragma once
 
 #include <cstddef>
@@ -15,6 +27,8 @@
 #include <vector>
 
 #include "kernels/cpu/attention.hpp"
+#include "runtime/kv_block_pool.hpp"
+#include "tokenizer/vocab.hpp"
 
 namespace cortiq {
 
@@ -24,35 +38,67 @@ struct KvCacheShape {
   int64_t n_layer = 0;
   int64_t k_width = 0;  // n_head_kv * head_dim_k
   int64_t v_width = 0;  // n_head_kv * head_dim_v
-  int64_t n_cells = 0;  // total positions over all sequences
-  int32_t n_seq = 1;    // sequences that can live in the cache at once
+  // Total positions over all sequences; the cache holds
+  // ceil(n_cells / block_size) blocks, so up to a block's worth more.
+  int64_t n_cells = 0;
+  int32_t n_seq = 1;  // sequences that can live in the cache at once
   KvType type = KvType::f16;
+  int32_t block_size = 16;  // positions per block
 };
 
 class KvCache {
  public:
-  // Allocates n_layer * n_cells * (k_width + v_width) elements up front;
-  // throws cortiq::Error when the shape is invalid or the memory is not there.
+  // Allocates every block's rows up front; throws cortiq::Error when the
+  // shape is invalid or the memory is not there.
   explicit KvCache(const KvCacheShape& shape);
 
-  // Bytes the cache of this shape takes.
+  // Bytes the cache of this shape takes (whole blocks).
   static uint64_t bytes_needed(const KvCacheShape& shape);
 
   const KvCacheShape& shape() const { return shape_; }
-  int64_t n_free() const { return static_cast<int64_t>(free_cells_.size()); }
-  int64_t n_used() const { return shape_.n_cells - n_free(); }
+
+  // Block accounting: every block is used (held by a sequence), cached (held
+  // by none, kept for its registered content) or free.
+  int32_t block_size() const { return pool_.block_size(); }
+  int64_t n_blocks() const { return pool_.n_blocks(); }
+  int64_t n_used_blocks() const { return pool_.n_used(); }
+  int64_t n_cached_blocks() const { return pool_.n_cached(); }
+  int64_t n_free_blocks() const { return pool_.n_free(); }
+  // What appends may take: the free blocks, then the cached ones.
+  int64_t n_available_blocks() const { return pool_.n_available(); }
+  // New blocks appending n tokens to the sequence takes, after the room
+  // left in its last block.
+  int64_t blocks_needed(int32_t seq, int64_t n) const;
 
   int64_t length(int32_t seq) const;
   // The cell of every position of the sequence, in position order.
   std::span<const int32_t> cells(int32_t seq) const;
+  // The token of every position of the sequence.
+  std::span<const TokenId> tokens(int32_t seq) const;
+  // The sequence's blocks in position order.
+  std::span<const int32_t> block_table(int32_t seq) const;
+  // How many sequences hold the block.
+  int32_t block_refcount(int32_t block) const;
 
-  // Gives the sequence n more positions (length .. length+n-1) and returns
-  // their cells. Throws cortiq::Error, changing nothing, when fewer than n
-  // cells are free.
-  std::span<const int32_t> append(int32_t seq, int64_t n);
-  // Cuts the sequence back to its first `length` positions.
+  // Gives the sequence one position per token (length .. length+n-1) and
+  // returns their cells. Throws cortiq::Error, changing nothing, when fewer
+  // blocks than blocks_needed() are available.
+  std::span<const int32_t> append(int32_t seq, std::span<const TokenId> tokens);
+  // Registers the sequence's full blocks in the prefix cache. Call only
+  // once their keys and values are written.
+  void commit(int32_t seq);
+  // Starts an empty sequence with the longest chain of registered blocks
+  // that `tokens` begins with, and returns the positions attached (whole
+  // blocks, at most tokens.size()). Throws when the sequence is not empty.
+  int64_t attach_prefix(int32_t seq, std::span<const TokenId> tokens);
+  // What attach_prefix would attach, changing nothing.
+  int64_t cached_prefix_length(std::span<const TokenId> tokens) const;
+  // Cuts the sequence back to its first `length` positions. A cut inside a
+  // shared block copies that block, and throws cortiq::Error, changing
+  // nothing, when no block is available for the copy.
   void truncate(int32_t seq, int64_t length);
   void clear(int32_t seq) { truncate(seq, 0); }
+  // Every sequence empty, every block free, the prefix cache forgotten.
   void clear_all();
 
   // Stores one row of keys / values (k_width / v_width floats) in a cell.
@@ -64,17 +110,41 @@ class KvCache {
   kernels::KvRowsView values(int64_t layer, int32_t seq) const;
 
  private:
-  void check_seq(int32_t seq) const;
+  // A committed full block of a sequence: its key, and the prefix id of a
+  // registered block with the same prefix (kNoPrefixId when none has it).
+  struct ChainLink {
+    uint64_t key = kEmptyPrefixKey;
+    uint64_t prefix_id = KvBlockPool::kEmptyPrefixId;
+  };
+
+  struct Sequence {
+    std::vector<TokenId> tokens;
+    std::vector<int32_t> cells;
+    std::vector<int32_t> blocks;
+    std::vector<ChainLink> chain;  // the first chain.size() blocks are committed
+  };
+
+  // The index of a sequence; throws cortiq::Error when it is out of range.
+  size_t index_of(int32_t seq) const;
+  // Releases the sequence's blocks from first_block on, last first.
+  void release_blocks_from(Sequence& s, size_t first_block);
+  // Whether releasing these blocks would make one available.
+  bool frees_a_block(std::span<const int32_t> blocks) const;
+  // Gives the sequence a private copy of the first n_rows rows of its
+  // (shared) last block.
+  void replace_last_block_with_copy(Sequence& s, size_t n_rows);
+  void copy_block_rows(int32_t from_block, int32_t to_block, int64_t n_rows);
   size_t element_bytes() const { return shape_.type == KvType::f16 ? 2 : 4; }
+  int64_t n_cells_allocated() const { return n_blocks() * block_size(); }
   std::byte* k_row(int64_t layer, int32_t cell);
   std::byte* v_row(int64_t layer, int32_t cell);
   void store(std::byte* dst, std::span<const float> row, int64_t width);
 
   KvCacheShape shape_;
+  KvBlockPool pool_;
   std::vector<std::byte> k_data_;  // [layer][cell][k_width]
   std::vector<std::byte> v_data_;  // [layer][cell][v_width]
-  std::vector<std::vector<int32_t>> seq_cells_;
-  std::vector<int32_t> free_cells_;  // a stack: lowest cell on top
+  std::vector<Sequence> sequences_;
 };
 
 }  // namespace cortiq

@@ -9,7 +9,7 @@
 #include "cortiq/cortiq.hpp"
 #include "kernels/cpu/log_softmax.hpp"
 #include "model/decoder_model.hpp"
-#include "runtime/stop_strings.hpp"
+#include "runtime/text_output.hpp"
 #include "tokenizer/tokenizer.hpp"
 
 namespace cortiq {
@@ -229,36 +229,6 @@ GenerateResult Session::generate(std::string_view prompt, const GenerateOptions&
 }
 
 namespace {
-
-// Turns released tokens into text for the user: UTF-8-safe pieces, stop
-// strings cut out.
-class TextOutput {
- public:
-  TextOutput(const Tokenizer& tokenizer, const std::vector<std::string>& stops)
-      : has_text_(tokenizer.vocab().kind != TokenizerKind::none),
-        vocab_size_(static_cast<TokenId>(tokenizer.vocab().size())),
-        decoder_(tokenizer),
-        stops_(stops) {}
-
-  // The text this token completes (empty when held back).
-  std::string push(TokenId id) {
-    if (!has_text_ || stops_.stopped() || id >= vocab_size_) return {};
-    auto r = stops_.push(decoder_.push(id));
-    return std::move(r.emit);
-  }
-  std::string flush() {
-    if (!has_text_ || stops_.stopped()) return {};
-    auto r = stops_.push(decoder_.flush());
-    return r.stopped ? std::move(r.emit) : r.emit + stops_.flush();
-  }
-  bool stopped() const { return stops_.stopped(); }
-
- private:
-  bool has_text_;
-  TokenId vocab_size_;
-  StreamDecoder decoder_;
-  StopStringMatcher stops_;
-};
 
 SamplingParams effective_sampling(const GenerateOptions& options, const Vocab& vocab) {
   SamplingParams params = options.sampling;

@@ -1,0 +1,575 @@
+#include "server/http_server.hpp"
+
+#include <httplib.h>
+
+#include <atomic>
+#include <chrono>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "base/error.hpp"
+#include "base/log.hpp"
+#include "base/strings.hpp"
+#include "chat/chat_template.hpp"
+#include "cortiq/cortiq.hpp"
+#include "server/api_error.hpp"
+#include "server/metrics.hpp"
+#include "server/openai_protocol.hpp"
+#include "tokenizer/tokenizer.hpp"
+
+namespace cortiq::server {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr auto kPoll = std::chrono::milliseconds(100);
+// A waiting response writes something this often, so a client that hung up
+// is noticed (the write fails) and its jobs are cancelled.
+constexpr auto kProbeEvery = std::chrono::seconds(1);
+
+int64_t unix_seconds() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+void send_json(httplib::Response& res, int status, const Json& body) {
+  res.status = status;
+  res.set_content(dump(body), "application/json");
+}
+
+void send_error(httplib::Response& res, const ApiError& error) {
+  send_json(res, error.status(),
+            error_body(error.status(), error.type(), error.code(), error.what()));
+}
+
+std::string template_source(const Model& model) {
+  std::string source = model.chat_template();
+  if (source.empty()) {
+    LOG_WARN("the model has no chat template; chat requests use ChatML");
+    source = std::string(chatml_template());
+  }
+  return source;
+}
+
+// One generation request in flight: what its HTTP thread has collected of
+// the scheduler's events.
+struct Generation {
+  GenerationRequest request;
+  ResponseId id;
+  std::shared_ptr<RequestStream> stream;
+  std::vector<ChoiceResult> choices;
+  std::vector<bool> started;  // streaming: the choice's first chunk is out
+  size_t ended = 0;
+  int64_t prompt_tokens = 0;  // of the first prompt, known before any result
+  int64_t received = 0;       // token events so far
+  std::string failure;        // the first failure reported, if any
+  Clock::time_point arrived = Clock::now();
+  Clock::time_point last_write = Clock::now();
+
+  bool complete() const { return ended == choices.size(); }
+};
+
+}  // namespace
+
+class HttpServer::Impl {
+ public:
+  Impl(std::shared_ptr<const Model> model, ServerOptions options)
+      : model_(std::move(model)),
+        options_(std::move(options)),
+        chat_template_(template_source(*model_)),
+        scheduler_(model_, options_.scheduler, metrics_),
+        api_{*model_, chat_template_, options_.model_name, scheduler_.context()} {
+    configure();
+    routes();
+  }
+
+  int bind() {
+    int port = options_.port;
+    if (port == 0) {
+      port = http_.bind_to_any_port(options_.host);
+      if (port < 0) port = 0;
+    } else if (!http_.bind_to_port(options_.host, port)) {
+      port = 0;
+    }
+    if (port == 0) {
+      throw Error(
+          strfmt("cannot listen on %s:%d (address in use, or not an address of this "
+                 "machine)",
+                 options_.host.c_str(), options_.port));
+    }
+    return port;
+  }
+
+  bool serve() { return http_.listen_after_bind(); }
+
+  void stop() {
+    scheduler_.stop();
+    http_.stop();
+  }
+
+ private:
+  void configure() {
+    // Every streaming or waiting request holds a thread: room for all that
+    // run and all that may wait, plus a few for quick endpoints.
+    const auto threads = static_cast<size_t>(options_.scheduler.parallel) +
+                         static_cast<size_t>(options_.scheduler.max_queued) + 8;
+    http_.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+    http_.set_payload_max_length(options_.max_body_bytes);
+    http_.set_read_timeout(30, 0);
+    http_.set_write_timeout(30, 0);
+    http_.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+      return authorize(req, res) ? httplib::Server::HandlerResponse::Unhandled
+                                 : httplib::Server::HandlerResponse::Handled;
+    });
+    http_.set_error_handler([this](const httplib::Request&, httplib::Response& res) {
+      if (!res.body.empty()) return;
+      send_json(res, res.status,
+                error_body(res.status, error_type(res.status), error_code(res.status),
+                           error_message(res.status)));
+    });
+    http_.set_exception_handler(
+        [](const httplib::Request& req, httplib::Response& res, std::exception_ptr error) {
+          std::string message = "internal error";
+          try {
+            std::rethrow_exception(error);
+          } catch (const std::exception& e) {
+            message = e.what();
+          } catch (...) {
+          }
+          LOG_ERROR("%s %s: %s", req.method.c_str(), req.path.c_str(), message.c_str());
+          send_json(res, 500, error_body(500, "server_error", "internal_error", message));
+        });
+    http_.set_logger([this](const httplib::Request&, const httplib::Response& res) {
+      metrics_.count_response(res.status);
+    });
+  }
+
+  std::string error_message(int status) const {
+    switch (status) {
+      case 400:
+        return "malformed HTTP request";
+      case 404:
+        return "no such endpoint";
+      case 405:
+        return "method not allowed on this endpoint";
+      case 413:
+        return strfmt("the request body is larger than %zu bytes", options_.max_body_bytes);
+      case 414:
+        return "the request URI is too long";
+      default:
+        return "HTTP error " + std::to_string(status);
+    }
+  }
+
+  static std::string error_code(int status) {
+    switch (status) {
+      case 404:
+        return "not_found";
+      case 405:
+        return "method_not_allowed";
+      case 413:
+        return "request_too_large";
+      default:
+        return std::to_string(status);
+    }
+  }
+
+  static std::string error_type(int status) {
+    if (status == 401) return "authentication_error";
+    if (status == 404) return "not_found_error";
+    return status >= 500 ? "server_error" : "invalid_request_error";
+  }
+
+  bool authorize(const httplib::Request& req, httplib::Response& res) const {
+    if (options_.api_key.empty() || req.path == "/health") return true;
+    if (req.get_header_value("Authorization") == "Bearer " + options_.api_key) return true;
+    send_error(res, ApiError(401, "authentication_error", "invalid_api_key",
+                             "missing or wrong API key (Authorization: Bearer KEY)"));
+    return false;
+  }
+
+  // Runs an endpoint, answering ApiError and cortiq::Error as JSON errors.
+  template <class Endpoint>
+  void run_guarded(httplib::Response& res, Endpoint&& endpoint) {
+    try {
+      endpoint();
+    } catch (const ApiError& e) {
+      send_error(res, e);
+    } catch (const Error& e) {
+      send_error(res, invalid_request(e.what()));
+    }
+  }
+
+  // Reads the body through httplib's content reader, so the size limit
+  // holds for chunked uploads too (httplib's own limit sees only a
+  // Content-Length, and then refuses before reading). Returns false, with
+  // the error answered, when the body is too big or could not be read.
+  bool read_body(const httplib::ContentReader& reader, std::string& body,
+                 httplib::Response& res) const {
+    bool too_large = false;
+    const bool read = reader([&](const char* data, size_t length) {
+      if (body.size() + length > options_.max_body_bytes) {
+        too_large = true;
+        return false;
+      }
+      body.append(data, length);
+      return true;
+    });
+    if (read) return true;
+    res.set_header("Connection", "close");  // the rest of the body is never read
+    if (too_large || res.status == 413) {
+      res.status = 413;
+    } else {
+      send_error(res, invalid_request("the request body could not be read"));
+    }
+    return false;
+  }
+
+  void routes() {
+    using BodyEndpoint = void (Impl::*)(const std::string&, httplib::Response&);
+    using PlainEndpoint = void (Impl::*)(httplib::Response&);
+    const auto not_allowed = [](const httplib::Request&, httplib::Response& res) {
+      res.status = 405;
+    };
+    const auto post = [&](const char* path, BodyEndpoint endpoint) {
+      known_paths_.insert(path);
+      http_.Post(path, [this, endpoint](const httplib::Request&, httplib::Response& res,
+                                        const httplib::ContentReader& reader) {
+        std::string body;
+        if (!read_body(reader, body, res)) return;
+        run_guarded(res, [&] { (this->*endpoint)(body, res); });
+      });
+      http_.Get(path, not_allowed);
+    };
+    const auto get = [&](const char* path, PlainEndpoint endpoint) {
+      known_paths_.insert(path);
+      http_.Get(path, [this, endpoint](const httplib::Request&, httplib::Response& res) {
+        run_guarded(res, [&] { (this->*endpoint)(res); });
+      });
+    };
+    post("/v1/chat/completions", &Impl::chat_completions);
+    post("/chat/completions", &Impl::chat_completions);
+    post("/v1/completions", &Impl::completions);
+    post("/completions", &Impl::completions);
+    post("/v1/embeddings", &Impl::embeddings);
+    post("/embeddings", &Impl::embeddings);
+    post("/tokenize", &Impl::tokenize);
+    post("/detokenize", &Impl::detokenize);
+    get("/v1/models", &Impl::models);
+    get("/models", &Impl::models);
+    get("/health", &Impl::health);
+    get("/metrics", &Impl::metrics);
+    // Every other request with a body is answered without reading it (an
+    // unknown route must not make the server buffer an unbounded upload).
+    const auto refuse = [this](const httplib::Request& req, httplib::Response& res,
+                               const httplib::ContentReader&) {
+      res.status = known_paths_.count(req.path) ? 405 : 404;
+      res.set_header("Connection", "close");
+    };
+    http_.Post(".*", refuse);
+    http_.Put(".*", refuse);
+    http_.Patch(".*", refuse);
+    http_.Delete(".*", refuse);
+    http_.Delete(".*", [this](const httplib::Request& req, httplib::Response& res) {
+      res.status = known_paths_.count(req.path) ? 405 : 404;  // a DELETE without a body
+    });
+  }
+
+  // --- endpoints ----------------------------------------------------------
+
+  void health(httplib::Response& res) { send_json(res, 200, {{"status", "ok"}}); }
+
+  void metrics(httplib::Response& res) {
+    res.set_content(metrics_.prometheus_text(), "text/plain; version=0.0.4");
+  }
+
+  void models(httplib::Response& res) { send_json(res, 200, models_response(api_, started_)); }
+
+  void tokenize(const std::string& text, httplib::Response& res) {
+    const Json body = parse_body(text);
+    const auto content = body.find("content");
+    if (content == body.end() || !content->is_string()) {
+      throw invalid_request("'content' must be a string");
+    }
+    const auto flag = [&](const char* name) {
+      const auto it = body.find(name);
+      if (it == body.end() || it->is_null()) return false;
+      if (!it->is_boolean()) throw invalid_request(strfmt("'%s' must be a boolean", name));
+      return it->get<bool>();
+    };
+    TokenizeOptions options;
+    options.add_special = flag("add_special");
+    options.parse_special = flag("parse_special");
+    const bool with_pieces = flag("with_pieces");
+    const auto& tokenizer = model_->tokenizer();
+    if (tokenizer.vocab().kind == TokenizerKind::none) {
+      throw invalid_request("this model has no tokenizer");
+    }
+    const auto ids = tokenizer.encode(content->get<std::string>(), options);
+    Json tokens = Json::array();
+    for (const TokenId id : ids) {
+      if (with_pieces) {
+        tokens.push_back({{"id", id}, {"piece", tokenizer.token_to_piece(id, true)}});
+      } else {
+        tokens.push_back(id);
+      }
+    }
+    send_json(res, 200, {{"tokens", std::move(tokens)}});
+  }
+
+  void detokenize(const std::string& text, httplib::Response& res) {
+    const Json body = parse_body(text);
+    const auto tokens = body.find("tokens");
+    if (tokens == body.end() || !tokens->is_array()) {
+      throw invalid_request("'tokens' must be an array of token ids");
+    }
+    std::vector<TokenId> ids;
+    const int64_t n_vocab = static_cast<int64_t>(model_->tokenizer().vocab().size());
+    for (const auto& item : *tokens) {
+      if (!item.is_number_integer() || item.get<int64_t>() < 0 || item.get<int64_t>() >= n_vocab) {
+        throw invalid_request(
+            strfmt("'tokens' must hold token ids in 0..%lld", static_cast<long long>(n_vocab - 1)));
+      }
+      ids.push_back(static_cast<TokenId>(item.get<int64_t>()));
+    }
+    send_json(res, 200, {{"content", model_->tokenizer().decode(ids)}});
+  }
+
+  void embeddings(const std::string& body, httplib::Response& res) {
+    const auto request = parse_embedding_request(parse_body(body), api_);
+    const auto n = request.jobs.size();
+    auto stream = std::make_shared<RequestStream>(static_cast<int32_t>(n));
+    scheduler_.submit(request.jobs, stream);
+    std::vector<std::vector<float>> vectors(n);
+    int64_t tokens = 0;
+    size_t done = 0;
+    std::string failure;
+    std::vector<StreamEvent> events;
+    while (done < n) {
+      events.clear();
+      stream->wait(events, kPoll);
+      for (auto& event : events) {
+        ++done;
+        if (event.kind == StreamEvent::Kind::embedding) {
+          tokens += event.embedding_tokens;
+          vectors[static_cast<size_t>(event.choice)] = std::move(event.embedding);
+        } else if (event.kind == StreamEvent::Kind::failed && failure.empty()) {
+          failure = event.error;
+        }
+      }
+    }
+    if (!failure.empty()) throw ApiError(500, "server_error", "embedding_failed", failure);
+    send_json(res, 200, embedding_response(request, api_, vectors, tokens));
+  }
+
+  void chat_completions(const std::string& body, httplib::Response& res) {
+    generate(Endpoint::chat, body, res);
+  }
+
+  void completions(const std::string& body, httplib::Response& res) {
+    generate(Endpoint::completion, body, res);
+  }
+
+  void generate(Endpoint endpoint, const std::string& body, httplib::Response& res) {
+    auto gen = std::make_shared<Generation>();
+    gen->request = parse_generation_request(endpoint, parse_body(body), api_);
+    const size_t n = gen->request.jobs.size();
+    gen->id.id = strfmt("%s-%llx%06llx", endpoint == Endpoint::chat ? "chatcmpl" : "cmpl",
+                        static_cast<unsigned long long>(unix_seconds()),
+                        static_cast<unsigned long long>(++request_counter_));
+    gen->id.created = unix_seconds();
+    gen->choices.resize(n);
+    gen->prompt_tokens = static_cast<int64_t>(gen->request.jobs.front().prompt.size());
+    gen->started.assign(n, false);
+    gen->stream = std::make_shared<RequestStream>(static_cast<int32_t>(n));
+    scheduler_.submit(std::move(gen->request.jobs), gen->stream);
+    gen->request.jobs.clear();
+
+    const auto release = [this, gen](bool) {
+      // The response ended: a client that left early cancels what still runs.
+      if (!gen->complete()) gen->stream->cancel();
+      log_request(*gen);
+    };
+    if (gen->request.stream) {
+      res.set_chunked_content_provider(
+          "text/event-stream",
+          [this, gen](size_t, httplib::DataSink& sink) { return stream_events(*gen, sink); },
+          release);
+      return;
+    }
+    // Not streaming: a quick result gets a plain response (with a proper
+    // status on failure); a long one becomes a chunked response that probes
+    // the client while it waits.
+    const auto deadline = Clock::now() + kProbeEvery;
+    while (!gen->complete() && Clock::now() < deadline) collect(*gen, kPoll);
+    if (gen->complete()) {
+      release(true);
+      if (!gen->failure.empty()) {
+        throw ApiError(500, "server_error", "generation_failed", gen->failure);
+      }
+      send_json(res, 200, generation_response(gen->request, gen->id, api_, gen->choices));
+      return;
+    }
+    res.set_chunked_content_provider(
+        "application/json",
+        [this, gen](size_t, httplib::DataSink& sink) { return wait_whole(*gen, sink); }, release);
+  }
+
+  // Applies the events that arrived within `timeout`; returns them for a
+  // stream to write.
+  std::vector<StreamEvent> collect(Generation& gen, std::chrono::milliseconds timeout) {
+    std::vector<StreamEvent> events;
+    gen.stream->wait(events, timeout);
+    for (auto& event : events) {
+      auto& choice = gen.choices[static_cast<size_t>(event.choice)];
+      switch (event.kind) {
+        case StreamEvent::Kind::token:
+          ++gen.received;
+          choice.text += event.text;
+          if (event.has_logprob) choice.logprobs.push_back(event.logprob);
+          break;
+        case StreamEvent::Kind::finished:
+          choice.text += event.text;
+          choice.end = event.end;
+          choice.stats = event.stats;
+          ++gen.ended;
+          break;
+        case StreamEvent::Kind::failed:
+          if (gen.failure.empty()) gen.failure = event.error;
+          choice.end = ChoiceEnd::cancelled;
+          ++gen.ended;
+          break;
+        case StreamEvent::Kind::embedding:
+          break;
+      }
+    }
+    return events;
+  }
+
+  bool write(Generation& gen, httplib::DataSink& sink, const std::string& data) {
+    gen.last_write = Clock::now();
+    if (sink.write(data.data(), data.size())) return true;
+    gen.stream->cancel();
+    return false;
+  }
+
+  bool write_event(Generation& gen, httplib::DataSink& sink, const Json& json) {
+    return write(gen, sink, "data: " + dump(json) + "\n\n");
+  }
+
+  // Server-sent events: one chunk per token with text (or logprobs), a
+  // final chunk per choice, usage when asked, then [DONE].
+  bool stream_events(Generation& gen, httplib::DataSink& sink) {
+    const auto events = collect(gen, kPoll);
+    if (events.empty() && Clock::now() - gen.last_write >= kProbeEvery) {
+      return write(gen, sink, ": waiting\n\n");  // an SSE comment: clients skip it
+    }
+    for (const auto& event : events) {
+      const auto c = static_cast<size_t>(event.choice);
+      // A chunk for new text, and one that opens each choice (the role).
+      const bool has_text = !event.text.empty() || event.has_logprob;
+      const bool opens =
+          event.kind == StreamEvent::Kind::token ||
+          (event.kind == StreamEvent::Kind::finished && event.end != ChoiceEnd::cancelled);
+      if (opens && (has_text || !gen.started[c])) {
+        std::vector<TokenLogprob> logprobs;
+        if (event.has_logprob) logprobs.push_back(event.logprob);
+        const Json chunk = text_chunk(gen.request, gen.id, api_, event.choice, event.text, logprobs,
+                                      !gen.started[c]);
+        gen.started[c] = true;
+        if (!write_event(gen, sink, chunk)) return false;
+      }
+      if (event.kind == StreamEvent::Kind::finished && event.end != ChoiceEnd::cancelled) {
+        if (!write_event(gen, sink,
+                         final_chunk(gen.request, gen.id, api_, event.choice, event.end))) {
+          return false;
+        }
+      } else if (event.kind == StreamEvent::Kind::failed) {
+        if (!write_event(gen, sink,
+                         error_body(500, "server_error", "generation_failed", event.error))) {
+          return false;
+        }
+      }
+    }
+    if (!gen.complete()) return true;
+    if (gen.request.include_usage &&
+        !write_event(gen, sink, usage_chunk(gen.request, gen.id, api_, gen.choices))) {
+      return false;
+    }
+    if (!write(gen, sink, "data: [DONE]\n\n")) return false;
+    sink.done();
+    return true;
+  }
+
+  // A long non-streaming request: JSON ignores leading whitespace, so a
+  // space now and then tells whether the client is still there.
+  bool wait_whole(Generation& gen, httplib::DataSink& sink) {
+    collect(gen, kPoll);
+    if (!gen.complete()) {
+      return Clock::now() - gen.last_write < kProbeEvery || write(gen, sink, " ");
+    }
+    const Json body = gen.failure.empty()
+                          ? generation_response(gen.request, gen.id, api_, gen.choices)
+                          : error_body(500, "server_error", "generation_failed", gen.failure);
+    if (!write(gen, sink, dump(body))) return false;
+    sink.done();
+    return true;
+  }
+
+  // One line per request: what it cost and how fast it went.
+  void log_request(const Generation& gen) {
+    if (gen.choices.empty()) return;
+    const double seconds = std::chrono::duration<double>(Clock::now() - gen.arrived).count();
+    if (!gen.complete()) {
+      LOG_INFO("%s: prompt %lld tokens, cancelled by the client after %lld tokens, %.2f s",
+               gen.id.id.c_str(), static_cast<long long>(gen.prompt_tokens),
+               static_cast<long long>(gen.received), seconds);
+      return;
+    }
+    int64_t generated = 0;
+    for (const auto& c : gen.choices) generated += c.stats.generated_tokens;
+    const auto& s = gen.choices.front().stats;
+    const double decode_rate = s.decode_ms > 0 && s.generated_tokens > 1
+                                   ? (s.generated_tokens - 1) * 1e3 / s.decode_ms
+                                   : 0;
+    const std::string end =
+        gen.failure.empty() ? std::string(finish_reason(gen.choices.front().end)) : "error";
+    LOG_INFO(
+        "%s: prompt %lld tokens (%lld cached), generated %lld, ttft %.1f ms, %.1f tokens/s, "
+        "%.2f s, finish %s",
+        gen.id.id.c_str(), static_cast<long long>(s.prompt_tokens),
+        static_cast<long long>(s.cached_tokens), static_cast<long long>(generated), s.ttft_ms,
+        decode_rate, seconds, end.c_str());
+  }
+
+  std::shared_ptr<const Model> model_;
+  ServerOptions options_;
+  ChatTemplate chat_template_;
+  Metrics metrics_;
+  Scheduler scheduler_;
+  ApiContext api_;
+  httplib::Server http_;
+  int64_t started_ = unix_seconds();
+  std::atomic<uint64_t> request_counter_{0};
+  std::set<std::string> known_paths_;  // written before serving, then only read
+};
+
+HttpServer::HttpServer(std::shared_ptr<const Model> model, ServerOptions options)
+    : impl_(std::make_unique<Impl>(std::move(model), std::move(options))) {}
+
+HttpServer::~HttpServer() = default;
+
+int HttpServer::bind() {
+  return impl_->bind();
+}
+
+bool HttpServer::serve() {
+  return impl_->serve();
+}
+
+void HttpServer::stop() {
+  impl_->stop();
+}
+
+}  // namespace cortiq::server

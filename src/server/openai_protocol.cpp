@@ -1,0 +1,800 @@
+#include "server/openai_protocol.hpp"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <optional>
+#include <random>
+
+#include <nlohmann/json.hpp>
+
+#include "base/error.hpp"
+#include "base/strings.hpp"
+#include "base/version.hpp"
+#include "chat/chat_template.hpp"
+#include "cortiq/cortiq.hpp"
+#include "model/hparams.hpp"
+#include "server/api_error.hpp"
+#include "tokenizer/tokenizer.hpp"
+
+namespace cortiq::server {
+
+namespace {
+
+constexpr int32_t kMaxChoices = 16;
+constexpr size_t kMaxStopStrings = 16;
+constexpr int32_t kMaxTopLogprobs = 20;
+constexpr int kMaxNesting = 32;  // tools and tool calls handed to the template
+
+std::string type_name(const Json& value) {
+  return value.type_name();
+}
+
+// Reads the fields of a JSON object with their types and ranges checked;
+// errors name the field ('temperature' must be a number in [0, 2]).
+class Fields {
+ public:
+  Fields(const Json& object, std::string where) : object_(object), where_(std::move(where)) {}
+
+  // The field, or nullptr when absent or null.
+  const Json* find(const char* name) const {
+    const auto it = object_.find(name);
+    if (it == object_.end() || it->is_null()) return nullptr;
+    return &*it;
+  }
+
+  std::optional<bool> boolean(const char* name) const {
+    const Json* v = find(name);
+    if (!v) return std::nullopt;
+    if (!v->is_boolean()) throw wrong(name, "a boolean", *v);
+    return v->get<bool>();
+  }
+
+  std::optional<double> number(const char* name, double lo, double hi) const {
+    const Json* v = find(name);
+    if (!v) return std::nullopt;
+    if (!v->is_number()) throw wrong(name, strfmt("a number in [%g, %g]", lo, hi), *v);
+    const double x = v->get<double>();
+    if (!(x >= lo && x <= hi)) {
+      throw invalid_request(strfmt("%s'%s' must be in [%g, %g], got %s", prefix().c_str(), name, lo,
+                                   hi, dump(*v).c_str()));
+    }
+    return x;
+  }
+
+  std::optional<int64_t> integer(const char* name, int64_t lo, int64_t hi) const {
+    const Json* v = find(name);
+    if (!v) return std::nullopt;
+    const auto x = as_integer(*v);
+    if (!x) throw wrong(name, "an integer", *v);
+    if (*x < lo || *x > hi) {
+      throw invalid_request(strfmt("%s'%s' must be in [%lld, %lld], got %lld", prefix().c_str(),
+                                   name, static_cast<long long>(lo), static_cast<long long>(hi),
+                                   static_cast<long long>(*x)));
+    }
+    return *x;
+  }
+
+  std::optional<std::string> string(const char* name) const {
+    const Json* v = find(name);
+    if (!v) return std::nullopt;
+    if (!v->is_string()) throw wrong(name, "a string", *v);
+    return v->get<std::string>();
+  }
+
+  ApiError wrong(const char* name, const std::string& expected, const Json& got) const {
+    return invalid_request(strfmt("%s'%s' must be %s, got %s", prefix().c_str(), name,
+                                  expected.c_str(), type_name(got).c_str()));
+  }
+
+  // A whole-number JSON value (5 or 5.0), or nullopt.
+  static std::optional<int64_t> as_integer(const Json& v) {
+    if (v.is_number_integer()) {
+      if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) {
+        return std::nullopt;
+      }
+      return v.get<int64_t>();
+    }
+    if (v.is_number_float()) {
+      const double x = v.get<double>();
+      if (std::floor(x) == x && std::fabs(x) < 9.0e15) return static_cast<int64_t>(x);
+    }
+    return std::nullopt;
+  }
+
+ private:
+  std::string prefix() const { return where_.empty() ? "" : where_ + ": "; }
+  const Json& object_;
+  std::string where_;
+};
+
+// --- prompts -------------------------------------------------------------
+
+std::vector<TokenId> checked_ids(const Json& array, const ApiContext& api, const char* what) {
+  const int64_t n_vocab = api.model.n_vocab();
+  std::vector<TokenId> ids;
+  ids.reserve(array.size());
+  for (const auto& item : array) {
+    const auto id = Fields::as_integer(item);
+    if (!id) throw invalid_request(strfmt("%s must hold integer token ids", what));
+    if (*id < 0 || *id >= n_vocab) {
+      throw invalid_request(strfmt("%s: token id %lld is outside the vocabulary (0..%lld)", what,
+                                   static_cast<long long>(*id),
+                                   static_cast<long long>(n_vocab - 1)));
+    }
+    ids.push_back(static_cast<TokenId>(*id));
+  }
+  return ids;
+}
+
+std::vector<TokenId> tokenize(const ApiContext& api, const std::string& text, bool add_special,
+                              bool parse_special) {
+  if (api.model.tokenizer().vocab().kind == TokenizerKind::none) {
+    throw invalid_request("this model has no tokenizer: send token ids");
+  }
+  TokenizeOptions options;
+  options.add_special = add_special;
+  options.parse_special = parse_special;
+  try {
+    return api.model.tokenizer().encode(text, options);
+  } catch (const Error& e) {
+    throw invalid_request(e.what());
+  }
+}
+
+bool is_id_array(const Json& v) {
+  if (!v.is_array() || v.empty()) return false;
+  for (const auto& item : v) {
+    if (!item.is_number()) return false;
+  }
+  return true;
+}
+
+// prompt: "text", [ids], ["text", ...] or [[ids], ...].
+std::vector<std::vector<TokenId>> completion_prompts(const Json& body, const ApiContext& api) {
+  const auto it = body.find("prompt");
+  if (it == body.end() || it->is_null()) throw invalid_request("'prompt' is required");
+  const Json& prompt = *it;
+  std::vector<std::vector<TokenId>> prompts;
+  if (prompt.is_string()) {
+    prompts.push_back(tokenize(api, prompt.get<std::string>(), true, true));
+  } else if (is_id_array(prompt)) {
+    prompts.push_back(checked_ids(prompt, api, "'prompt'"));
+  } else if (prompt.is_array() && !prompt.empty()) {
+    for (const auto& item : prompt) {
+      if (item.is_string()) {
+        prompts.push_back(tokenize(api, item.get<std::string>(), true, true));
+      } else if (is_id_array(item)) {
+        prompts.push_back(checked_ids(item, api, "'prompt'"));
+      } else {
+        throw invalid_request(
+            "'prompt' must be a string, an array of token ids, or an array of those");
+      }
+    }
+  } else {
+    throw invalid_request("'prompt' must be a string, an array of token ids, or an array of those");
+  }
+  if (prompts.size() > static_cast<size_t>(kMaxChoices)) {
+    throw invalid_request(strfmt("at most %d prompts per request", kMaxChoices));
+  }
+  for (const auto& ids : prompts) {
+    if (ids.empty()) throw invalid_request("the prompt is empty");
+  }
+  return prompts;
+}
+
+// JSON -> template value, for tools and tool calls (depth-limited).
+jinja::Value to_template_value(const Json& v, int depth = 0) {
+  if (depth > kMaxNesting) throw invalid_request("a message or tool is nested too deeply");
+  switch (v.type()) {
+    case Json::value_t::null:
+      return jinja::Value::none();
+    case Json::value_t::boolean:
+      return jinja::Value(v.get<bool>());
+    case Json::value_t::number_integer:
+      return jinja::Value(v.get<int64_t>());
+    case Json::value_t::number_unsigned:
+      return jinja::Value(static_cast<int64_t>(v.get<uint64_t>()));
+    case Json::value_t::number_float:
+      return jinja::Value(v.get<double>());
+    case Json::value_t::string:
+      return jinja::Value(v.get<std::string>());
+    case Json::value_t::array: {
+      jinja::List list;
+      for (const auto& item : v) list.push_back(to_template_value(item, depth + 1));
+      return jinja::Value(std::move(list));
+    }
+    case Json::value_t::object: {
+      jinja::Dict dict;
+      for (const auto& [key, item] : v.items()) {
+        dict.set(jinja::Value(key), to_template_value(item, depth + 1));
+      }
+      return jinja::Value(std::move(dict));
+    }
+    default:
+      throw invalid_request("unsupported JSON value in a message");
+  }
+}
+
+bool known_role(const std::string& role) {
+  return role == "system" || role == "developer" || role == "user" || role == "assistant" ||
+         role == "tool" || role == "function";
+}
+
+// content: a string, null (an assistant turn with tool calls) or text parts.
+jinja::Value message_content(const Json* content, size_t index) {
+  if (!content) return jinja::Value::none();
+  if (content->is_string()) return jinja::Value(content->get<std::string>());
+  if (!content->is_array()) {
+    throw invalid_request(
+        strfmt("messages[%zu].content must be a string or an array of parts, "
+               "got %s",
+               index, type_name(*content).c_str()));
+  }
+  std::string text;
+  for (const auto& part : *content) {
+    if (!part.is_object()) {
+      throw invalid_request(strfmt("messages[%zu].content parts must be objects", index));
+    }
+    const Fields fields(part, strfmt("messages[%zu].content", index));
+    const auto type = fields.string("type");
+    if (type != "text") {
+      throw invalid_request(
+          strfmt("messages[%zu]: content part type '%s' is not supported (the "
+                 "model reads text)",
+                 index, type.value_or("").c_str()));
+    }
+    const auto part_text = fields.string("text");
+    if (!part_text) throw invalid_request(strfmt("messages[%zu]: a text part needs 'text'", index));
+    if (!text.empty()) text += '\n';
+    text += *part_text;
+  }
+  return jinja::Value(std::move(text));
+}
+
+jinja::Value chat_messages(const Json& body) {
+  const auto it = body.find("messages");
+  if (it == body.end() || !it->is_array()) {
+    throw invalid_request("'messages' must be an array of messages");
+  }
+  if (it->empty()) throw invalid_request("'messages' is empty");
+  jinja::List messages;
+  for (size_t i = 0; i < it->size(); ++i) {
+    const Json& m = (*it)[i];
+    if (!m.is_object()) throw invalid_request(strfmt("messages[%zu] must be an object", i));
+    const Fields fields(m, strfmt("messages[%zu]", i));
+    const auto role = fields.string("role");
+    if (!role) throw invalid_request(strfmt("messages[%zu] needs a 'role'", i));
+    if (!known_role(*role)) {
+      throw invalid_request(
+          strfmt("messages[%zu]: unknown role '%s' (system, developer, user, "
+                 "assistant or tool)",
+                 i, role->c_str()));
+    }
+    const Json* tool_calls = fields.find("tool_calls");
+    if (tool_calls && !tool_calls->is_array())
+      throw fields.wrong("tool_calls", "an array", *tool_calls);
+    const Json* content = fields.find("content");
+    if (!content && !tool_calls && *role != "assistant") {
+      throw invalid_request(strfmt("messages[%zu] needs 'content'", i));
+    }
+    jinja::Dict message;
+    message.set(jinja::Value("role"), jinja::Value(*role));
+    message.set(jinja::Value("content"), message_content(content, i));
+    if (const auto name = fields.string("name")) {
+      message.set(jinja::Value("name"), jinja::Value(*name));
+    }
+    if (const auto id = fields.string("tool_call_id")) {
+      message.set(jinja::Value("tool_call_id"), jinja::Value(*id));
+    }
+    if (tool_calls) message.set(jinja::Value("tool_calls"), to_template_value(*tool_calls));
+    messages.push_back(jinja::Value(std::move(message)));
+  }
+  return jinja::Value(std::move(messages));
+}
+
+std::vector<TokenId> chat_prompt(const Json& body, const ApiContext& api) {
+  const auto& vocab = api.model.tokenizer().vocab();
+  ChatInputs inputs;
+  inputs.messages = chat_messages(body);
+  if (const auto it = body.find("tools"); it != body.end() && !it->is_null()) {
+    if (!it->is_array()) throw invalid_request("'tools' must be an array");
+    inputs.tools = to_template_value(*it);
+  }
+  inputs.add_generation_prompt = true;
+  inputs.bos_token = vocab.token_text(vocab.bos);
+  inputs.eos_token = vocab.token_text(vocab.eos);
+  std::string text;
+  try {
+    text = api.chat_template.render(inputs);
+  } catch (const Error& e) {
+    throw invalid_request(std::string("the chat template refused the messages: ") + e.what());
+  }
+  // Templates usually write the BOS text themselves; do not add a second.
+  const std::string_view bos = vocab.token_text(vocab.bos);
+  const bool add_bos = bos.empty() || text.rfind(bos, 0) != 0;
+  auto ids = tokenize(api, text, add_bos, true);
+  if (ids.empty()) throw invalid_request("the rendered prompt is empty");
+  return ids;
+}
+
+// --- sampling ------------------------------------------------------------
+
+std::vector<std::string> stop_strings(const Fields& fields) {
+  const Json* stop = fields.find("stop");
+  std::vector<std::string> stops;
+  if (!stop) return stops;
+  if (stop->is_string()) {
+    stops.push_back(stop->get<std::string>());
+  } else if (stop->is_array()) {
+    if (stop->size() > kMaxStopStrings) {
+      throw invalid_request(strfmt("'stop' takes at most %zu strings", kMaxStopStrings));
+    }
+    for (const auto& s : *stop) {
+      if (!s.is_string()) throw invalid_request("'stop' must be a string or an array of strings");
+      stops.push_back(s.get<std::string>());
+    }
+  } else {
+    throw fields.wrong("stop", "a string or an array of strings", *stop);
+  }
+  std::erase_if(stops, [](const std::string& s) { return s.empty(); });
+  return stops;
+}
+
+std::vector<std::pair<TokenId, float>> logit_bias(const Fields& fields, int64_t n_vocab) {
+  std::vector<std::pair<TokenId, float>> bias;
+  const Json* map = fields.find("logit_bias");
+  if (!map) return bias;
+  if (!map->is_object()) throw fields.wrong("logit_bias", "an object of token id -> bias", *map);
+  for (const auto& [key, value] : map->items()) {
+    char* end = nullptr;
+    errno = 0;
+    const long long id = std::strtoll(key.c_str(), &end, 10);
+    if (key.empty() || *end != '\0' || errno != 0 || id < 0 || id >= n_vocab) {
+      throw invalid_request(strfmt("'logit_bias': key '%s' is not a token id in 0..%lld",
+                                   key.c_str(), static_cast<long long>(n_vocab - 1)));
+    }
+    if (!value.is_number() || !(value.get<double>() >= -100 && value.get<double>() <= 100)) {
+      throw invalid_request(
+          strfmt("'logit_bias': the bias of token %lld must be a number in "
+                 "[-100, 100]",
+                 id));
+    }
+    bias.emplace_back(static_cast<TokenId>(id), value.get<float>());
+  }
+  return bias;
+}
+
+SamplingParams sampling_params(const Fields& fields, const ApiContext& api) {
+  SamplingParams p;
+  // Penalties as OpenAI defines them: over every generated token.
+  p.penalty_last_n = -1;
+  if (auto v = fields.number("temperature", 0, 2)) p.temperature = static_cast<float>(*v);
+  if (auto v = fields.number("top_p", 0, 1)) {
+    if (*v == 0) {
+      p.temperature = 0;  // only the most likely token is left
+    } else {
+      p.top_p = static_cast<float>(*v);
+    }
+  }
+  if (auto v = fields.integer("top_k", 0, INT32_MAX)) p.top_k = static_cast<int32_t>(*v);
+  if (auto v = fields.number("min_p", 0, 1)) p.min_p = static_cast<float>(*v);
+  if (auto v = fields.number("presence_penalty", -2, 2))
+    p.presence_penalty = static_cast<float>(*v);
+  if (auto v = fields.number("frequency_penalty", -2, 2)) {
+    p.frequency_penalty = static_cast<float>(*v);
+  }
+  if (auto v = fields.number("repetition_penalty", 0.01, 10)) {
+    p.repeat_penalty = static_cast<float>(*v);
+  }
+  p.logit_bias = logit_bias(fields, api.model.n_vocab());
+  if (auto v = fields.integer("seed", INT64_MIN, INT64_MAX)) {
+    p.seed = static_cast<uint64_t>(*v);
+  } else {
+    std::random_device device;
+    p.seed = (static_cast<uint64_t>(device()) << 32) ^ device();
+  }
+  try {
+    p.validate(api.model.n_vocab());
+  } catch (const Error& e) {
+    throw invalid_request(e.what());
+  }
+  return p;
+}
+
+void check_unsupported(const Fields& fields, Endpoint endpoint) {
+  if (const Json* format = fields.find("response_format")) {
+    const bool text = format->is_object() && format->contains("type") &&
+                      (*format)["type"].is_string() && (*format)["type"] == "text";
+    if (!text) throw invalid_request("'response_format' other than text is not supported");
+  }
+  if (endpoint == Endpoint::completion) {
+    if (fields.boolean("echo").value_or(false)) throw invalid_request("'echo' is not supported");
+    if (fields.find("suffix")) throw invalid_request("'suffix' is not supported");
+  }
+}
+
+}  // namespace
+
+Json parse_body(std::string_view body) {
+  // The parser would stop at a NUL and accept what came before it.
+  if (body.find('\0') != std::string_view::npos) {
+    throw invalid_request("the body is not valid JSON (it contains a NUL byte)", "invalid_json");
+  }
+  Json json = Json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
+  if (json.is_discarded()) throw invalid_request("the body is not valid JSON", "invalid_json");
+  if (!json.is_object()) throw invalid_request("the body must be a JSON object");
+  return json;
+}
+
+GenerationRequest parse_generation_request(Endpoint endpoint, const Json& body,
+                                           const ApiContext& api) {
+  const Fields fields(body, "");
+  GenerationRequest request;
+  request.endpoint = endpoint;
+  if (const Json* model = fields.find("model"); model && !model->is_string()) {
+    throw fields.wrong("model", "a string", *model);
+  }
+  check_unsupported(fields, endpoint);
+  request.stream = fields.boolean("stream").value_or(false);
+  if (const Json* options = fields.find("stream_options")) {
+    if (!options->is_object()) throw fields.wrong("stream_options", "an object", *options);
+    request.include_usage =
+        Fields(*options, "stream_options").boolean("include_usage").value_or(false);
+  }
+  request.n = static_cast<int32_t>(fields.integer("n", 1, kMaxChoices).value_or(1));
+  if (endpoint == Endpoint::chat) {
+    const bool logprobs = fields.boolean("logprobs").value_or(false);
+    const auto top = fields.integer("top_logprobs", 0, kMaxTopLogprobs);
+    if (top && !logprobs) throw invalid_request("'top_logprobs' needs 'logprobs': true");
+    if (logprobs) request.top_logprobs = static_cast<int32_t>(top.value_or(0));
+  } else if (const auto top = fields.integer("logprobs", 0, kMaxTopLogprobs)) {
+    request.top_logprobs = static_cast<int32_t>(*top);
+  }
+  auto max_tokens = fields.integer("max_completion_tokens", 1, INT32_MAX);
+  if (!max_tokens) max_tokens = fields.integer("max_tokens", 1, INT32_MAX);
+  if (endpoint == Endpoint::completion && !max_tokens) max_tokens = 16;  // OpenAI's default
+
+  const bool ignore_eos = fields.boolean("ignore_eos").value_or(false);
+  const std::vector<std::string> stops = stop_strings(fields);
+  if (!stops.empty() && api.model.tokenizer().vocab().kind == TokenizerKind::none) {
+    throw invalid_request("'stop' needs a tokenizer; this model has none");
+  }
+  const SamplingParams sampling = sampling_params(fields, api);
+  std::vector<std::vector<TokenId>> prompts;
+  if (endpoint == Endpoint::chat) {
+    prompts.push_back(chat_prompt(body, api));
+  } else {
+    prompts = completion_prompts(body, api);
+  }
+  if (prompts.size() * static_cast<size_t>(request.n) > static_cast<size_t>(kMaxChoices)) {
+    throw invalid_request(strfmt("at most %d choices (prompts x n) per request", kMaxChoices));
+  }
+  for (size_t p = 0; p < prompts.size(); ++p) {
+    const auto length = static_cast<int64_t>(prompts[p].size());
+    const int64_t room = api.context - length;
+    if (room < 1) {
+      throw context_overflow(
+          strfmt("the prompt has %lld tokens but the context holds %lld, "
+                 "leaving no room for a reply",
+                 static_cast<long long>(length), static_cast<long long>(api.context)));
+    }
+    for (int32_t c = 0; c < request.n; ++c) {
+      GenerationJob job;
+      job.choice = static_cast<int32_t>(p) * request.n + c;
+      job.prompt = prompts[p];
+      job.sampling = sampling;
+      job.sampling.seed += static_cast<uint64_t>(c);  // each choice its own stream
+      job.max_tokens = std::min(room, max_tokens.value_or(room));
+      job.ignore_eos = ignore_eos;
+      job.stop = stops;
+      job.top_logprobs = request.top_logprobs;
+      request.jobs.push_back(std::move(job));
+    }
+  }
+  return request;
+}
+
+EmbeddingRequest parse_embedding_request(const Json& body, const ApiContext& api) {
+  const Fields fields(body, "");
+  EmbeddingRequest request;
+  if (const Json* model = fields.find("model"); model && !model->is_string()) {
+    throw fields.wrong("model", "a string", *model);
+  }
+  if (const auto format = fields.string("encoding_format")) {
+    if (*format != "float" && *format != "base64") {
+      throw invalid_request("'encoding_format' must be \"float\" or \"base64\"");
+    }
+    request.base64 = *format == "base64";
+  }
+  const auto n_embd = api.model.hparams().n_embd;
+  if (const auto dims = fields.integer("dimensions", 1, INT32_MAX); dims && *dims != n_embd) {
+    throw invalid_request(
+        strfmt("this model's embeddings have %lld dimensions", static_cast<long long>(n_embd)));
+  }
+  const Json* input = fields.find("input");
+  if (!input) throw invalid_request("'input' is required");
+  std::vector<std::vector<TokenId>> inputs;
+  if (input->is_string()) {
+    inputs.push_back(tokenize(api, input->get<std::string>(), true, false));
+  } else if (is_id_array(*input)) {
+    inputs.push_back(checked_ids(*input, api, "'input'"));
+  } else if (input->is_array() && !input->empty()) {
+    for (const auto& item : *input) {
+      if (item.is_string()) {
+        inputs.push_back(tokenize(api, item.get<std::string>(), true, false));
+      } else if (is_id_array(item)) {
+        inputs.push_back(checked_ids(item, api, "'input'"));
+      } else {
+        throw invalid_request(
+            "'input' must be a string, an array of token ids, or an array of those");
+      }
+    }
+  } else {
+    throw invalid_request("'input' must be a string, an array of token ids, or an array of those");
+  }
+  constexpr size_t kMaxInputs = 256;
+  if (inputs.size() > kMaxInputs) {
+    throw invalid_request(strfmt("at most %zu inputs per request", kMaxInputs));
+  }
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (inputs[i].empty()) throw invalid_request(strfmt("input %zu is empty", i));
+    if (static_cast<int64_t>(inputs[i].size()) > api.context) {
+      throw context_overflow(strfmt("input %zu has %zu tokens but the context holds %lld", i,
+                                    inputs[i].size(), static_cast<long long>(api.context)));
+    }
+    request.jobs.push_back({static_cast<int32_t>(i), std::move(inputs[i])});
+  }
+  return request;
+}
+
+// --- responses -----------------------------------------------------------
+
+namespace {
+
+Json bytes_of(const std::string& text) {
+  Json bytes = Json::array();
+  for (const unsigned char c : text) bytes.push_back(c);
+  return bytes;
+}
+
+std::string piece(const ApiContext& api, TokenId id) {
+  return api.model.tokenizer().token_to_piece(id, /*render_special=*/true);
+}
+
+// Chat: {"content": [{token, logprob, bytes, top_logprobs: [...]}]}.
+Json chat_logprobs(const ApiContext& api, const std::vector<TokenLogprob>& tokens) {
+  Json content = Json::array();
+  for (const auto& t : tokens) {
+    const std::string text = piece(api, t.id);
+    Json top = Json::array();
+    for (const auto& [id, lp] : t.top) {
+      const std::string alt = piece(api, id);
+      top.push_back({{"token", alt}, {"logprob", lp}, {"bytes", bytes_of(alt)}});
+    }
+    content.push_back({{"token", text},
+                       {"logprob", t.logprob},
+                       {"bytes", bytes_of(text)},
+                       {"top_logprobs", top}});
+  }
+  return {{"content", content}};
+}
+
+// Completions: {tokens, token_logprobs, top_logprobs: [{text: lp}], text_offset}.
+Json completion_logprobs(const ApiContext& api, const std::vector<TokenLogprob>& tokens,
+                         size_t text_offset) {
+  Json out = {{"tokens", Json::array()},
+              {"token_logprobs", Json::array()},
+              {"top_logprobs", Json::array()},
+              {"text_offset", Json::array()}};
+  for (const auto& t : tokens) {
+    const std::string text = piece(api, t.id);
+    out["tokens"].push_back(text);
+    out["token_logprobs"].push_back(t.logprob);
+    Json top = Json::object();
+    for (const auto& [id, lp] : t.top) top[piece(api, id)] = lp;
+    out["top_logprobs"].push_back(top);
+    out["text_offset"].push_back(text_offset);
+    text_offset += text.size();
+  }
+  return out;
+}
+
+Json logprobs_json(const GenerationRequest& request, const ApiContext& api,
+                   const std::vector<TokenLogprob>& tokens) {
+  if (request.top_logprobs < 0) return nullptr;
+  return request.endpoint == Endpoint::chat ? chat_logprobs(api, tokens)
+                                            : completion_logprobs(api, tokens, 0);
+}
+
+Json usage_json(const GenerationRequest& request, const std::vector<ChoiceResult>& choices) {
+  int64_t prompt = 0;
+  int64_t cached = 0;
+  int64_t completion = 0;
+  for (size_t i = 0; i < choices.size(); ++i) {
+    // Each prompt counts once, however many choices continue it.
+    if (i % static_cast<size_t>(request.n) == 0) {
+      prompt += choices[i].stats.prompt_tokens;
+      cached += choices[i].stats.cached_tokens;
+    }
+    completion += choices[i].stats.generated_tokens;
+  }
+  return {{"prompt_tokens", prompt},
+          {"completion_tokens", completion},
+          {"total_tokens", prompt + completion},
+          {"prompt_tokens_details", {{"cached_tokens", cached}}}};
+}
+
+// Server-side timings of the first choice (llama.cpp's field names).
+Json timings_json(const std::vector<ChoiceResult>& choices) {
+  if (choices.empty()) return nullptr;
+  const auto& s = choices.front().stats;
+  const int64_t prompt_n = s.prompt_tokens - s.cached_tokens;
+  const int64_t predicted_n = s.generated_tokens;
+  return {{"cache_n", s.cached_tokens},
+          {"prompt_n", prompt_n},
+          {"prompt_ms", s.prompt_ms},
+          {"predicted_n", predicted_n},
+          {"predicted_ms", s.decode_ms},
+          {"queue_ms", s.queue_ms},
+          {"ttft_ms", s.ttft_ms},
+          {"predicted_per_second",
+           s.decode_ms > 0 && predicted_n > 1 ? (predicted_n - 1) * 1000.0 / s.decode_ms : 0.0}};
+}
+
+Json envelope(const GenerationRequest& request, const ResponseId& rid, const ApiContext& api,
+              bool chunk) {
+  const char* object = request.endpoint == Endpoint::chat
+                           ? (chunk ? "chat.completion.chunk" : "chat.completion")
+                           : "text_completion";
+  return {{"id", rid.id},
+          {"object", object},
+          {"created", rid.created},
+          {"model", api.model_name},
+          {"system_fingerprint", std::string("cortiq-") + kVersion}};
+}
+
+}  // namespace
+
+std::string_view finish_reason(ChoiceEnd end) {
+  switch (end) {
+    case ChoiceEnd::stop:
+      return "stop";
+    case ChoiceEnd::length:
+      return "length";
+    case ChoiceEnd::cancelled:
+      return "cancelled";
+  }
+  return "stop";
+}
+
+Json generation_response(const GenerationRequest& request, const ResponseId& rid,
+                         const ApiContext& api, const std::vector<ChoiceResult>& choices) {
+  Json out = envelope(request, rid, api, false);
+  Json list = Json::array();
+  for (size_t i = 0; i < choices.size(); ++i) {
+    const auto& c = choices[i];
+    Json choice = {{"index", i}};
+    if (request.endpoint == Endpoint::chat) {
+      choice["message"] = {{"role", "assistant"}, {"content", c.text}};
+    } else {
+      choice["text"] = c.text;
+    }
+    choice["logprobs"] = logprobs_json(request, api, c.logprobs);
+    choice["finish_reason"] = finish_reason(c.end);
+    list.push_back(std::move(choice));
+  }
+  out["choices"] = std::move(list);
+  out["usage"] = usage_json(request, choices);
+  out["timings"] = timings_json(choices);
+  return out;
+}
+
+Json text_chunk(const GenerationRequest& request, const ResponseId& rid, const ApiContext& api,
+                int32_t choice, const std::string& text, const std::vector<TokenLogprob>& logprobs,
+                bool first) {
+  Json out = envelope(request, rid, api, true);
+  Json c = {{"index", choice}};
+  if (request.endpoint == Endpoint::chat) {
+    Json delta = Json::object();
+    if (first) delta["role"] = "assistant";
+    delta["content"] = text;
+    c["delta"] = std::move(delta);
+  } else {
+    c["text"] = text;
+  }
+  c["logprobs"] = logprobs_json(request, api, logprobs);
+  c["finish_reason"] = nullptr;
+  out["choices"] = Json::array({std::move(c)});
+  return out;
+}
+
+Json final_chunk(const GenerationRequest& request, const ResponseId& rid, const ApiContext& api,
+                 int32_t choice, ChoiceEnd end) {
+  Json out = envelope(request, rid, api, true);
+  Json c = {{"index", choice}};
+  if (request.endpoint == Endpoint::chat) {
+    c["delta"] = Json::object();
+  } else {
+    c["text"] = "";
+  }
+  c["logprobs"] = nullptr;
+  c["finish_reason"] = finish_reason(end);
+  out["choices"] = Json::array({std::move(c)});
+  return out;
+}
+
+Json usage_chunk(const GenerationRequest& request, const ResponseId& rid, const ApiContext& api,
+                 const std::vector<ChoiceResult>& choices) {
+  Json out = envelope(request, rid, api, true);
+  out["choices"] = Json::array();
+  out["usage"] = usage_json(request, choices);
+  out["timings"] = timings_json(choices);
+  return out;
+}
+
+namespace {
+
+std::string base64_floats(const std::vector<float>& values) {
+  static constexpr char kAlphabet[] =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::vector<unsigned char> bytes(values.size() * sizeof(float));
+  std::memcpy(bytes.data(), values.data(), bytes.size());  // little-endian hosts only
+  std::string out;
+  out.reserve((bytes.size() + 2) / 3 * 4);
+  for (size_t i = 0; i < bytes.size(); i += 3) {
+    const uint32_t b0 = bytes[i];
+    const uint32_t b1 = i + 1 < bytes.size() ? bytes[i + 1] : 0;
+    const uint32_t b2 = i + 2 < bytes.size() ? bytes[i + 2] : 0;
+    const uint32_t triple = (b0 << 16) | (b1 << 8) | b2;
+    out += kAlphabet[(triple >> 18) & 63];
+    out += kAlphabet[(triple >> 12) & 63];
+    out += i + 1 < bytes.size() ? kAlphabet[(triple >> 6) & 63] : '=';
+    out += i + 2 < bytes.size() ? kAlphabet[triple & 63] : '=';
+  }
+  return out;
+}
+
+}  // namespace
+
+Json embedding_response(const EmbeddingRequest& request, const ApiContext& api,
+                        const std::vector<std::vector<float>>& vectors, int64_t tokens) {
+  Json data = Json::array();
+  for (size_t i = 0; i < vectors.size(); ++i) {
+    Json item = {{"object", "embedding"}, {"index", i}};
+    if (request.base64) {
+      item["embedding"] = base64_floats(vectors[i]);
+    } else {
+      item["embedding"] = vectors[i];
+    }
+    data.push_back(std::move(item));
+  }
+  return {{"object", "list"},
+          {"data", std::move(data)},
+          {"model", api.model_name},
+          {"usage", {{"prompt_tokens", tokens}, {"total_tokens", tokens}}}};
+}
+
+Json models_response(const ApiContext& api, int64_t created) {
+  Json model = {{"id", api.model_name},
+                {"object", "model"},
+                {"created", created},
+                {"owned_by", "cortiq"},
+                {"meta",
+                 {{"n_ctx", api.context},
+                  {"n_vocab", api.model.n_vocab()},
+                  {"n_embd", api.model.hparams().n_embd}}}};
+  return {{"object", "list"}, {"data", Json::array({std::move(model)})}};
+}
+
+Json error_body(int status, const std::string& type, const std::string& code,
+                const std::string& message) {
+  (void)status;
+  return {{"error", {{"message", message}, {"type", type}, {"code", code}, {"param", nullptr}}}};
+}
+
+std::string dump(const Json& json) {
+  return json.dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
+}  // namespace cortiq::server

@@ -1,0 +1,102 @@
+// OpenAI's HTTP API in and out: request bodies (chat completions,
+// completions, embeddings) are checked field by field and turned into the
+// scheduler's jobs; results become OpenAI's response objects and streaming
+// chunks. Every problem with a request is an ApiError naming the field.
+//
+// Sampling fields follow OpenAI (temperature, top_p, seed, stop, penalties
+// over the generated tokens, logit_bias, logprobs, n) plus the common
+// extensions top_k, min_p and ignore_eos; fields not given keep the engine's
+// defaults (temperature 0.8, top_k 40, top_p 0.95, min_p 0.05).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "server/jobs.hpp"
+#include "server/request_stream.hpp"
+
+namespace cortiq {
+class Model;
+class ChatTemplate;
+}  // namespace cortiq
+
+namespace cortiq::server {
+
+using Json = nlohmann::ordered_json;
+
+// What the API layer needs to know about the served model.
+struct ApiContext {
+  const Model& model;
+  const ChatTemplate& chat_template;
+  std::string model_name;
+  int64_t context = 0;  // positions per sequence
+};
+
+enum class Endpoint { chat, completion };
+
+struct GenerationRequest {
+  Endpoint endpoint = Endpoint::chat;
+  std::vector<GenerationJob> jobs;  // prompt p, choice c is jobs[p * n + c]
+  int32_t n = 1;                    // choices per prompt
+  bool stream = false;
+  bool include_usage = false;  // stream_options.include_usage
+  int32_t top_logprobs = -1;   // < 0: no logprobs
+};
+
+struct EmbeddingRequest {
+  std::vector<EmbeddingJob> jobs;
+  bool base64 = false;  // encoding_format "base64": little-endian float32
+};
+
+// Parses a request body; throws ApiError for malformed JSON or a body that
+// is not an object.
+Json parse_body(std::string_view body);
+
+GenerationRequest parse_generation_request(Endpoint endpoint, const Json& body,
+                                           const ApiContext& api);
+EmbeddingRequest parse_embedding_request(const Json& body, const ApiContext& api);
+
+// One finished choice, collected from the scheduler's events.
+struct ChoiceResult {
+  std::string text;
+  ChoiceEnd end = ChoiceEnd::stop;
+  std::vector<TokenLogprob> logprobs;
+  ChoiceStats stats;
+};
+
+// Identity of a response, shared by its chunks.
+struct ResponseId {
+  std::string id;
+  int64_t created = 0;  // Unix seconds
+};
+
+Json generation_response(const GenerationRequest& request, const ResponseId& rid,
+                         const ApiContext& api, const std::vector<ChoiceResult>& choices);
+// A streaming chunk with a choice's new text (and its tokens' logprobs); the
+// first chunk of a chat choice also carries the assistant role.
+Json text_chunk(const GenerationRequest& request, const ResponseId& rid, const ApiContext& api,
+                int32_t choice, const std::string& text, const std::vector<TokenLogprob>& logprobs,
+                bool first);
+// The chunk that ends a choice (finish_reason, empty delta).
+Json final_chunk(const GenerationRequest& request, const ResponseId& rid, const ApiContext& api,
+                 int32_t choice, ChoiceEnd end);
+// stream_options.include_usage: the last chunk, with usage and no choices.
+Json usage_chunk(const GenerationRequest& request, const ResponseId& rid, const ApiContext& api,
+                 const std::vector<ChoiceResult>& choices);
+
+Json embedding_response(const EmbeddingRequest& request, const ApiContext& api,
+                        const std::vector<std::vector<float>>& vectors, int64_t tokens);
+Json models_response(const ApiContext& api, int64_t created);
+Json error_body(int status, const std::string& type, const std::string& code,
+                const std::string& message);
+
+// Serializes with invalid UTF-8 (a lone byte token) replaced by U+FFFD.
+std::string dump(const Json& json);
+
+std::string_view finish_reason(ChoiceEnd end);
+
+}  // namespace cortiq::server

@@ -1,0 +1,107 @@
+// Continuous batching. One worker thread owns the KV cache and runs every
+// admitted sequence forward together: each step is one batched forward pass
+// with one decode row per generating sequence plus, within the step's row
+// budget, the next chunk of the prompts still being read — so a long prompt
+// is prefilled over several steps while the others keep generating. New jobs
+// join between steps, finished and cancelled ones leave and release their
+// KV blocks. A job is admitted only when a slot is free and the KV blocks it
+// can need (prompt + max_tokens) are available beside those the running
+// sequences may still take, so a running sequence never runs out of memory.
+//
+// Prefix caching comes from the paged KV cache: a prompt's leading full
+// blocks that are cached (same tokens, same prefix) are attached instead of
+// computed. Batch invariance makes this exact: a row's keys, values and
+// logits do not depend on what else was in its batch, so a seeded request
+// gives the same tokens alone, under load, with or without a cache hit.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "server/jobs.hpp"
+#include "server/metrics.hpp"
+#include "server/request_stream.hpp"
+
+namespace cortiq {
+class Model;
+}
+
+namespace cortiq::server {
+
+struct SchedulerOptions {
+  int32_t parallel = 4;     // sequences generating at once
+  int64_t context = 0;      // positions per sequence (the model's context when 0)
+  int64_t kv_cells = 0;     // positions in the shared KV memory (parallel * context when 0)
+  int32_t block_size = 16;  // positions per KV block
+  int64_t max_queued = 64;  // jobs waiting for a slot before submit() refuses
+  int64_t step_rows = 0;    // rows per forward step (the model's chunk size when 0)
+};
+
+class Scheduler {
+ public:
+  // Throws cortiq::Error when the KV memory cannot hold one full context.
+  Scheduler(std::shared_ptr<const Model> model, SchedulerOptions options, Metrics& metrics);
+  // Stops the worker; jobs still queued or running end with a failure event.
+  ~Scheduler();
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  // Queues the jobs of one request, all reporting to `stream`. Throws
+  // ApiError (503) when the queue cannot take them all, (400) when a job can
+  // never fit the KV memory.
+  void submit(std::vector<GenerationJob> jobs, std::shared_ptr<RequestStream> stream);
+  void submit(std::vector<EmbeddingJob> jobs, std::shared_ptr<RequestStream> stream);
+
+  int64_t context() const { return context_; }
+  int64_t kv_blocks() const;
+
+  // Stops taking work and ends the worker (the destructor calls it).
+  void stop();
+
+ private:
+  struct Sequence;
+  struct Pending;
+
+  void run();
+  void admit_locked();
+  bool admit(Pending& pending);
+  bool run_embedding(Pending& pending);
+  // Ends the cancelled sequences; true when there were any.
+  bool drop_cancelled();
+  void step();
+  void handle_output(Sequence& seq, std::span<const float> logits);
+  void finish(Sequence& seq, ChoiceEnd end);
+  void fail(Sequence& seq, const std::string& message);
+  // Frees the sequence's slot and KV blocks (full blocks stay cached).
+  void release(Sequence& seq);
+  int64_t outstanding_blocks() const;
+  int32_t free_slot() const;
+  void publish_state();
+
+  std::shared_ptr<const Model> model_;
+  SchedulerOptions options_;
+  Metrics& metrics_;
+  int64_t context_ = 0;
+
+  // Worker-thread state.
+  struct Engine;
+  std::unique_ptr<Engine> engine_;
+  std::vector<std::unique_ptr<Sequence>> active_;
+
+  // Shared with submitting threads.
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<std::unique_ptr<Pending>> queue_;
+  int64_t queued_jobs_ = 0;
+  bool stopping_ = false;
+  std::thread worker_;
+};
+
+}  // namespace cortiq::server

@@ -1,0 +1,200 @@
+// The continuous-batching scheduler, in process: its tokens equal a
+// Session's for the same prompt and seed (alone, next to 31 other
+// sequences, after a prefix-cache hit), cancellation frees the sequence,
+// admission waits for KV memory, a full queue refuses.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <thread>
+
+#include "cortiq/cortiq.hpp"
+#include "engine_test_models.hpp"
+#include "server/api_error.hpp"
+#include "server/scheduler.hpp"
+
+namespace cortiq::server {
+namespace {
+
+using namespace std::chrono_literals;
+
+test::TestModelSpec spec() {
+  test::TestModelSpec s;
+  s.n_ctx = 512;
+  return s;
+}
+
+std::vector<TokenId> prompt_of(size_t n, uint32_t salt) {
+  std::vector<TokenId> ids;
+  for (size_t i = 0; i < n; ++i) ids.push_back(static_cast<TokenId>(3 + (i * 7 + salt * 13) % 250));
+  return ids;
+}
+
+GenerationJob job_of(std::vector<TokenId> prompt, uint64_t seed, int64_t max_tokens) {
+  GenerationJob job;
+  job.prompt = std::move(prompt);
+  job.sampling.temperature = 0.9f;
+  job.sampling.seed = seed;
+  job.max_tokens = max_tokens;
+  job.ignore_eos = true;
+  return job;
+}
+
+struct Collected {
+  std::vector<std::vector<TokenId>> tokens;
+  std::vector<StreamEvent> finished;
+};
+
+// Waits until every part of the stream has ended.
+Collected collect(RequestStream& stream, size_t parts) {
+  Collected out;
+  out.tokens.resize(parts);
+  out.finished.resize(parts);
+  size_t ended = 0;
+  const auto deadline = std::chrono::steady_clock::now() + 120s;
+  std::vector<StreamEvent> events;
+  while (ended < parts) {
+    EXPECT_LT(std::chrono::steady_clock::now(), deadline) << "the scheduler stalled";
+    if (std::chrono::steady_clock::now() > deadline) break;
+    events.clear();
+    stream.wait(events, 100ms);
+    for (auto& e : events) {
+      const auto c = static_cast<size_t>(e.choice);
+      if (e.kind == StreamEvent::Kind::token) {
+        out.tokens[c].push_back(e.token);
+      } else {
+        EXPECT_NE(e.kind, StreamEvent::Kind::failed) << e.error;
+        out.finished[c] = std::move(e);
+        ++ended;
+      }
+    }
+  }
+  return out;
+}
+
+std::vector<TokenId> session_tokens(const std::shared_ptr<const Model>& model,
+                                    const GenerationJob& job) {
+  Session session(model);
+  GenerateOptions options;
+  options.sampling = job.sampling;
+  options.max_tokens = job.max_tokens;
+  options.ignore_eos = job.ignore_eos;
+  return session.generate(std::span<const TokenId>(job.prompt), options).tokens;
+}
+
+std::vector<TokenId> run_alone(Scheduler& scheduler, GenerationJob job) {
+  auto stream = std::make_shared<RequestStream>(1);
+  scheduler.submit(std::vector<GenerationJob>{std::move(job)}, stream);
+  return collect(*stream, 1).tokens[0];
+}
+
+TEST(ServerScheduler, SeededOutputIsTheSameAloneAndNextTo31Others) {
+  const auto model = test::load_test_model(spec());
+  Metrics metrics;
+  SchedulerOptions options;
+  options.parallel = 32;
+  options.step_rows = 64;  // long prompts take several steps beside the decoders
+  Scheduler scheduler(model, options, metrics);
+
+  const GenerationJob probe = job_of(prompt_of(70, 1), 1234, 24);
+  const auto expected = session_tokens(model, probe);
+  ASSERT_EQ(expected.size(), 24u);
+  EXPECT_EQ(run_alone(scheduler, probe), expected);
+
+  // The probe among 31 others of different lengths, seeds and prompts.
+  std::vector<GenerationJob> jobs;
+  for (int i = 0; i < 32; ++i) {
+    GenerationJob job = i == 17 ? probe : job_of(prompt_of(5 + 9 * i, i + 2), 99 + i, 8 + i);
+    job.choice = i;
+    jobs.push_back(std::move(job));
+  }
+  auto stream = std::make_shared<RequestStream>(32);
+  const auto copies = jobs;
+  scheduler.submit(std::move(jobs), stream);
+  const auto all = collect(*stream, 32);
+  EXPECT_EQ(all.tokens[17], expected);
+  for (int i = 0; i < 32; i += 5) {  // a sample of the others against a Session too
+    EXPECT_EQ(all.tokens[static_cast<size_t>(i)],
+              session_tokens(model, copies[static_cast<size_t>(i)]))
+        << "sequence " << i;
+  }
+  for (const auto& f : all.finished) EXPECT_EQ(f.end, ChoiceEnd::length);
+}
+
+TEST(ServerScheduler, PrefixCacheHitReusesBlocksAndKeepsTheTokens) {
+  const auto model = test::load_test_model(spec());
+  Metrics metrics;
+  Scheduler scheduler(model, SchedulerOptions{}, metrics);
+  const auto shared = prompt_of(100, 5);
+  run_alone(scheduler, job_of(shared, 1, 4));
+
+  auto longer = shared;
+  for (TokenId id : prompt_of(7, 9)) longer.push_back(id);
+  const GenerationJob job = job_of(longer, 77, 12);
+  auto stream = std::make_shared<RequestStream>(1);
+  scheduler.submit(std::vector<GenerationJob>{job}, stream);
+  const auto result = collect(*stream, 1);
+  // Whole 16-position blocks of the shared 100 tokens: 96.
+  EXPECT_EQ(result.finished[0].stats.cached_tokens, 96);
+  EXPECT_EQ(result.tokens[0], session_tokens(model, job));
+}
+
+TEST(ServerScheduler, CancelledSequenceStopsAndFreesItsBlocks) {
+  const auto model = test::load_test_model(spec());
+  Metrics metrics;
+  Scheduler scheduler(model, SchedulerOptions{}, metrics);
+  auto stream = std::make_shared<RequestStream>(1);
+  scheduler.submit(std::vector<GenerationJob>{job_of(prompt_of(20, 3), 5, 400)}, stream);
+  std::vector<StreamEvent> events;
+  while (events.empty()) stream->wait(events, 100ms);
+  stream->cancel();
+  const auto result = collect(*stream, 1);
+  EXPECT_EQ(result.finished[0].end, ChoiceEnd::cancelled);
+  EXPECT_LT(result.finished[0].stats.generated_tokens, 400);
+  // The worker publishes its state after the step that dropped it.
+  for (int i = 0; i < 50 && metrics.state().running != 0; ++i) std::this_thread::sleep_for(10ms);
+  EXPECT_EQ(metrics.state().running, 0);
+  EXPECT_EQ(metrics.state().kv_blocks_used, 0);
+}
+
+TEST(ServerScheduler, AdmissionWaitsForKvMemory) {
+  const auto model = test::load_test_model(spec());
+  Metrics metrics;
+  SchedulerOptions options;
+  options.parallel = 4;
+  options.kv_cells = 512;  // one full context: the jobs below fit one or two at a time
+  Scheduler scheduler(model, options, metrics);
+  std::vector<GenerationJob> jobs;
+  for (int i = 0; i < 4; ++i) {
+    GenerationJob job = job_of(prompt_of(150, i), i, 100);
+    job.choice = i;
+    jobs.push_back(std::move(job));
+  }
+  const auto copies = jobs;
+  auto stream = std::make_shared<RequestStream>(4);
+  scheduler.submit(std::move(jobs), stream);
+  const auto result = collect(*stream, 4);
+  for (size_t i = 0; i < 4; ++i) {
+    EXPECT_EQ(result.tokens[i], session_tokens(model, copies[i])) << "job " << i;
+  }
+}
+
+TEST(ServerScheduler, FullQueueRefusesWithServiceUnavailable) {
+  const auto model = test::load_test_model(spec());
+  Metrics metrics;
+  SchedulerOptions options;
+  options.parallel = 1;
+  options.max_queued = 2;
+  Scheduler scheduler(model, options, metrics);
+  std::vector<GenerationJob> jobs;
+  for (int i = 0; i < 3; ++i) jobs.push_back(job_of(prompt_of(10, i), i, 5));
+  auto stream = std::make_shared<RequestStream>(3);
+  try {
+    scheduler.submit(std::move(jobs), stream);
+    FAIL() << "three jobs entered a queue of two";
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.status(), 503);
+  }
+}
+
+}  // namespace
+}  // namespace cortiq::server
