@@ -9,6 +9,8 @@
 
 #include "cortiq/cortiq.hpp"
 #include "engine_test_models.hpp"
+#include "model/hparams.hpp"
+#include "scoring/embedding.hpp"
 #include "server/api_error.hpp"
 #include "server/scheduler.hpp"
 
@@ -82,7 +84,7 @@ std::vector<TokenId> session_tokens(const std::shared_ptr<const Model>& model,
 }
 
 std::vector<TokenId> run_alone(Scheduler& scheduler, GenerationJob job) {
-  auto stream = std::make_shared<RequestStream>(1);
+  auto stream = std::make_shared<RequestStream>();
   scheduler.submit(std::vector<GenerationJob>{std::move(job)}, stream);
   return collect(*stream, 1).tokens[0];
 }
@@ -107,7 +109,7 @@ TEST(ServerScheduler, SeededOutputIsTheSameAloneAndNextTo31Others) {
     job.choice = i;
     jobs.push_back(std::move(job));
   }
-  auto stream = std::make_shared<RequestStream>(32);
+  auto stream = std::make_shared<RequestStream>();
   const auto copies = jobs;
   scheduler.submit(std::move(jobs), stream);
   const auto all = collect(*stream, 32);
@@ -130,7 +132,7 @@ TEST(ServerScheduler, PrefixCacheHitReusesBlocksAndKeepsTheTokens) {
   auto longer = shared;
   for (TokenId id : prompt_of(7, 9)) longer.push_back(id);
   const GenerationJob job = job_of(longer, 77, 12);
-  auto stream = std::make_shared<RequestStream>(1);
+  auto stream = std::make_shared<RequestStream>();
   scheduler.submit(std::vector<GenerationJob>{job}, stream);
   const auto result = collect(*stream, 1);
   // Whole 16-position blocks of the shared 100 tokens: 96.
@@ -138,11 +140,56 @@ TEST(ServerScheduler, PrefixCacheHitReusesBlocksAndKeepsTheTokens) {
   EXPECT_EQ(result.tokens[0], session_tokens(model, job));
 }
 
+TEST(ServerScheduler, ChoicesOfOneRequestShareTheirPromptsBlocks) {
+  const auto model = test::load_test_model(spec());
+  Metrics metrics;
+  Scheduler scheduler(model, SchedulerOptions{}, metrics);
+  std::vector<GenerationJob> jobs;
+  for (int c = 0; c < 3; ++c) {
+    jobs.push_back(job_of(prompt_of(100, 11), 40 + c, 6));
+    jobs.back().choice = c;
+  }
+  const auto copies = jobs;
+  auto stream = std::make_shared<RequestStream>();
+  scheduler.submit(std::move(jobs), stream);
+  const auto result = collect(*stream, 3);
+  EXPECT_EQ(result.finished[0].stats.cached_tokens, 0);
+  for (size_t c = 0; c < 3; ++c) {
+    if (c > 0) EXPECT_EQ(result.finished[c].stats.cached_tokens, 96) << "choice " << c;
+    EXPECT_EQ(result.tokens[c], session_tokens(model, copies[c])) << "choice " << c;
+  }
+}
+
+TEST(ServerScheduler, EmbeddingsRunInChunksAndMatchASession) {
+  const auto model = test::load_test_model(spec());
+  Metrics metrics;
+  SchedulerOptions options;
+  options.step_rows = 16;  // the 70-token input takes five chunks
+  Scheduler scheduler(model, options, metrics);
+  const auto long_input = prompt_of(70, 3);
+  auto stream = std::make_shared<RequestStream>();
+  scheduler.submit(std::vector<EmbeddingJob>{{0, long_input}, {1, prompt_of(5, 4)}}, stream);
+  std::vector<std::vector<float>> vectors(2);
+  for (size_t got = 0; got < 2;) {
+    std::vector<StreamEvent> events;
+    stream->wait(events, 100ms);
+    for (auto& e : events) {
+      ASSERT_EQ(e.kind, StreamEvent::Kind::embedding) << e.error;
+      vectors[static_cast<size_t>(e.choice)] = std::move(e.embedding);
+      ++got;
+    }
+  }
+  Session session(model);
+  const auto n_embd = static_cast<size_t>(model->hparams().n_embd);
+  EXPECT_EQ(vectors[0], scoring::pool_embeddings(session.embeddings(long_input), n_embd,
+                                                 scoring::Pooling::mean, true));
+}
+
 TEST(ServerScheduler, CancelledSequenceStopsAndFreesItsBlocks) {
   const auto model = test::load_test_model(spec());
   Metrics metrics;
   Scheduler scheduler(model, SchedulerOptions{}, metrics);
-  auto stream = std::make_shared<RequestStream>(1);
+  auto stream = std::make_shared<RequestStream>();
   scheduler.submit(std::vector<GenerationJob>{job_of(prompt_of(20, 3), 5, 400)}, stream);
   std::vector<StreamEvent> events;
   while (events.empty()) stream->wait(events, 100ms);
@@ -170,7 +217,7 @@ TEST(ServerScheduler, AdmissionWaitsForKvMemory) {
     jobs.push_back(std::move(job));
   }
   const auto copies = jobs;
-  auto stream = std::make_shared<RequestStream>(4);
+  auto stream = std::make_shared<RequestStream>();
   scheduler.submit(std::move(jobs), stream);
   const auto result = collect(*stream, 4);
   for (size_t i = 0; i < 4; ++i) {
@@ -185,15 +232,32 @@ TEST(ServerScheduler, FullQueueRefusesWithServiceUnavailable) {
   options.parallel = 1;
   options.max_queued = 2;
   Scheduler scheduler(model, options, metrics);
-  std::vector<GenerationJob> jobs;
-  for (int i = 0; i < 3; ++i) jobs.push_back(job_of(prompt_of(10, i), i, 5));
-  auto stream = std::make_shared<RequestStream>(3);
-  try {
+  const auto submit = [&](int n, int64_t max_tokens) {
+    std::vector<GenerationJob> jobs;
+    for (int i = 0; i < n; ++i) {
+      jobs.push_back(job_of(prompt_of(10, i), i, max_tokens));
+      jobs.back().choice = i;
+    }
+    auto stream = std::make_shared<RequestStream>();
     scheduler.submit(std::move(jobs), stream);
-    FAIL() << "three jobs entered a queue of two";
-  } catch (const ApiError& e) {
-    EXPECT_EQ(e.status(), 503);
-  }
+    return stream;
+  };
+  const auto status_of = [&](int n) {
+    try {
+      submit(n, 5)->cancel();
+      return 200;
+    } catch (const ApiError& e) {
+      return e.status();
+    }
+  };
+  EXPECT_EQ(status_of(4), 400);  // more choices than slots + queue: never
+  auto running = submit(1, 400);
+  std::vector<StreamEvent> events;
+  while (events.empty()) running->wait(events, 100ms);  // it holds the slot
+  auto waiting = submit(2, 5);                          // the queue is full now
+  EXPECT_EQ(status_of(1), 503);
+  running->cancel();
+  waiting->cancel();
 }
 
 }  // namespace

@@ -4,10 +4,17 @@
 //
 //   node bench/server/throughput.mjs [--cli build/src/cli/cortiq] [--model FILE]
 //        [--parallel 32] [--streams N] [--threads T] [--tokens 64] [--ctx 2048] [--json]
+//        [--peer PATH/llama-server]
+//
+// With --peer, the same measurement runs against llama.cpp's server on the
+// same file with the same threads, slots and context per sequence, right
+// after Cortiq's, and the table gives both and their ratio.
 //
 // Without --model it benchmarks the tests' gen-model model (tiny: the
 // numbers then show the server's overhead more than the engine's speed).
 import { parseArgs } from 'node:util';
+import { spawn } from 'node:child_process';
+import { createServer } from 'node:net';
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -24,12 +31,13 @@ const { values: opts } = parseArgs({
     tokens: { type: 'string', default: '64' },
     ctx: { type: 'string', default: '2048' },
     json: { type: 'boolean', default: false },
+    peer: { type: 'string' },
     help: { type: 'boolean', short: 'h', default: false },
   },
 });
 if (opts.help) {
   console.log('usage: node bench/server/throughput.mjs [--cli PATH] [--model FILE] [--parallel 32] [--streams N] ' +
-    '[--threads T] [--tokens 64] [--ctx 2048] [--json]');
+    '[--threads T] [--tokens 64] [--ctx 2048] [--json] [--peer PATH/llama-server]');
   process.exit(0);
 }
 process.env.CORTIQ_CLI = opts.cli ?? process.env.CORTIQ_CLI ?? path.join(root, 'build/src/cli/cortiq');
@@ -76,51 +84,109 @@ async function timedStream(baseURL, k) {
 
 const mean = (xs) => xs.reduce((a, b) => a + b, 0) / xs.length;
 
+// A free TCP port on the loopback interface, for the peer's --port.
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const probe = createServer();
+    probe.once('error', reject);
+    probe.listen(0, '127.0.0.1', () => {
+      const { port } = probe.address();
+      probe.close(() => resolve(port));
+    });
+  });
+}
+
+// llama.cpp's server with the same slots, context per slot and threads;
+// ready when /health answers 200.
+async function startPeer(binary, model) {
+  const port = await freePort();
+  const argv = ['-m', model, '--host', '127.0.0.1', '--port', String(port), '-np', String(parallel),
+    '-c', String(parallel * Number(opts.ctx)), '--no-webui'];
+  if (opts.threads) argv.push('-t', opts.threads, '-tb', opts.threads);
+  const child = spawn(binary, argv, { stdio: ['ignore', 'ignore', 'pipe'],
+    env: { ...process.env, LD_LIBRARY_PATH: path.dirname(binary) } });
+  let stderr = '';
+  child.stderr.on('data', (t) => { stderr = (stderr + t).slice(-20000); });
+  const baseURL = `http://127.0.0.1:${port}`;
+  const deadline = Date.now() + 300_000;
+  for (;;) {
+    if (child.exitCode !== null) throw new Error(`llama-server exited: ${stderr}`);
+    try {
+      if ((await fetch(`${baseURL}/health`)).status === 200) break;
+    } catch { /* not listening yet */ }
+    if (Date.now() > deadline) throw new Error(`llama-server did not start: ${stderr}`);
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  return {
+    baseURL,
+    stop: () => new Promise((resolve) => { child.once('exit', resolve); child.kill('SIGTERM'); }),
+  };
+}
+
+// Warm-up, one stream alone, then all streams at once.
+async function measure(server) {
+  await timedStream(server.baseURL, 0); // page in the weights, start the threads
+  const single = await timedStream(server.baseURL, 1);
+  const results = await Promise.all(Array.from({ length: streams }, (_, k) => timedStream(server.baseURL, 100 + k)));
+  const first = Math.min(...results.map((r) => r.first));
+  const last = Math.max(...results.map((r) => r.last));
+  // As for the single stream: the tokens after each stream's first one
+  // (those come from prefill), over the time from the first to the last.
+  const decoded = results.reduce((n, r) => n + r.generated - 1, 0);
+  const aggregateTps = decoded / ((last - first) / 1000);
+  return {
+    single: { decodeTps: single.decodeTps, ttftMs: single.ttftMs },
+    concurrent: {
+      aggregateTps,
+      wallSeconds: (last - first) / 1000,
+      perRequestDecodeTps: mean(results.map((r) => r.decodeTps)),
+      perRequestTtftMs: mean(results.map((r) => r.ttftMs)),
+      maxTtftMs: Math.max(...results.map((r) => r.ttftMs)),
+    },
+    ratio: aggregateTps / single.decodeTps,
+  };
+}
+
 async function main() {
   const model = opts.model ?? testModel();
   const args = ['--parallel', String(parallel), '-c', opts.ctx, '--queue', String(Math.max(streams, 64))];
   if (opts.threads) args.push('-t', opts.threads);
+  const report = { model: path.basename(model), parallel, streams, tokens,
+    threads: opts.threads ? Number(opts.threads) : null };
   const server = await startServer({ model, args });
   try {
-    await timedStream(server.baseURL, 0); // warm-up: page in the weights, start the threads
-
-    const single = await timedStream(server.baseURL, 1);
-
-    const results = await Promise.all(Array.from({ length: streams }, (_, k) => timedStream(server.baseURL, 100 + k)));
-    const first = Math.min(...results.map((r) => r.first));
-    const last = Math.max(...results.map((r) => r.last));
-    const generated = results.reduce((n, r) => n + r.generated, 0);
-    const aggregateTps = generated / ((last - first) / 1000);
-    const metrics = await getMetrics(server.baseURL);
-
-    const report = {
-      model: path.basename(model),
-      parallel, streams, tokens, threads: opts.threads ? Number(opts.threads) : null,
-      single: { decodeTps: single.decodeTps, ttftMs: single.ttftMs },
-      concurrent: {
-        aggregateTps,
-        wallSeconds: (last - first) / 1000,
-        perRequestDecodeTps: mean(results.map((r) => r.decodeTps)),
-        perRequestTtftMs: mean(results.map((r) => r.ttftMs)),
-        maxTtftMs: Math.max(...results.map((r) => r.ttftMs)),
-      },
-      ratio: aggregateTps / single.decodeTps,
-      serverDecodeTps: metrics.get('cortiq_decode_tokens_per_second') ?? null,
-    };
-    if (opts.json) {
-      console.log(JSON.stringify(report, null, 2));
-    } else {
-      const f = (x, digits = 1) => (Number.isFinite(x) ? x.toFixed(digits) : 'n/a');
-      console.log(`model ${report.model}, ${tokens} tokens per stream, --parallel ${parallel}` +
-        (opts.threads ? `, ${opts.threads} threads` : '') + '\n');
-      console.log('| run | streams | decode tokens/s (aggregate) | per stream tokens/s | mean TTFT ms |');
-      console.log('|---|---:|---:|---:|---:|');
-      console.log(`| single | 1 | ${f(single.decodeTps)} | ${f(single.decodeTps)} | ${f(single.ttftMs)} |`);
-      console.log(`| concurrent | ${streams} | ${f(aggregateTps)} | ${f(report.concurrent.perRequestDecodeTps)} | ${f(report.concurrent.perRequestTtftMs)} |`);
-      console.log(`\nratio (concurrent aggregate / single): ${f(report.ratio, 2)}x`);
-    }
+    report.cortiq = await measure(server);
+    report.cortiq.serverDecodeTps = (await getMetrics(server.baseURL)).get('cortiq_decode_tokens_per_second') ?? null;
   } finally {
     await server.stop();
+  }
+  if (opts.peer) {
+    const peer = await startPeer(opts.peer, model);
+    try {
+      report.peer = await measure(peer);
+    } finally {
+      await peer.stop();
+    }
+  }
+  if (opts.json) {
+    console.log(JSON.stringify(report, null, 2));
+    return;
+  }
+  const f = (x, digits = 1) => (Number.isFinite(x) ? x.toFixed(digits) : 'n/a');
+  console.log(`model ${report.model}, ${tokens} tokens per stream, --parallel ${parallel}` +
+    (opts.threads ? `, ${opts.threads} threads` : '') + '\n');
+  console.log('| server | run | streams | decode tokens/s (aggregate) | per stream tokens/s | mean TTFT ms |');
+  console.log('|---|---|---:|---:|---:|---:|');
+  const rows = [['cortiq', report.cortiq]];
+  if (report.peer) rows.push(['llama-server', report.peer]);
+  for (const [name, r] of rows) {
+    console.log(`| ${name} | single | 1 | ${f(r.single.decodeTps)} | ${f(r.single.decodeTps)} | ${f(r.single.ttftMs)} |`);
+    console.log(`| ${name} | concurrent | ${streams} | ${f(r.concurrent.aggregateTps)} | ${f(r.concurrent.perRequestDecodeTps)} | ${f(r.concurrent.perRequestTtftMs)} |`);
+  }
+  for (const [name, r] of rows) console.log(`\n${name}: concurrent aggregate / single = ${f(r.ratio, 2)}x`);
+  if (report.peer) {
+    console.log(`cortiq / llama-server: single ${f(report.cortiq.single.decodeTps / report.peer.single.decodeTps, 2)}x, ` +
+      `concurrent ${f(report.cortiq.concurrent.aggregateTps / report.peer.concurrent.aggregateTps, 2)}x`);
   }
 }
 

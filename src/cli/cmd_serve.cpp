@@ -5,6 +5,7 @@
 
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <thread>
 
@@ -56,12 +57,21 @@ class SignalWatcher {
     sigaddset(&signals_, SIGUSR1);  // our own wake-up at exit
     pthread_sigmask(SIG_BLOCK, &signals_, nullptr);
   }
+  // The first signal stops the server gracefully; a second one exits at once.
   void watch(server::HttpServer& server) {
     thread_ = std::thread([this, &server] {
-      int signal = 0;
-      sigwait(&signals_, &signal);
-      if (signal != SIGUSR1) {
-        LOG_INFO("%s: stopping", signal == SIGINT ? "SIGINT" : "SIGTERM");
+      bool stopping = false;
+      for (;;) {
+        int signal = 0;
+        sigwait(&signals_, &signal);
+        if (signal == SIGUSR1) return;
+        if (stopping) {
+          std::fputs("cortiq serve: second signal, exiting now\n", stderr);
+          std::_Exit(128 + signal);
+        }
+        stopping = true;
+        LOG_INFO("%s: stopping (a second signal exits at once)",
+                 signal == SIGINT ? "SIGINT" : "SIGTERM");
         server.stop();
       }
     });

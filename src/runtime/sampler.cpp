@@ -370,4 +370,9 @@ double token_probability(std::span<const float> logits, TokenId id, double tempe
   return std::exp(beta * (static_cast<double>(li) - maxl)) / denom;
 }
 
+SamplingParams without_end_of_generation(SamplingParams params, const Vocab& vocab) {
+  for (const TokenId id : vocab.end_of_generation) params.suppressed.push_back(id);
+  return params;
+}
+
 }  // namespace cortiq

@@ -86,6 +86,10 @@ class Sampler {
   double next_uniform();
 };
 
+// The params with every end-of-generation token of the vocabulary
+// suppressed: what "ignore EOS" samples with.
+SamplingParams without_end_of_generation(SamplingParams params, const Vocab& vocab);
+
 // Softmax probability of token `id` in a row of logits divided by
 // `temperature` (double precision): the per-token confidence of generation,
 // with the model's calibration temperature (`cortiq calibrate --write`).

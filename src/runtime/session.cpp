@@ -228,18 +228,6 @@ GenerateResult Session::generate(std::string_view prompt, const GenerateOptions&
   return generate(std::span<const TokenId>(ids), options, on_token);
 }
 
-namespace {
-
-SamplingParams effective_sampling(const GenerateOptions& options, const Vocab& vocab) {
-  SamplingParams params = options.sampling;
-  if (options.ignore_eos) {
-    for (const TokenId id : vocab.end_of_generation) params.suppressed.push_back(id);
-  }
-  return params;
-}
-
-}  // namespace
-
 GenerateResult Session::generate(std::span<const TokenId> prompt, const GenerateOptions& options,
                                  const TokenCallback& on_token) {
   // Everything that can be refused is checked before any state moves.
@@ -248,7 +236,9 @@ GenerateResult Session::generate(std::span<const TokenId> prompt, const Generate
   if (!options.stop.empty() && vocab.kind == TokenizerKind::none) {
     throw Error("stop strings need a tokenizer; this model has none (no_vocab)");
   }
-  Sampler sampler(effective_sampling(options, vocab), model_->n_vocab());
+  Sampler sampler(
+      options.ignore_eos ? without_end_of_generation(options.sampling, vocab) : options.sampling,
+      model_->n_vocab());
   std::optional<LoopDetector> loops;
   if (options.loop_stop) loops.emplace(options.loop);
   cancel_requested_.store(false);

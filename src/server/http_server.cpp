@@ -6,6 +6,7 @@
 #include <chrono>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <thread>
 
 #include "base/error.hpp"
 #include "base/log.hpp"
@@ -39,8 +40,18 @@ void send_json(httplib::Response& res, int status, const Json& body) {
 }
 
 void send_error(httplib::Response& res, const ApiError& error) {
-  send_json(res, error.status(),
-            error_body(error.status(), error.type(), error.code(), error.what()));
+  send_json(res, error.status(), error_body(error.type(), error.code(), error.what()));
+  if (error.status() == 503) res.set_header("Retry-After", "1");
+}
+
+// Compares without an early exit, so the time taken does not tell how much
+// of a guessed key was right.
+bool same_secret(const std::string& given, const std::string& expected) {
+  unsigned char diff = given.size() == expected.size() ? 0 : 1;
+  for (size_t i = 0; i < expected.size(); ++i) {
+    diff |= static_cast<unsigned char>(expected[i] ^ (i < given.size() ? given[i] : 0));
+  }
+  return diff == 0;
 }
 
 std::string template_source(const Model& model) {
@@ -59,7 +70,8 @@ struct Generation {
   ResponseId id;
   std::shared_ptr<RequestStream> stream;
   std::vector<ChoiceResult> choices;
-  std::vector<bool> started;  // streaming: the choice's first chunk is out
+  std::vector<bool> started;     // streaming: the choice's first chunk is out
+  std::vector<size_t> streamed;  // streaming: bytes of the choice's text written
   size_t ended = 0;
   int64_t prompt_tokens = 0;  // of the first prompt, known before any result
   int64_t received = 0;       // token events so far
@@ -101,22 +113,44 @@ class HttpServer::Impl {
     return port;
   }
 
-  bool serve() { return http_.listen_after_bind(); }
+  bool serve() {
+    // stop() and serve() each publish their flag before reading the
+    // other's, so a stop that comes before listening is never lost.
+    serving_.store(true);
+    const bool ok = stopping_.load() || http_.listen_after_bind();
+    serving_.store(false);
+    return ok;
+  }
 
   void stop() {
-    scheduler_.stop();
+    stopping_.store(true);
+    scheduler_.stop();  // running requests get their failure events now
+    // Let the responses in flight write those errors and end properly.
+    const auto deadline = Clock::now() + std::chrono::seconds(3);
+    while (in_flight_.load() > 0 && Clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    // httplib ignores stop() until it listens: wait for that, unless
+    // serve() has not started (it will see stopping_).
+    while (serving_.load() && !http_.is_running()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
     http_.stop();
   }
 
  private:
   void configure() {
     // Every streaming or waiting request holds a thread: room for all that
-    // run and all that may wait, plus a few for quick endpoints.
-    const auto threads = static_cast<size_t>(options_.scheduler.parallel) +
-                         static_cast<size_t>(options_.scheduler.max_queued) + 8;
+    // run and (up to a point) all that may wait, plus some for quick
+    // endpoints and idle keep-alive connections.
+    const auto threads =
+        static_cast<size_t>(options_.scheduler.parallel) +
+        static_cast<size_t>(std::min<int64_t>(options_.scheduler.max_queued, 256)) + 16;
     http_.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
     http_.set_payload_max_length(options_.max_body_bytes);
-    http_.set_read_timeout(30, 0);
+    // Idle or slow connections each hold a thread: do not wait long on them.
+    http_.set_keep_alive_timeout(2);
+    http_.set_read_timeout(10, 0);
     http_.set_write_timeout(30, 0);
     http_.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
       return authorize(req, res) ? httplib::Server::HandlerResponse::Unhandled
@@ -124,9 +158,9 @@ class HttpServer::Impl {
     });
     http_.set_error_handler([this](const httplib::Request&, httplib::Response& res) {
       if (!res.body.empty()) return;
-      send_json(res, res.status,
-                error_body(res.status, error_type(res.status), error_code(res.status),
-                           error_message(res.status)));
+      send_json(
+          res, res.status,
+          error_body(error_type(res.status), error_code(res.status), error_message(res.status)));
     });
     http_.set_exception_handler(
         [](const httplib::Request& req, httplib::Response& res, std::exception_ptr error) {
@@ -138,7 +172,7 @@ class HttpServer::Impl {
           } catch (...) {
           }
           LOG_ERROR("%s %s: %s", req.method.c_str(), req.path.c_str(), message.c_str());
-          send_json(res, 500, error_body(500, "server_error", "internal_error", message));
+          send_json(res, 500, error_body("server_error", "internal_error", message));
         });
     http_.set_logger([this](const httplib::Request&, const httplib::Response& res) {
       metrics_.count_response(res.status);
@@ -183,9 +217,12 @@ class HttpServer::Impl {
 
   bool authorize(const httplib::Request& req, httplib::Response& res) const {
     if (options_.api_key.empty() || req.path == "/health") return true;
-    if (req.get_header_value("Authorization") == "Bearer " + options_.api_key) return true;
+    if (same_secret(req.get_header_value("Authorization"), "Bearer " + options_.api_key)) {
+      return true;
+    }
     send_error(res, ApiError(401, "authentication_error", "invalid_api_key",
                              "missing or wrong API key (Authorization: Bearer KEY)"));
+    res.set_header("Connection", "close");  // its body, if any, is never read
     return false;
   }
 
@@ -287,7 +324,7 @@ class HttpServer::Impl {
   void models(httplib::Response& res) { send_json(res, 200, models_response(api_, started_)); }
 
   void tokenize(const std::string& text, httplib::Response& res) {
-    const Json body = parse_body(text);
+    const RequestJson body = parse_body(text);
     const auto content = body.find("content");
     if (content == body.end() || !content->is_string()) {
       throw invalid_request("'content' must be a string");
@@ -319,7 +356,7 @@ class HttpServer::Impl {
   }
 
   void detokenize(const std::string& text, httplib::Response& res) {
-    const Json body = parse_body(text);
+    const RequestJson body = parse_body(text);
     const auto tokens = body.find("tokens");
     if (tokens == body.end() || !tokens->is_array()) {
       throw invalid_request("'tokens' must be an array of token ids");
@@ -339,7 +376,7 @@ class HttpServer::Impl {
   void embeddings(const std::string& body, httplib::Response& res) {
     const auto request = parse_embedding_request(parse_body(body), api_);
     const auto n = request.jobs.size();
-    auto stream = std::make_shared<RequestStream>(static_cast<int32_t>(n));
+    auto stream = std::make_shared<RequestStream>();
     scheduler_.submit(request.jobs, stream);
     std::vector<std::vector<float>> vectors(n);
     int64_t tokens = 0;
@@ -382,19 +419,26 @@ class HttpServer::Impl {
     gen->choices.resize(n);
     gen->prompt_tokens = static_cast<int64_t>(gen->request.jobs.front().prompt.size());
     gen->started.assign(n, false);
-    gen->stream = std::make_shared<RequestStream>(static_cast<int32_t>(n));
+    gen->streamed.assign(n, 0);
+    gen->stream = std::make_shared<RequestStream>();
     scheduler_.submit(std::move(gen->request.jobs), gen->stream);
     gen->request.jobs.clear();
+    ++in_flight_;
 
     const auto release = [this, gen](bool) {
       // The response ended: a client that left early cancels what still runs.
       if (!gen->complete()) gen->stream->cancel();
       log_request(*gen);
+      --in_flight_;
     };
     if (gen->request.stream) {
+      res.set_header("Cache-Control", "no-cache");
+      res.set_header("X-Accel-Buffering", "no");  // proxies: pass each event on at once
       res.set_chunked_content_provider(
           "text/event-stream",
-          [this, gen](size_t, httplib::DataSink& sink) { return stream_events(*gen, sink); },
+          [this, gen](size_t, httplib::DataSink& sink) {
+            return guarded_write(*gen, [&] { return stream_events(*gen, sink); });
+          },
           release);
       return;
     }
@@ -413,7 +457,23 @@ class HttpServer::Impl {
     }
     res.set_chunked_content_provider(
         "application/json",
-        [this, gen](size_t, httplib::DataSink& sink) { return wait_whole(*gen, sink); }, release);
+        [this, gen](size_t, httplib::DataSink& sink) {
+          return guarded_write(*gen, [&] { return wait_whole(*gen, sink); });
+        },
+        release);
+  }
+
+  // httplib runs content providers outside its exception handling: an
+  // exception there would end the process. Log it and end the response.
+  template <class Write>
+  bool guarded_write(Generation& gen, Write&& write) {
+    try {
+      return write();
+    } catch (const std::exception& e) {
+      LOG_ERROR("%s: writing the response failed: %s", gen.id.id.c_str(), e.what());
+      gen.stream->cancel();
+      return false;
+    }
   }
 
   // Applies the events that arrived within `timeout`; returns them for a
@@ -476,8 +536,9 @@ class HttpServer::Impl {
         std::vector<TokenLogprob> logprobs;
         if (event.has_logprob) logprobs.push_back(event.logprob);
         const Json chunk = text_chunk(gen.request, gen.id, api_, event.choice, event.text, logprobs,
-                                      !gen.started[c]);
+                                      gen.streamed[c], !gen.started[c]);
         gen.started[c] = true;
+        gen.streamed[c] += event.text.size();
         if (!write_event(gen, sink, chunk)) return false;
       }
       if (event.kind == StreamEvent::Kind::finished && event.end != ChoiceEnd::cancelled) {
@@ -486,8 +547,7 @@ class HttpServer::Impl {
           return false;
         }
       } else if (event.kind == StreamEvent::Kind::failed) {
-        if (!write_event(gen, sink,
-                         error_body(500, "server_error", "generation_failed", event.error))) {
+        if (!write_event(gen, sink, error_body("server_error", "generation_failed", event.error))) {
           return false;
         }
       }
@@ -511,7 +571,7 @@ class HttpServer::Impl {
     }
     const Json body = gen.failure.empty()
                           ? generation_response(gen.request, gen.id, api_, gen.choices)
-                          : error_body(500, "server_error", "generation_failed", gen.failure);
+                          : error_body("server_error", "generation_failed", gen.failure);
     if (!write(gen, sink, dump(body))) return false;
     sink.done();
     return true;
@@ -522,9 +582,11 @@ class HttpServer::Impl {
     if (gen.choices.empty()) return;
     const double seconds = std::chrono::duration<double>(Clock::now() - gen.arrived).count();
     if (!gen.complete()) {
-      LOG_INFO("%s: prompt %lld tokens, cancelled by the client after %lld tokens, %.2f s",
-               gen.id.id.c_str(), static_cast<long long>(gen.prompt_tokens),
-               static_cast<long long>(gen.received), seconds);
+      LOG_INFO(
+          "%s: prompt %lld tokens, ended early (client gone or server stopping) after %lld "
+          "tokens, %.2f s",
+          gen.id.id.c_str(), static_cast<long long>(gen.prompt_tokens),
+          static_cast<long long>(gen.received), seconds);
       return;
     }
     int64_t generated = 0;
@@ -552,6 +614,9 @@ class HttpServer::Impl {
   httplib::Server http_;
   int64_t started_ = unix_seconds();
   std::atomic<uint64_t> request_counter_{0};
+  std::atomic<int64_t> in_flight_{0};  // generation responses not yet released
+  std::atomic<bool> serving_{false};
+  std::atomic<bool> stopping_{false};
   std::set<std::string> known_paths_;  // written before serving, then only read
 };
 

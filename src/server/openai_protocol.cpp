@@ -25,8 +25,10 @@ constexpr int32_t kMaxChoices = 16;
 constexpr size_t kMaxStopStrings = 16;
 constexpr int32_t kMaxTopLogprobs = 20;
 constexpr int kMaxNesting = 32;  // tools and tool calls handed to the template
+constexpr int kMaxJsonDepth = 64;
+constexpr size_t kMaxJsonValues = size_t{1} << 20;
 
-std::string type_name(const Json& value) {
+std::string type_name(const RequestJson& value) {
   return value.type_name();
 }
 
@@ -34,24 +36,25 @@ std::string type_name(const Json& value) {
 // errors name the field ('temperature' must be a number in [0, 2]).
 class Fields {
  public:
-  Fields(const Json& object, std::string where) : object_(object), where_(std::move(where)) {}
+  Fields(const RequestJson& object, std::string where)
+      : object_(object), where_(std::move(where)) {}
 
   // The field, or nullptr when absent or null.
-  const Json* find(const char* name) const {
+  const RequestJson* find(const char* name) const {
     const auto it = object_.find(name);
     if (it == object_.end() || it->is_null()) return nullptr;
     return &*it;
   }
 
   std::optional<bool> boolean(const char* name) const {
-    const Json* v = find(name);
+    const RequestJson* v = find(name);
     if (!v) return std::nullopt;
     if (!v->is_boolean()) throw wrong(name, "a boolean", *v);
     return v->get<bool>();
   }
 
   std::optional<double> number(const char* name, double lo, double hi) const {
-    const Json* v = find(name);
+    const RequestJson* v = find(name);
     if (!v) return std::nullopt;
     if (!v->is_number()) throw wrong(name, strfmt("a number in [%g, %g]", lo, hi), *v);
     const double x = v->get<double>();
@@ -63,7 +66,7 @@ class Fields {
   }
 
   std::optional<int64_t> integer(const char* name, int64_t lo, int64_t hi) const {
-    const Json* v = find(name);
+    const RequestJson* v = find(name);
     if (!v) return std::nullopt;
     const auto x = as_integer(*v);
     if (!x) throw wrong(name, "an integer", *v);
@@ -76,19 +79,19 @@ class Fields {
   }
 
   std::optional<std::string> string(const char* name) const {
-    const Json* v = find(name);
+    const RequestJson* v = find(name);
     if (!v) return std::nullopt;
     if (!v->is_string()) throw wrong(name, "a string", *v);
     return v->get<std::string>();
   }
 
-  ApiError wrong(const char* name, const std::string& expected, const Json& got) const {
+  ApiError wrong(const char* name, const std::string& expected, const RequestJson& got) const {
     return invalid_request(strfmt("%s'%s' must be %s, got %s", prefix().c_str(), name,
                                   expected.c_str(), type_name(got).c_str()));
   }
 
   // A whole-number JSON value (5 or 5.0), or nullopt.
-  static std::optional<int64_t> as_integer(const Json& v) {
+  static std::optional<int64_t> as_integer(const RequestJson& v) {
     if (v.is_number_integer()) {
       if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) {
         return std::nullopt;
@@ -104,13 +107,14 @@ class Fields {
 
  private:
   std::string prefix() const { return where_.empty() ? "" : where_ + ": "; }
-  const Json& object_;
+  const RequestJson& object_;
   std::string where_;
 };
 
 // --- prompts -------------------------------------------------------------
 
-std::vector<TokenId> checked_ids(const Json& array, const ApiContext& api, const char* what) {
+std::vector<TokenId> checked_ids(const RequestJson& array, const ApiContext& api,
+                                 const char* what) {
   const int64_t n_vocab = api.model.n_vocab();
   std::vector<TokenId> ids;
   ids.reserve(array.size());
@@ -142,7 +146,7 @@ std::vector<TokenId> tokenize(const ApiContext& api, const std::string& text, bo
   }
 }
 
-bool is_id_array(const Json& v) {
+bool is_id_array(const RequestJson& v) {
   if (!v.is_array() || v.empty()) return false;
   for (const auto& item : v) {
     if (!item.is_number()) return false;
@@ -151,10 +155,11 @@ bool is_id_array(const Json& v) {
 }
 
 // prompt: "text", [ids], ["text", ...] or [[ids], ...].
-std::vector<std::vector<TokenId>> completion_prompts(const Json& body, const ApiContext& api) {
+std::vector<std::vector<TokenId>> completion_prompts(const RequestJson& body,
+                                                     const ApiContext& api) {
   const auto it = body.find("prompt");
   if (it == body.end() || it->is_null()) throw invalid_request("'prompt' is required");
-  const Json& prompt = *it;
+  const RequestJson& prompt = *it;
   std::vector<std::vector<TokenId>> prompts;
   if (prompt.is_string()) {
     prompts.push_back(tokenize(api, prompt.get<std::string>(), true, true));
@@ -184,27 +189,27 @@ std::vector<std::vector<TokenId>> completion_prompts(const Json& body, const Api
 }
 
 // JSON -> template value, for tools and tool calls (depth-limited).
-jinja::Value to_template_value(const Json& v, int depth = 0) {
+jinja::Value to_template_value(const RequestJson& v, int depth = 0) {
   if (depth > kMaxNesting) throw invalid_request("a message or tool is nested too deeply");
   switch (v.type()) {
-    case Json::value_t::null:
+    case RequestJson::value_t::null:
       return jinja::Value::none();
-    case Json::value_t::boolean:
+    case RequestJson::value_t::boolean:
       return jinja::Value(v.get<bool>());
-    case Json::value_t::number_integer:
+    case RequestJson::value_t::number_integer:
       return jinja::Value(v.get<int64_t>());
-    case Json::value_t::number_unsigned:
+    case RequestJson::value_t::number_unsigned:
       return jinja::Value(static_cast<int64_t>(v.get<uint64_t>()));
-    case Json::value_t::number_float:
+    case RequestJson::value_t::number_float:
       return jinja::Value(v.get<double>());
-    case Json::value_t::string:
+    case RequestJson::value_t::string:
       return jinja::Value(v.get<std::string>());
-    case Json::value_t::array: {
+    case RequestJson::value_t::array: {
       jinja::List list;
       for (const auto& item : v) list.push_back(to_template_value(item, depth + 1));
       return jinja::Value(std::move(list));
     }
-    case Json::value_t::object: {
+    case RequestJson::value_t::object: {
       jinja::Dict dict;
       for (const auto& [key, item] : v.items()) {
         dict.set(jinja::Value(key), to_template_value(item, depth + 1));
@@ -222,7 +227,7 @@ bool known_role(const std::string& role) {
 }
 
 // content: a string, null (an assistant turn with tool calls) or text parts.
-jinja::Value message_content(const Json* content, size_t index) {
+jinja::Value message_content(const RequestJson* content, size_t index) {
   if (!content) return jinja::Value::none();
   if (content->is_string()) return jinja::Value(content->get<std::string>());
   if (!content->is_array()) {
@@ -252,7 +257,7 @@ jinja::Value message_content(const Json* content, size_t index) {
   return jinja::Value(std::move(text));
 }
 
-jinja::Value chat_messages(const Json& body) {
+jinja::Value chat_messages(const RequestJson& body) {
   const auto it = body.find("messages");
   if (it == body.end() || !it->is_array()) {
     throw invalid_request("'messages' must be an array of messages");
@@ -260,7 +265,7 @@ jinja::Value chat_messages(const Json& body) {
   if (it->empty()) throw invalid_request("'messages' is empty");
   jinja::List messages;
   for (size_t i = 0; i < it->size(); ++i) {
-    const Json& m = (*it)[i];
+    const RequestJson& m = (*it)[i];
     if (!m.is_object()) throw invalid_request(strfmt("messages[%zu] must be an object", i));
     const Fields fields(m, strfmt("messages[%zu]", i));
     const auto role = fields.string("role");
@@ -271,10 +276,10 @@ jinja::Value chat_messages(const Json& body) {
                  "assistant or tool)",
                  i, role->c_str()));
     }
-    const Json* tool_calls = fields.find("tool_calls");
+    const RequestJson* tool_calls = fields.find("tool_calls");
     if (tool_calls && !tool_calls->is_array())
       throw fields.wrong("tool_calls", "an array", *tool_calls);
-    const Json* content = fields.find("content");
+    const RequestJson* content = fields.find("content");
     if (!content && !tool_calls && *role != "assistant") {
       throw invalid_request(strfmt("messages[%zu] needs 'content'", i));
     }
@@ -293,7 +298,7 @@ jinja::Value chat_messages(const Json& body) {
   return jinja::Value(std::move(messages));
 }
 
-std::vector<TokenId> chat_prompt(const Json& body, const ApiContext& api) {
+std::vector<TokenId> chat_prompt(const RequestJson& body, const ApiContext& api) {
   const auto& vocab = api.model.tokenizer().vocab();
   ChatInputs inputs;
   inputs.messages = chat_messages(body);
@@ -321,7 +326,7 @@ std::vector<TokenId> chat_prompt(const Json& body, const ApiContext& api) {
 // --- sampling ------------------------------------------------------------
 
 std::vector<std::string> stop_strings(const Fields& fields) {
-  const Json* stop = fields.find("stop");
+  const RequestJson* stop = fields.find("stop");
   std::vector<std::string> stops;
   if (!stop) return stops;
   if (stop->is_string()) {
@@ -343,7 +348,7 @@ std::vector<std::string> stop_strings(const Fields& fields) {
 
 std::vector<std::pair<TokenId, float>> logit_bias(const Fields& fields, int64_t n_vocab) {
   std::vector<std::pair<TokenId, float>> bias;
-  const Json* map = fields.find("logit_bias");
+  const RequestJson* map = fields.find("logit_bias");
   if (!map) return bias;
   if (!map->is_object()) throw fields.wrong("logit_bias", "an object of token id -> bias", *map);
   for (const auto& [key, value] : map->items()) {
@@ -403,7 +408,7 @@ SamplingParams sampling_params(const Fields& fields, const ApiContext& api) {
 }
 
 void check_unsupported(const Fields& fields, Endpoint endpoint) {
-  if (const Json* format = fields.find("response_format")) {
+  if (const RequestJson* format = fields.find("response_format")) {
     const bool text = format->is_object() && format->contains("type") &&
                       (*format)["type"].is_string() && (*format)["type"] == "text";
     if (!text) throw invalid_request("'response_format' other than text is not supported");
@@ -416,28 +421,41 @@ void check_unsupported(const Fields& fields, Endpoint endpoint) {
 
 }  // namespace
 
-Json parse_body(std::string_view body) {
+RequestJson parse_body(std::string_view body) {
   // The parser would stop at a NUL and accept what came before it.
   if (body.find('\0') != std::string_view::npos) {
     throw invalid_request("the body is not valid JSON (it contains a NUL byte)", "invalid_json");
   }
-  Json json = Json::parse(body.begin(), body.end(), nullptr, /*allow_exceptions=*/false);
+  // Bounds on what a body may build: the parser is iterative, but a DOM of
+  // millions of values costs memory, and no request needs deep nesting.
+  size_t values = 0;
+  const auto limits = [&values](int depth, RequestJson::parse_event_t event, RequestJson&) {
+    if (depth > kMaxJsonDepth) {
+      throw invalid_request(strfmt("the body nests deeper than %d levels", kMaxJsonDepth));
+    }
+    if (event == RequestJson::parse_event_t::value && ++values > kMaxJsonValues) {
+      throw invalid_request(strfmt("the body holds more than %zu values", kMaxJsonValues));
+    }
+    return true;
+  };
+  RequestJson json =
+      RequestJson::parse(body.begin(), body.end(), limits, /*allow_exceptions=*/false);
   if (json.is_discarded()) throw invalid_request("the body is not valid JSON", "invalid_json");
   if (!json.is_object()) throw invalid_request("the body must be a JSON object");
   return json;
 }
 
-GenerationRequest parse_generation_request(Endpoint endpoint, const Json& body,
+GenerationRequest parse_generation_request(Endpoint endpoint, const RequestJson& body,
                                            const ApiContext& api) {
   const Fields fields(body, "");
   GenerationRequest request;
   request.endpoint = endpoint;
-  if (const Json* model = fields.find("model"); model && !model->is_string()) {
+  if (const RequestJson* model = fields.find("model"); model && !model->is_string()) {
     throw fields.wrong("model", "a string", *model);
   }
   check_unsupported(fields, endpoint);
   request.stream = fields.boolean("stream").value_or(false);
-  if (const Json* options = fields.find("stream_options")) {
+  if (const RequestJson* options = fields.find("stream_options")) {
     if (!options->is_object()) throw fields.wrong("stream_options", "an object", *options);
     request.include_usage =
         Fields(*options, "stream_options").boolean("include_usage").value_or(false);
@@ -495,10 +513,10 @@ GenerationRequest parse_generation_request(Endpoint endpoint, const Json& body,
   return request;
 }
 
-EmbeddingRequest parse_embedding_request(const Json& body, const ApiContext& api) {
+EmbeddingRequest parse_embedding_request(const RequestJson& body, const ApiContext& api) {
   const Fields fields(body, "");
   EmbeddingRequest request;
-  if (const Json* model = fields.find("model"); model && !model->is_string()) {
+  if (const RequestJson* model = fields.find("model"); model && !model->is_string()) {
     throw fields.wrong("model", "a string", *model);
   }
   if (const auto format = fields.string("encoding_format")) {
@@ -512,7 +530,7 @@ EmbeddingRequest parse_embedding_request(const Json& body, const ApiContext& api
     throw invalid_request(
         strfmt("this model's embeddings have %lld dimensions", static_cast<long long>(n_embd)));
   }
-  const Json* input = fields.find("input");
+  const RequestJson* input = fields.find("input");
   if (!input) throw invalid_request("'input' is required");
   std::vector<std::vector<TokenId>> inputs;
   if (input->is_string()) {
@@ -558,8 +576,12 @@ Json bytes_of(const std::string& text) {
   return bytes;
 }
 
+// A token's text; ids past the tokenizer's list (a model whose output has
+// more rows than its vocabulary) have none.
 std::string piece(const ApiContext& api, TokenId id) {
-  return api.model.tokenizer().token_to_piece(id, /*render_special=*/true);
+  const auto& tokenizer = api.model.tokenizer();
+  if (id < 0 || static_cast<size_t>(id) >= tokenizer.vocab().size()) return {};
+  return tokenizer.token_to_piece(id, /*render_special=*/true);
 }
 
 // Chat: {"content": [{token, logprob, bytes, top_logprobs: [...]}]}.
@@ -600,11 +622,13 @@ Json completion_logprobs(const ApiContext& api, const std::vector<TokenLogprob>&
   return out;
 }
 
+// text_offset: where the tokens' text starts in the choice's text
+// (completions' logprobs give each token's offset).
 Json logprobs_json(const GenerationRequest& request, const ApiContext& api,
-                   const std::vector<TokenLogprob>& tokens) {
+                   const std::vector<TokenLogprob>& tokens, size_t text_offset = 0) {
   if (request.top_logprobs < 0) return nullptr;
   return request.endpoint == Endpoint::chat ? chat_logprobs(api, tokens)
-                                            : completion_logprobs(api, tokens, 0);
+                                            : completion_logprobs(api, tokens, text_offset);
 }
 
 Json usage_json(const GenerationRequest& request, const std::vector<ChoiceResult>& choices) {
@@ -692,7 +716,7 @@ Json generation_response(const GenerationRequest& request, const ResponseId& rid
 
 Json text_chunk(const GenerationRequest& request, const ResponseId& rid, const ApiContext& api,
                 int32_t choice, const std::string& text, const std::vector<TokenLogprob>& logprobs,
-                bool first) {
+                size_t text_offset, bool first) {
   Json out = envelope(request, rid, api, true);
   Json c = {{"index", choice}};
   if (request.endpoint == Endpoint::chat) {
@@ -703,7 +727,7 @@ Json text_chunk(const GenerationRequest& request, const ResponseId& rid, const A
   } else {
     c["text"] = text;
   }
-  c["logprobs"] = logprobs_json(request, api, logprobs);
+  c["logprobs"] = logprobs_json(request, api, logprobs, text_offset);
   c["finish_reason"] = nullptr;
   out["choices"] = Json::array({std::move(c)});
   return out;
@@ -787,9 +811,7 @@ Json models_response(const ApiContext& api, int64_t created) {
   return {{"object", "list"}, {"data", Json::array({std::move(model)})}};
 }
 
-Json error_body(int status, const std::string& type, const std::string& code,
-                const std::string& message) {
-  (void)status;
+Json error_body(const std::string& type, const std::string& code, const std::string& message) {
   return {{"error", {{"message", message}, {"type", type}, {"code", code}, {"param", nullptr}}}};
 }
 

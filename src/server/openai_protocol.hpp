@@ -26,6 +26,10 @@ class ChatTemplate;
 
 namespace cortiq::server {
 
+// Requests parse into std::map objects (an ordered_json object would make
+// a body with many keys quadratic to parse); responses keep their fields in
+// the order written.
+using RequestJson = nlohmann::json;
 using Json = nlohmann::ordered_json;
 
 // What the API layer needs to know about the served model.
@@ -52,13 +56,13 @@ struct EmbeddingRequest {
   bool base64 = false;  // encoding_format "base64": little-endian float32
 };
 
-// Parses a request body; throws ApiError for malformed JSON or a body that
-// is not an object.
-Json parse_body(std::string_view body);
+// Parses a request body; throws ApiError for malformed JSON, a body that is
+// not an object, nesting deeper than 64 or more than 2^20 values.
+RequestJson parse_body(std::string_view body);
 
-GenerationRequest parse_generation_request(Endpoint endpoint, const Json& body,
+GenerationRequest parse_generation_request(Endpoint endpoint, const RequestJson& body,
                                            const ApiContext& api);
-EmbeddingRequest parse_embedding_request(const Json& body, const ApiContext& api);
+EmbeddingRequest parse_embedding_request(const RequestJson& body, const ApiContext& api);
 
 // One finished choice, collected from the scheduler's events.
 struct ChoiceResult {
@@ -76,11 +80,12 @@ struct ResponseId {
 
 Json generation_response(const GenerationRequest& request, const ResponseId& rid,
                          const ApiContext& api, const std::vector<ChoiceResult>& choices);
-// A streaming chunk with a choice's new text (and its tokens' logprobs); the
-// first chunk of a chat choice also carries the assistant role.
+// A streaming chunk with a choice's new text (and its tokens' logprobs;
+// text_offset: the length of the choice's text streamed before); the first
+// chunk of a chat choice also carries the assistant role.
 Json text_chunk(const GenerationRequest& request, const ResponseId& rid, const ApiContext& api,
                 int32_t choice, const std::string& text, const std::vector<TokenLogprob>& logprobs,
-                bool first);
+                size_t text_offset, bool first);
 // The chunk that ends a choice (finish_reason, empty delta).
 Json final_chunk(const GenerationRequest& request, const ResponseId& rid, const ApiContext& api,
                  int32_t choice, ChoiceEnd end);
@@ -91,8 +96,7 @@ Json usage_chunk(const GenerationRequest& request, const ResponseId& rid, const 
 Json embedding_response(const EmbeddingRequest& request, const ApiContext& api,
                         const std::vector<std::vector<float>>& vectors, int64_t tokens);
 Json models_response(const ApiContext& api, int64_t created);
-Json error_body(int status, const std::string& type, const std::string& code,
-                const std::string& message);
+Json error_body(const std::string& type, const std::string& code, const std::string& message);
 
 // Serializes with invalid UTF-8 (a lone byte token) replaced by U+FFFD.
 std::string dump(const Json& json);

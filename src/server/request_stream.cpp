@@ -5,7 +5,6 @@ namespace cortiq::server {
 void RequestStream::push(StreamEvent event) {
   {
     const std::lock_guard lock(mutex_);
-    if (event.kind != StreamEvent::Kind::token) --open_parts_;
     events_.push_back(std::move(event));
   }
   ready_.notify_all();
@@ -17,11 +16,6 @@ bool RequestStream::wait(std::vector<StreamEvent>& out, std::chrono::millisecond
   for (auto& event : events_) out.push_back(std::move(event));
   events_.clear();
   return true;
-}
-
-bool RequestStream::complete() const {
-  const std::lock_guard lock(mutex_);
-  return open_parts_ <= 0 && events_.empty();
 }
 
 }  // namespace cortiq::server

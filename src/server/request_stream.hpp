@@ -57,25 +57,21 @@ struct StreamEvent {
 
 class RequestStream {
  public:
-  explicit RequestStream(int32_t n_parts) : open_parts_(n_parts) {}
-
-  // Scheduler side. A finished, embedding or failed event closes one part.
+  // Scheduler side. Each part (choice or input) ends with one finished,
+  // embedding or failed event.
   void push(StreamEvent event);
 
   // Waits up to `timeout` for events and appends them to `out`. Returns
   // false when it timed out without any.
   bool wait(std::vector<StreamEvent>& out, std::chrono::milliseconds timeout);
-  // Every part (choice or input) has ended.
-  bool complete() const;
 
   void cancel() { cancelled_.store(true, std::memory_order_relaxed); }
   bool cancelled() const { return cancelled_.load(std::memory_order_relaxed); }
 
  private:
-  mutable std::mutex mutex_;
+  std::mutex mutex_;
   std::condition_variable ready_;
   std::deque<StreamEvent> events_;
-  int32_t open_parts_;
   std::atomic<bool> cancelled_{false};
 };
 

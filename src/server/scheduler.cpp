@@ -49,17 +49,6 @@ TokenLogprob token_logprob(std::span<const float> logits, TokenId id, int32_t to
   return out;
 }
 
-// ignore_eos: end-of-generation tokens are never sampled (as in Session).
-SamplingParams effective_sampling(const GenerationJob& job, const Model& model) {
-  SamplingParams params = job.sampling;
-  if (job.ignore_eos) {
-    for (const TokenId id : model.tokenizer().vocab().end_of_generation) {
-      params.suppressed.push_back(id);
-    }
-  }
-  return params;
-}
-
 StreamEvent failure(int32_t choice, const std::string& message) {
   StreamEvent event;
   event.kind = StreamEvent::Kind::failed;
@@ -68,16 +57,47 @@ StreamEvent failure(int32_t choice, const std::string& message) {
   return event;
 }
 
+StreamEvent cancelled(int32_t choice) {
+  StreamEvent event;
+  event.kind = StreamEvent::Kind::finished;
+  event.choice = choice;
+  event.end = ChoiceEnd::cancelled;
+  return event;
+}
+
+// Ends every part of a pending request with a failure.
+void fail_pending(const std::variant<GenerationJob, std::vector<EmbeddingJob>>& job,
+                  RequestStream& stream, const std::string& message) {
+  if (const auto* generation = std::get_if<GenerationJob>(&job)) {
+    stream.push(failure(generation->choice, message));
+  } else {
+    for (const auto& input : std::get<std::vector<EmbeddingJob>>(job)) {
+      stream.push(failure(input.index, message));
+    }
+  }
+}
+
 }  // namespace
 
+// A queued request part: one generation job (a choice), or a whole
+// embeddings request.
 struct Scheduler::Pending {
-  std::variant<GenerationJob, EmbeddingJob> job;
+  std::variant<GenerationJob, std::vector<EmbeddingJob>> job;
   std::shared_ptr<RequestStream> stream;
   Clock::time_point arrived;
+};
 
-  int32_t part() const {
-    return std::holds_alternative<GenerationJob>(job) ? std::get<GenerationJob>(job).choice
-                                                      : std::get<EmbeddingJob>(job).index;
+// The embeddings request being forwarded: one input at a time, a chunk of
+// rows per scheduler iteration.
+struct Scheduler::EmbeddingRun {
+  std::unique_ptr<Pending> pending;
+  size_t input = 0;  // the input being forwarded
+  size_t done = 0;   // its rows forwarded so far
+  std::vector<float> hidden;
+
+  std::vector<EmbeddingJob>& jobs() { return std::get<std::vector<EmbeddingJob>>(pending->job); }
+  const std::vector<TokenId>& tokens() const {
+    return std::get<std::vector<EmbeddingJob>>(pending->job)[input].tokens;
   }
 };
 
@@ -87,7 +107,9 @@ struct Scheduler::Sequence {
       : job(std::move(j)),
         stream(std::move(s)),
         slot(slot_),
-        sampler(effective_sampling(job, model), model.n_vocab()),
+        sampler(job.ignore_eos ? without_end_of_generation(job.sampling, model.tokenizer().vocab())
+                               : job.sampling,
+                model.n_vocab()),
         output(model.tokenizer(), job.stop),
         arrived(arrived_),
         admitted(Clock::now()) {}
@@ -146,10 +168,6 @@ Scheduler::~Scheduler() {
   stop();
 }
 
-int64_t Scheduler::kv_blocks() const {
-  return engine_->cache.n_blocks();
-}
-
 void Scheduler::stop() {
   {
     const std::lock_guard lock(mutex_);
@@ -165,30 +183,39 @@ void Scheduler::submit(std::vector<GenerationJob> jobs, std::shared_ptr<RequestS
   const int64_t n_blocks = engine_->cache.n_blocks();
   for (const auto& job : jobs) {
     const auto length = static_cast<int64_t>(job.prompt.size()) + job.max_tokens;
-    if (job.prompt.empty() || job.max_tokens < 1 || length > context_ + 1 ||
+    if (job.prompt.empty() || job.max_tokens < 1 || length > context_ ||
         (length + block - 1) / block > n_blocks) {
-      throw invalid_request("the request does not fit the server's context");
+      throw context_overflow("the request does not fit the server's context");
     }
+  }
+  const auto n = static_cast<int64_t>(jobs.size());
+  if (n > options_.parallel + options_.max_queued) {
+    throw invalid_request(
+        strfmt("the request has %lld choices; this server takes at most %lld at "
+               "once (--parallel + --queue)",
+               static_cast<long long>(n),
+               static_cast<long long>(options_.parallel + options_.max_queued)));
   }
   {
     const std::lock_guard lock(mutex_);
     if (stopping_) throw unavailable("the server is shutting down");
-    if (queued_jobs_ + static_cast<int64_t>(jobs.size()) > options_.max_queued) {
-      throw unavailable(strfmt(
-          "the server is busy: %lld jobs are waiting (--queue %lld); retry "
-          "later",
-          static_cast<long long>(queued_jobs_), static_cast<long long>(options_.max_queued)));
+    // Jobs beyond the idle slots wait; at most --queue of them.
+    const int64_t idle = std::max<int64_t>(0, options_.parallel - running_.load());
+    const int64_t waiting = static_cast<int64_t>(queue_.size()) + n - idle;
+    if (waiting > options_.max_queued) {
+      throw unavailable(
+          strfmt("the server is busy: %zu jobs wait for %d slots (--queue %lld); "
+                 "retry later",
+                 queue_.size(), options_.parallel, static_cast<long long>(options_.max_queued)));
     }
     for (auto& job : jobs) {
       queue_.push_back(std::make_unique<Pending>(Pending{std::move(job), stream, now}));
     }
-    queued_jobs_ += static_cast<int64_t>(jobs.size());
   }
   wake_.notify_all();
 }
 
 void Scheduler::submit(std::vector<EmbeddingJob> jobs, std::shared_ptr<RequestStream> stream) {
-  const auto now = Clock::now();
   for (const auto& job : jobs) {
     if (job.tokens.empty() || static_cast<int64_t>(job.tokens.size()) > context_) {
       throw context_overflow(strfmt("input %d has %zu tokens; the context holds %lld", job.index,
@@ -198,72 +225,65 @@ void Scheduler::submit(std::vector<EmbeddingJob> jobs, std::shared_ptr<RequestSt
   {
     const std::lock_guard lock(mutex_);
     if (stopping_) throw unavailable("the server is shutting down");
-    if (queued_jobs_ + static_cast<int64_t>(jobs.size()) > options_.max_queued) {
-      throw unavailable("the server is busy; retry later");
+    if (static_cast<int64_t>(embedding_queue_.size()) >= options_.max_queued) {
+      throw unavailable("the server is busy: too many embeddings requests wait; retry later");
     }
-    for (auto& job : jobs) {
-      queue_.push_back(std::make_unique<Pending>(Pending{std::move(job), stream, now}));
-    }
-    queued_jobs_ += static_cast<int64_t>(jobs.size());
+    embedding_queue_.push_back(
+        std::make_unique<Pending>(Pending{std::move(jobs), std::move(stream), Clock::now()}));
   }
   wake_.notify_all();
 }
 
 void Scheduler::run() {
   for (;;) {
-    std::unique_ptr<Pending> embedding;
-    // Cancelled sequences leave first, so their slots and blocks count
-    // for the admissions below (and the metrics show them gone while idle).
+    // Cancelled sequences leave first, so their slots and blocks count for
+    // the admissions below (and the metrics show them gone while idle).
     if (drop_cancelled()) publish_state();
+    std::unique_ptr<Pending> embedding;
     {
       std::unique_lock lock(mutex_);
-      wake_.wait(lock, [&] { return stopping_ || !queue_.empty() || !active_.empty(); });
+      wake_.wait(lock, [&] {
+        return stopping_ || !queue_.empty() || !embedding_queue_.empty() || !active_.empty() ||
+               embedding_;
+      });
       if (stopping_) break;
       admit_locked();
-      // One embedding input per iteration, between decode steps.
-      if (!queue_.empty() && std::holds_alternative<EmbeddingJob>(queue_.front()->job)) {
-        embedding = std::move(queue_.front());
-        queue_.pop_front();
-        --queued_jobs_;
+      if (!embedding_ && !embedding_queue_.empty()) {
+        embedding = std::move(embedding_queue_.front());
+        embedding_queue_.pop_front();
       }
     }
-    if (embedding && !run_embedding(*embedding)) {
-      const std::lock_guard lock(mutex_);  // no room yet: back to the head of the queue
-      queue_.push_front(std::move(embedding));
-      ++queued_jobs_;
+    if (embedding && !start_embedding(embedding)) {
+      const std::lock_guard lock(mutex_);  // no room yet: back to the head of its queue
+      embedding_queue_.push_front(std::move(embedding));
     }
-    if (!active_.empty()) {
-      step();
-    } else if (!embedding) {
-      // Nothing runs and the head cannot start: with every block free that
-      // means it never will (submit() rules this out; this keeps the loop
-      // from spinning if it ever happens).
-      std::unique_ptr<Pending> stuck;
-      {
-        const std::lock_guard lock(mutex_);
-        if (!queue_.empty()) {
-          stuck = std::move(queue_.front());
-          queue_.pop_front();
-          --queued_jobs_;
-        }
+    try {
+      if (embedding_) embedding_step();
+      if (!active_.empty()) step();
+    } catch (const std::exception& error) {
+      // Not expected (step() handles the forward pass's errors): end what
+      // runs rather than the process.
+      LOG_ERROR("scheduler step failed: %s", error.what());
+      for (auto& seq : active_) {
+        if (!seq->finished) fail(*seq, std::string("internal error: ") + error.what());
       }
-      if (stuck)
-        stuck->stream->push(failure(stuck->part(), "the request does not fit the KV memory"));
+      active_.clear();
     }
     publish_state();
   }
   // Shutting down: everything still queued or running ends with a failure.
-  for (auto& seq : active_) {
-    engine_->cache.clear(seq->slot);
-    seq->stream->push(failure(seq->job.choice, "the server is shutting down"));
-  }
+  const std::string message = "the server is shutting down";
+  for (auto& seq : active_) fail(*seq, message);
   active_.clear();
-  const std::lock_guard lock(mutex_);
-  for (auto& pending : queue_) {
-    pending->stream->push(failure(pending->part(), "the server is shutting down"));
+  if (embedding_) {
+    fail_pending(embedding_->pending->job, *embedding_->pending->stream, message);
+    embedding_.reset();
   }
-  queue_.clear();
-  queued_jobs_ = 0;
+  const std::lock_guard lock(mutex_);
+  for (auto* queue : {&queue_, &embedding_queue_}) {
+    for (auto& pending : *queue) fail_pending(pending->job, *pending->stream, message);
+    queue->clear();
+  }
 }
 
 int32_t Scheduler::free_slot() const {
@@ -274,10 +294,14 @@ int32_t Scheduler::free_slot() const {
 }
 
 int64_t Scheduler::outstanding_blocks() const {
+  const auto& cache = engine_->cache;
   int64_t total = 0;
   for (const auto& seq : active_) {
-    const int64_t length = engine_->cache.length(seq->slot);
-    total += engine_->cache.blocks_needed(seq->slot, seq->final_length() - length);
+    total += cache.blocks_needed(seq->slot, seq->final_length() - cache.length(seq->slot));
+  }
+  if (embedding_) {
+    const auto left = static_cast<int64_t>(embedding_->tokens().size() - embedding_->done);
+    total += cache.blocks_needed(options_.parallel, left);
   }
   return total;
 }
@@ -288,25 +312,23 @@ void Scheduler::admit_locked() {
   while (!queue_.empty()) {
     auto& head = *queue_.front();
     if (head.stream->cancelled()) {
-      head.stream->push([&] {
-        StreamEvent event;
-        event.kind = StreamEvent::Kind::finished;
-        event.choice = head.part();
-        event.end = ChoiceEnd::cancelled;
-        return event;
-      }());
+      head.stream->push(cancelled(std::get<GenerationJob>(head.job).choice));
       metrics_.add_cancelled();
-    } else if (std::holds_alternative<EmbeddingJob>(head.job) || !admit(head)) {
+    } else if (!admit(head)) {
       return;
     }
     queue_.pop_front();
-    --queued_jobs_;
   }
 }
 
 bool Scheduler::admit(Pending& pending) {
   const int32_t slot = free_slot();
   if (slot < 0) return false;
+  // The choices of one request share their prompt: the second waits until
+  // the first has read it, then attaches its blocks instead of recomputing.
+  for (const auto& seq : active_) {
+    if (seq->stream == pending.stream && !seq->decoding) return false;
+  }
   auto& job = std::get<GenerationJob>(pending.job);
   auto& cache = engine_->cache;
   // The last prompt token is always forwarded: its logits give the first token.
@@ -326,62 +348,90 @@ bool Scheduler::admit(Pending& pending) {
   metrics_.add_prompt_tokens(static_cast<int64_t>(seq->job.prompt.size()));
   metrics_.add_cache_hit_tokens(attached);
   active_.push_back(std::move(seq));
+  running_.store(static_cast<int32_t>(active_.size()));
   return true;
 }
 
-bool Scheduler::run_embedding(Pending& pending) {
-  auto& job = std::get<EmbeddingJob>(pending.job);
-  if (pending.stream->cancelled()) {
-    StreamEvent event;
-    event.kind = StreamEvent::Kind::finished;
-    event.choice = job.index;
-    event.end = ChoiceEnd::cancelled;
-    pending.stream->push(std::move(event));
+bool Scheduler::start_embedding(std::unique_ptr<Pending>& pending) {
+  auto& jobs = std::get<std::vector<EmbeddingJob>>(pending->job);
+  if (pending->stream->cancelled()) {
+    for (const auto& job : jobs) pending->stream->push(cancelled(job.index));
+    pending.reset();
     return true;
   }
+  // The largest input must fit beside what the running sequences may take.
+  size_t longest = 0;
+  for (const auto& job : jobs) longest = std::max(longest, job.tokens.size());
   auto& cache = engine_->cache;
-  const int32_t slot = options_.parallel;
-  const auto n = static_cast<int64_t>(job.tokens.size());
-  if (cache.blocks_needed(slot, n) > cache.n_available_blocks() - outstanding_blocks()) {
+  if (cache.blocks_needed(options_.parallel, static_cast<int64_t>(longest)) >
+      cache.n_available_blocks() - outstanding_blocks()) {
     return false;
   }
-  const auto n_embd = static_cast<size_t>(model_->hparams().n_embd);
-  std::vector<float> hidden(job.tokens.size() * n_embd);
-  try {
-    ForwardContext ctx{model_->pool(), engine_->buffers, RowOutput::hidden};
-    const auto chunk = static_cast<size_t>(options_.step_rows);
-    for (size_t start = 0; start < job.tokens.size(); start += chunk) {
-      const size_t end = std::min(job.tokens.size(), start + chunk);
-      engine_->rows.clear();
-      for (size_t i = start; i < end; ++i) {
-        engine_->rows.push_back({job.tokens[i], static_cast<int32_t>(i), slot, true});
-      }
-      model_->decoder().forward(engine_->rows, cache, ctx,
-                                std::span(hidden).subspan(start * n_embd, (end - start) * n_embd));
-    }
-    cache.clear(slot);
-    StreamEvent event;
-    event.kind = StreamEvent::Kind::embedding;
-    event.choice = job.index;
-    event.embedding =
-        scoring::pool_embeddings(hidden, n_embd, scoring::Pooling::mean, /*normalize=*/true);
-    event.embedding_tokens = n;
-    metrics_.add_prompt_tokens(n);
-    metrics_.record_step(n, 0);
-    pending.stream->push(std::move(event));
-  } catch (const std::exception& e) {
-    cache.clear(slot);
-    LOG_ERROR("embedding failed: %s", e.what());
-    pending.stream->push(failure(job.index, e.what()));
-  }
+  embedding_ = std::make_unique<EmbeddingRun>();
+  embedding_->pending = std::move(pending);
   return true;
+}
+
+void Scheduler::embedding_step() {
+  auto& run = *embedding_;
+  auto& stream = *run.pending->stream;
+  auto& cache = engine_->cache;
+  const int32_t slot = options_.parallel;
+  const auto& tokens = run.tokens();
+  const int32_t index = run.jobs()[run.input].index;
+  if (stream.cancelled()) {
+    cache.clear(slot);
+    for (size_t i = run.input; i < run.jobs().size(); ++i)
+      stream.push(cancelled(run.jobs()[i].index));
+    embedding_.reset();
+    return;
+  }
+  const auto n_embd = static_cast<size_t>(model_->hparams().n_embd);
+  run.hidden.resize(tokens.size() * n_embd);
+  const size_t end = std::min(tokens.size(), run.done + static_cast<size_t>(options_.step_rows));
+  try {
+    auto& rows = engine_->rows;
+    rows.clear();
+    for (size_t i = run.done; i < end; ++i) {
+      rows.push_back({tokens[i], static_cast<int32_t>(i), slot, true});
+    }
+    ForwardContext ctx{model_->pool(), engine_->buffers, RowOutput::hidden};
+    model_->decoder().forward(
+        rows, cache, ctx,
+        std::span(run.hidden).subspan(run.done * n_embd, (end - run.done) * n_embd));
+  } catch (const std::exception& e) {
+    LOG_ERROR("embedding failed: %s", e.what());
+    cache.clear(slot);
+    for (size_t i = run.input; i < run.jobs().size(); ++i) {
+      stream.push(failure(run.jobs()[i].index, e.what()));
+    }
+    embedding_.reset();
+    return;
+  }
+  metrics_.record_step(static_cast<int64_t>(end - run.done), 0);
+  run.done = end;
+  if (run.done < tokens.size()) return;
+  // The input is done: pool it, and go on with the next one.
+  cache.clear(slot);
+  StreamEvent event;
+  event.kind = StreamEvent::Kind::embedding;
+  event.choice = index;
+  event.embedding = scoring::pool_embeddings(run.hidden, n_embd, scoring::Pooling::mean,
+                                             /*normalize=*/true);
+  event.embedding_tokens = static_cast<int64_t>(tokens.size());
+  metrics_.add_prompt_tokens(event.embedding_tokens);
+  stream.push(std::move(event));
+  run.done = 0;
+  if (++run.input == run.jobs().size()) embedding_.reset();
 }
 
 bool Scheduler::drop_cancelled() {
   for (auto& seq : active_) {
     if (seq->stream->cancelled()) finish(*seq, ChoiceEnd::cancelled);
   }
-  return std::erase_if(active_, [](const auto& seq) { return seq->finished; }) > 0;
+  const bool any = std::erase_if(active_, [](const auto& seq) { return seq->finished; }) > 0;
+  running_.store(static_cast<int32_t>(active_.size()));
+  return any;
 }
 
 void Scheduler::step() {
@@ -397,7 +447,7 @@ void Scheduler::step() {
   // Prompts share what the decode rows leave of the step (at least a
   // quarter of it, so prompts advance however many sequences decode).
   const auto decode_rows = static_cast<int64_t>(e.rows.size());
-  int64_t budget = std::max(options_.step_rows - decode_rows, options_.step_rows / 4);
+  int64_t budget = std::max({options_.step_rows - decode_rows, options_.step_rows / 4, int64_t{1}});
   for (auto& seq : active_) {
     if (seq->decoding || budget <= 0) continue;
     const auto& prompt = seq->job.prompt;
@@ -418,11 +468,12 @@ void Scheduler::step() {
     ForwardContext ctx{model_->pool(), e.buffers, RowOutput::logits};
     model_->decoder().forward(e.rows, e.cache, ctx, e.logits);
   } catch (const std::exception& error) {
-    // The batch's sequences cannot go on (their cache rows were rolled
-    // back); the others were not in it.
+    // The pass rolled back every row's cache entry: no sequence in it can
+    // go on (every running sequence is in the batch).
     LOG_ERROR("forward step failed: %s", error.what());
     for (auto& seq : active_) fail(*seq, std::string("generation failed: ") + error.what());
-    std::erase_if(active_, [](const auto& seq) { return seq->finished; });
+    active_.clear();
+    running_.store(0);
     return;
   }
   for (size_t i = 0; i < e.owners.size(); ++i) {
@@ -430,6 +481,7 @@ void Scheduler::step() {
   }
   metrics_.record_step(prefill_rows, static_cast<int64_t>(e.owners.size()));
   std::erase_if(active_, [](const auto& seq) { return seq->finished; });
+  running_.store(static_cast<int32_t>(active_.size()));
 }
 
 void Scheduler::handle_output(Sequence& seq, std::span<const float> logits) {
@@ -437,8 +489,6 @@ void Scheduler::handle_output(Sequence& seq, std::span<const float> logits) {
     seq.decoding = true;
     seq.first_token = Clock::now();
   }
-  StreamEvent event;
-  event.choice = seq.job.choice;
   TokenId id = 0;
   try {
     id = seq.sampler.sample(logits);
@@ -453,16 +503,19 @@ void Scheduler::handle_output(Sequence& seq, std::span<const float> logits) {
     finish(seq, ChoiceEnd::stop);
     return;
   }
+  StreamEvent event;
+  event.choice = seq.job.choice;
+  event.token = id;
   if (seq.job.top_logprobs >= 0) {
     event.logprob = token_logprob(logits, id, seq.job.top_logprobs);
     event.has_logprob = true;
   }
-  event.token = id;
   event.text = seq.output.push(id);
   seq.stream->push(std::move(event));
+  // The parser capped max_tokens so prompt + max_tokens fits the context.
   if (seq.output.stopped()) {
     finish(seq, ChoiceEnd::stop);
-  } else if (seq.generated >= seq.job.max_tokens || engine_->cache.length(seq.slot) >= context_) {
+  } else if (seq.generated >= seq.job.max_tokens) {
     finish(seq, ChoiceEnd::length);
   } else {
     seq.next = id;
@@ -506,7 +559,7 @@ void Scheduler::publish_state() {
   SchedulerState state;
   {
     const std::lock_guard lock(mutex_);
-    state.queued = queued_jobs_;
+    state.queued = static_cast<int64_t>(queue_.size() + embedding_queue_.size());
   }
   const auto& cache = engine_->cache;
   state.running = static_cast<int64_t>(active_.size());

@@ -12,9 +12,12 @@
 // blocks that are cached (same tokens, same prefix) are attached instead of
 // computed. Batch invariance makes this exact: a row's keys, values and
 // logits do not depend on what else was in its batch, so a seeded request
-// gives the same tokens alone, under load, with or without a cache hit.
+// gives the same tokens alone, under load, with or without a cache hit —
+// the tokens Session::generate gives for the same sampling parameters
+// (with penalties off: the server's count the generated tokens only).
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -53,14 +56,16 @@ class Scheduler {
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
 
-  // Queues the jobs of one request, all reporting to `stream`. Throws
-  // ApiError (503) when the queue cannot take them all, (400) when a job can
-  // never fit the KV memory.
+  // Queues the choices of one request, all reporting to `stream`. Throws
+  // ApiError: 503 when more than --queue jobs would wait for a slot, 400
+  // when the request could never be taken (more choices than slots plus
+  // queue, or longer than a context).
   void submit(std::vector<GenerationJob> jobs, std::shared_ptr<RequestStream> stream);
+  // Queues the inputs of one embeddings request; they run one chunk per
+  // step, between the decode steps. 503 when --queue requests wait.
   void submit(std::vector<EmbeddingJob> jobs, std::shared_ptr<RequestStream> stream);
 
   int64_t context() const { return context_; }
-  int64_t kv_blocks() const;
 
   // Stops taking work and ends the worker (the destructor calls it).
   void stop();
@@ -68,11 +73,16 @@ class Scheduler {
  private:
   struct Sequence;
   struct Pending;
+  struct EmbeddingRun;
+  struct Engine;
 
   void run();
   void admit_locked();
   bool admit(Pending& pending);
-  bool run_embedding(Pending& pending);
+  // Starts the embeddings request (false: not enough free KV yet).
+  bool start_embedding(std::unique_ptr<Pending>& pending);
+  // Forwards the next chunk of the current embedding input.
+  void embedding_step();
   // Ends the cancelled sequences; true when there were any.
   bool drop_cancelled();
   void step();
@@ -81,6 +91,7 @@ class Scheduler {
   void fail(Sequence& seq, const std::string& message);
   // Frees the sequence's slot and KV blocks (full blocks stay cached).
   void release(Sequence& seq);
+  // Blocks the running work may still take (what admission keeps free).
   int64_t outstanding_blocks() const;
   int32_t free_slot() const;
   void publish_state();
@@ -91,16 +102,19 @@ class Scheduler {
   int64_t context_ = 0;
 
   // Worker-thread state.
-  struct Engine;
   std::unique_ptr<Engine> engine_;
   std::vector<std::unique_ptr<Sequence>> active_;
+  std::unique_ptr<EmbeddingRun> embedding_;
 
-  // Shared with submitting threads.
+  // Shared with submitting threads (under mutex_).
   std::mutex mutex_;
   std::condition_variable wake_;
-  std::deque<std::unique_ptr<Pending>> queue_;
-  int64_t queued_jobs_ = 0;
+  std::deque<std::unique_ptr<Pending>> queue_;            // generation jobs
+  std::deque<std::unique_ptr<Pending>> embedding_queue_;  // embeddings requests
   bool stopping_ = false;
+  // Sequences holding a slot, written by the worker: submit() lets as many
+  // jobs wait beyond the idle slots as --queue says.
+  std::atomic<int32_t> running_{0};
   std::thread worker_;
 };
 
