@@ -154,34 +154,45 @@ bool is_id_array(const RequestJson& v) {
   return true;
 }
 
+// A field that is "text", [ids], ["text", ...] or [[ids], ...]: one token
+// list per text (tokenized with the model's BOS/EOS) or id array, at most
+// max_lists of them (counted before anything is tokenized).
+std::vector<std::vector<TokenId>> token_lists(const RequestJson& value, const char* field,
+                                              const ApiContext& api, bool parse_special,
+                                              size_t max_lists) {
+  const auto one = [&](const RequestJson& item) -> std::optional<std::vector<TokenId>> {
+    if (item.is_string()) return tokenize(api, item.get<std::string>(), true, parse_special);
+    if (is_id_array(item)) return checked_ids(item, api, field);
+    return std::nullopt;
+  };
+  std::vector<std::vector<TokenId>> lists;
+  if (auto ids = one(value)) {
+    lists.push_back(std::move(*ids));
+    return lists;
+  }
+  if (value.is_array() && !value.empty()) {
+    if (value.size() > max_lists) {
+      throw invalid_request(strfmt("%s: at most %zu texts or id lists", field, max_lists));
+    }
+    for (const auto& item : value) {
+      auto ids = one(item);
+      if (!ids) break;
+      lists.push_back(std::move(*ids));
+    }
+    if (lists.size() == value.size()) return lists;
+  }
+  throw invalid_request(
+      strfmt("%s must be a string, an array of token ids, or an array of those", field));
+}
+
 // prompt: "text", [ids], ["text", ...] or [[ids], ...].
 std::vector<std::vector<TokenId>> completion_prompts(const RequestJson& body,
                                                      const ApiContext& api) {
   const auto it = body.find("prompt");
   if (it == body.end() || it->is_null()) throw invalid_request("'prompt' is required");
   const RequestJson& prompt = *it;
-  std::vector<std::vector<TokenId>> prompts;
-  if (prompt.is_string()) {
-    prompts.push_back(tokenize(api, prompt.get<std::string>(), true, true));
-  } else if (is_id_array(prompt)) {
-    prompts.push_back(checked_ids(prompt, api, "'prompt'"));
-  } else if (prompt.is_array() && !prompt.empty()) {
-    for (const auto& item : prompt) {
-      if (item.is_string()) {
-        prompts.push_back(tokenize(api, item.get<std::string>(), true, true));
-      } else if (is_id_array(item)) {
-        prompts.push_back(checked_ids(item, api, "'prompt'"));
-      } else {
-        throw invalid_request(
-            "'prompt' must be a string, an array of token ids, or an array of those");
-      }
-    }
-  } else {
-    throw invalid_request("'prompt' must be a string, an array of token ids, or an array of those");
-  }
-  if (prompts.size() > static_cast<size_t>(kMaxChoices)) {
-    throw invalid_request(strfmt("at most %d prompts per request", kMaxChoices));
-  }
+  std::vector<std::vector<TokenId>> prompts =
+      token_lists(prompt, "'prompt'", api, true, static_cast<size_t>(kMaxChoices));
   for (const auto& ids : prompts) {
     if (ids.empty()) throw invalid_request("the prompt is empty");
   }
@@ -532,29 +543,8 @@ EmbeddingRequest parse_embedding_request(const RequestJson& body, const ApiConte
   }
   const RequestJson* input = fields.find("input");
   if (!input) throw invalid_request("'input' is required");
-  std::vector<std::vector<TokenId>> inputs;
-  if (input->is_string()) {
-    inputs.push_back(tokenize(api, input->get<std::string>(), true, false));
-  } else if (is_id_array(*input)) {
-    inputs.push_back(checked_ids(*input, api, "'input'"));
-  } else if (input->is_array() && !input->empty()) {
-    for (const auto& item : *input) {
-      if (item.is_string()) {
-        inputs.push_back(tokenize(api, item.get<std::string>(), true, false));
-      } else if (is_id_array(item)) {
-        inputs.push_back(checked_ids(item, api, "'input'"));
-      } else {
-        throw invalid_request(
-            "'input' must be a string, an array of token ids, or an array of those");
-      }
-    }
-  } else {
-    throw invalid_request("'input' must be a string, an array of token ids, or an array of those");
-  }
   constexpr size_t kMaxInputs = 256;
-  if (inputs.size() > kMaxInputs) {
-    throw invalid_request(strfmt("at most %zu inputs per request", kMaxInputs));
-  }
+  std::vector<std::vector<TokenId>> inputs = token_lists(*input, "'input'", api, false, kMaxInputs);
   for (size_t i = 0; i < inputs.size(); ++i) {
     if (inputs[i].empty()) throw invalid_request(strfmt("input %zu is empty", i));
     if (static_cast<int64_t>(inputs[i].size()) > api.context) {

@@ -324,12 +324,14 @@ void Scheduler::admit_locked() {
 bool Scheduler::admit(Pending& pending) {
   const int32_t slot = free_slot();
   if (slot < 0) return false;
+  auto& job = std::get<GenerationJob>(pending.job);
   // The choices of one request share their prompt: the second waits until
   // the first has read it, then attaches its blocks instead of recomputing.
   for (const auto& seq : active_) {
-    if (seq->stream == pending.stream && !seq->decoding) return false;
+    if (seq->stream == pending.stream && !seq->decoding && seq->job.prompt == job.prompt) {
+      return false;
+    }
   }
-  auto& job = std::get<GenerationJob>(pending.job);
   auto& cache = engine_->cache;
   // The last prompt token is always forwarded: its logits give the first token.
   const auto prompt = std::span<const TokenId>(job.prompt);
