@@ -76,11 +76,15 @@ class SignalWatcher {
       }
     });
   }
+  // Ends the watching thread; it may be inside server.stop(), so this must
+  // run before the server is destroyed.
+  void finish() {
+    if (!thread_.joinable()) return;
+    pthread_kill(thread_.native_handle(), SIGUSR1);
+    thread_.join();
+  }
   ~SignalWatcher() {
-    if (thread_.joinable()) {
-      pthread_kill(thread_.native_handle(), SIGUSR1);
-      thread_.join();
-    }
+    finish();
     pthread_sigmask(SIG_UNBLOCK, &signals_, nullptr);
   }
   SignalWatcher(const SignalWatcher&) = delete;
@@ -131,7 +135,9 @@ int run_serve(std::span<const std::string> argv) {
   LOG_INFO("serving %s: %d parallel sequences, context %lld, listening on http://%s:%d",
            options.model_name.c_str(), options.scheduler.parallel,
            static_cast<long long>(model->context_length()), options.host.c_str(), port);
-  if (!server.serve()) {
+  const bool served = server.serve();
+  watcher.finish();
+  if (!served) {
     std::fprintf(stderr, "error: the server stopped unexpectedly\n");
     return 1;
   }

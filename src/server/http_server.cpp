@@ -589,14 +589,19 @@ class HttpServer::Impl {
           static_cast<long long>(gen.received), seconds);
       return;
     }
+    if (!gen.failure.empty()) {
+      LOG_INFO("%s: prompt %lld tokens, failed after %lld tokens, %.2f s: %s", gen.id.id.c_str(),
+               static_cast<long long>(gen.prompt_tokens), static_cast<long long>(gen.received),
+               seconds, gen.failure.c_str());
+      return;
+    }
     int64_t generated = 0;
     for (const auto& c : gen.choices) generated += c.stats.generated_tokens;
     const auto& s = gen.choices.front().stats;
     const double decode_rate = s.decode_ms > 0 && s.generated_tokens > 1
                                    ? (s.generated_tokens - 1) * 1e3 / s.decode_ms
                                    : 0;
-    const std::string end =
-        gen.failure.empty() ? std::string(finish_reason(gen.choices.front().end)) : "error";
+    const std::string end(finish_reason(gen.choices.front().end));
     LOG_INFO(
         "%s: prompt %lld tokens (%lld cached), generated %lld, ttft %.1f ms, %.1f tokens/s, "
         "%.2f s, finish %s",
