@@ -195,8 +195,9 @@ class Session {
 
   // Forgets the history (the cache is emptied).
   void reset();
-  // The tokens whose keys and values are in the cache, in order.
-  std::span<const TokenId> history() const { return history_; }
+  // The tokens whose keys and values are in the cache, in order (the
+  // cache records them).
+  std::span<const TokenId> history() const;
   int64_t cache_rows() const;
   const Model& model() const { return *model_; }
 
@@ -226,7 +227,6 @@ class Session {
   std::shared_ptr<const Model> model_;
   std::unique_ptr<KvCache> cache_;
   std::unique_ptr<ForwardBuffers> buffers_;
-  std::vector<TokenId> history_;
   std::vector<float> last_logits_;  // n_vocab: logits after the last forwarded token
   std::vector<BatchRow> rows_;
   std::atomic<bool> cancel_requested_{false};

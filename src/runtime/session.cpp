@@ -45,7 +45,6 @@ Session::Session(std::shared_ptr<const Model> model) : model_(std::move(model)) 
                                                   model_->options().kv_type});
   buffers_ = std::make_unique<ForwardBuffers>();
   last_logits_.resize(static_cast<size_t>(hp.n_vocab));
-  history_.reserve(static_cast<size_t>(model_->context_length()));
 }
 
 Session::~Session() = default;
@@ -54,9 +53,12 @@ int64_t Session::cache_rows() const {
   return cache_->length(0);
 }
 
+std::span<const TokenId> Session::history() const {
+  return cache_->tokens(0);
+}
+
 void Session::reset() {
   cache_->clear_all();
-  history_.clear();
 }
 
 void Session::check_prompt(std::span<const TokenId> prompt) const {
@@ -76,26 +78,25 @@ void Session::check_prompt(std::span<const TokenId> prompt) const {
 }
 
 size_t Session::reuse_prefix(std::span<const TokenId> prompt) {
-  const size_t limit = std::min(history_.size(), prompt.size());
+  const auto cached = history();
+  const size_t limit = std::min(cached.size(), prompt.size());
   size_t common = 0;
-  while (common < limit && history_[common] == prompt[common]) ++common;
+  while (common < limit && cached[common] == prompt[common]) ++common;
   // The last prompt token is always forwarded: its logits start the reply.
   if (common == prompt.size()) --common;
   cache_->truncate(0, static_cast<int64_t>(common));
-  history_.resize(common);
   return common;
 }
 
 void Session::forward_rows(std::span<const TokenId> ids, size_t first_wanted,
                            std::span<float> logits, RowOutput output) {
   rows_.clear();
-  const auto start = static_cast<int32_t>(history_.size());
+  const auto start = static_cast<int32_t>(cache_rows());
   for (size_t i = 0; i < ids.size(); ++i) {
     rows_.push_back({ids[i], start + static_cast<int32_t>(i), 0, i >= first_wanted});
   }
   ForwardContext ctx{model_->pool(), *buffers_, output};
   model_->decoder().forward(rows_, *cache_, ctx, logits);
-  history_.insert(history_.end(), ids.begin(), ids.end());
 }
 
 bool Session::prefill(std::span<const TokenId> ids, int64_t chunk_size, size_t first_row,
@@ -126,9 +127,9 @@ bool Session::prefill(std::span<const TokenId> ids, int64_t chunk_size, size_t f
 
 void Session::check_extension(std::span<const TokenId> ids) const {
   check_prompt(ids);
-  if (static_cast<int64_t>(history_.size() + ids.size()) > model_->context_length()) {
+  if (cache_rows() + static_cast<int64_t>(ids.size()) > model_->context_length()) {
     throw Error(strfmt("the tokens do not fit in the context (%zu cached + %zu new > %lld)",
-                       history_.size(), ids.size(),
+                       history().size(), ids.size(),
                        static_cast<long long>(model_->context_length())));
   }
 }
@@ -143,7 +144,7 @@ std::vector<float> Session::extend(std::span<const TokenId> ids, int64_t chunk_s
   std::vector<float> logits;  // allocated only after the checks
   if (want_logits) logits.resize((ids.size() - first_row) * static_cast<size_t>(model_->n_vocab()));
   cancel_requested_.store(false);
-  const size_t before = history_.size();
+  const size_t before = history().size();
   bool completed = false;
   try {
     completed = prefill(ids, chunk_size, first_row, want_logits ? &logits : nullptr);
@@ -153,7 +154,7 @@ std::vector<float> Session::extend(std::span<const TokenId> ids, int64_t chunk_s
   }
   if (!completed) {
     // The forwarded prefix stays in the history; no partial result escapes.
-    throw Error(strfmt("cancelled after %zu of %zu tokens", history_.size() - before, ids.size()));
+    throw Error(strfmt("cancelled after %zu of %zu tokens", history().size() - before, ids.size()));
   }
   return logits;
 }
@@ -190,12 +191,11 @@ Session::NllSum Session::nll(std::span<const TokenId> ids, size_t from, int64_t 
   // so the score never rests on logits kept from an earlier call.
   std::vector<TokenId> fed;
   size_t lead = 0;  // tokens of `fed` before ids[0]
-  if (history_.empty()) {
+  if (history().empty()) {
     from = std::max<size_t>(from, 1);
   } else if (from == 0) {
-    fed.push_back(history_.back());
-    history_.pop_back();
-    cache_->truncate(0, static_cast<int64_t>(history_.size()));
+    fed.push_back(history().back());
+    cache_->truncate(0, cache_rows() - 1);
     lead = 1;
   }
   fed.insert(fed.end(), ids.begin(), ids.end());
@@ -249,10 +249,10 @@ GenerateResult Session::generate(std::span<const TokenId> prompt, const Generate
     Timer prefill_timer;
     const size_t reused = reuse_prefix(prompt);
     result.cached_tokens = static_cast<int64_t>(reused);
-    const size_t before = history_.size();
+    const size_t before = history().size();
     const bool prefilled =
         prefill(prompt.subspan(reused), model_->options().chunk_size, 0, nullptr);
-    result.timings.prefill_tokens = static_cast<int64_t>(history_.size() - before);
+    result.timings.prefill_tokens = static_cast<int64_t>(history().size() - before);
     result.timings.prefill_seconds = prefill_timer.seconds();
     if (!prefilled) {
       result.finish_reason = FinishReason::cancelled;
@@ -345,7 +345,7 @@ void Session::decode_loop(Sampler& sampler, LoopDetector* loops, const GenerateO
       result.finish_reason = FinishReason::max_tokens;
       break;
     }
-    if (static_cast<int64_t>(history_.size()) >= context) {
+    if (cache_rows() >= context) {
       result.finish_reason = FinishReason::length;
       break;
     }
@@ -363,7 +363,6 @@ void Session::decode_loop(Sampler& sampler, LoopDetector* loops, const GenerateO
     const auto kept_rows =
         static_cast<int64_t>(result.prompt_tokens) + static_cast<int64_t>(loop_keep) - 1;
     cache_->truncate(0, kept_rows);
-    history_.resize(static_cast<size_t>(kept_rows));
   }
   // Release what the loop detector still holds (all of it unless the user
   // stopped), then whatever the decoder and the stop matcher hold back.
