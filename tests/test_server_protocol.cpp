@@ -48,14 +48,19 @@ class ServerProtocol : public ::testing::Test {
   std::unique_ptr<ApiContext> api_;
 };
 
-const char* kHello = R"("messages":[{"role":"user","content":"hello"}])";
+// A chat body: one user message, then `fields` (",..." or "").
+std::string hello_with(std::string_view fields) {
+  std::string body = R"({"messages":[{"role":"user","content":"hello"}])";
+  body += fields;
+  body += '}';
+  return body;
+}
 
 TEST_F(ServerProtocol, ChatRequestBecomesJobs) {
-  const auto r = chat(std::string("{") + kHello +
-                      R"(,"temperature":0.5,"top_p":0.9,"top_k":7,"min_p":0.1,"seed":42,
+  const auto r = chat(hello_with(R"(,"temperature":0.5,"top_p":0.9,"top_k":7,"min_p":0.1,"seed":42,
       "max_tokens":10,"stop":["x","y"],"n":3,"presence_penalty":1,"frequency_penalty":-1,
       "logit_bias":{"5":-100,"6":3},"logprobs":true,"top_logprobs":4,"stream":true,
-      "stream_options":{"include_usage":true},"ignore_eos":true})");
+      "stream_options":{"include_usage":true},"ignore_eos":true)"));
   ASSERT_EQ(r.jobs.size(), 3u);
   EXPECT_TRUE(r.stream);
   EXPECT_TRUE(r.include_usage);
@@ -98,26 +103,27 @@ TEST_F(ServerProtocol, MalformedRequestsAreRefusedNamingTheProblem) {
   expect_400([&] { chat(R"({"messages":[{"role":"user","content":5}]})"); }, "content");
   expect_400([&] { chat(R"({"messages":[{"role":"user","content":[{"type":"image_url"}]}]})"); },
              "image_url");
-  expect_400([&] { chat(std::string("{") + kHello + R"(,"max_tokens":-1})"); }, "'max_tokens'");
-  expect_400([&] { chat(std::string("{") + kHello + R"(,"max_tokens":"5"})"); }, "'max_tokens'");
-  expect_400([&] { chat(std::string("{") + kHello + R"(,"max_tokens":1e30})"); }, "'max_tokens'");
-  expect_400([&] { chat(std::string("{") + kHello + R"(,"temperature":"hot"})"); },
-             "'temperature'");
-  expect_400([&] { chat(std::string("{") + kHello + R"(,"temperature":3})"); }, "'temperature'");
-  expect_400([&] { chat(std::string("{") + kHello + R"(,"n":0})"); }, "'n'");
-  expect_400([&] { chat(std::string("{") + kHello + R"(,"stop":{"a":1}})"); }, "'stop'");
-  expect_400([&] { chat(std::string("{") + kHello + R"(,"logit_bias":{"x":1}})"); }, "logit_bias");
-  expect_400([&] { chat(std::string("{") + kHello + R"(,"logit_bias":{"99999":1}})"); },
-             "logit_bias");
-  expect_400([&] { chat(std::string("{") + kHello + R"(,"top_logprobs":3})"); }, "logprobs");
-  expect_400([&] { chat(std::string("{") + kHello + R"(,"stream":"yes"})"); }, "'stream'");
+  expect_400([&] { chat(hello_with(R"(,"max_tokens":-1)")); }, "'max_tokens'");
+  expect_400([&] { chat(hello_with(R"(,"max_tokens":"5")")); }, "'max_tokens'");
+  expect_400([&] { chat(hello_with(R"(,"max_tokens":1e30)")); }, "'max_tokens'");
+  expect_400([&] { chat(hello_with(R"(,"temperature":"hot")")); }, "'temperature'");
+  expect_400([&] { chat(hello_with(R"(,"temperature":3)")); }, "'temperature'");
+  expect_400([&] { chat(hello_with(R"(,"n":0)")); }, "'n'");
+  expect_400([&] { chat(hello_with(R"(,"stop":{"a":1})")); }, "'stop'");
+  expect_400([&] { chat(hello_with(R"(,"logit_bias":{"x":1})")); }, "logit_bias");
+  expect_400([&] { chat(hello_with(R"(,"logit_bias":{"99999":1})")); }, "logit_bias");
+  expect_400([&] { chat(hello_with(R"(,"top_logprobs":3)")); }, "logprobs");
+  expect_400([&] { chat(hello_with(R"(,"stream":"yes")")); }, "'stream'");
   expect_400([&] { completion(R"({"prompt":[1,-2]})"); }, "outside the vocabulary");
   expect_400([&] { completion(R"({"prompt":[1,99999]})"); }, "outside the vocabulary");
   expect_400([&] { completion(R"({"prompt":{"a":1}})"); }, "'prompt'");
   expect_400([&] { completion(R"({"prompt":[[[1]]]})"); }, "'prompt'");
   expect_400([&] { completion(R"({"prompt":"x","echo":true})"); }, "echo");
   std::string long_prompt = R"({"prompt":[)";
-  for (int i = 0; i < 200; ++i) long_prompt += (i ? "," : "") + std::to_string(3 + i % 50);
+  for (int i = 0; i < 200; ++i) {
+    if (i > 0) long_prompt += ',';
+    long_prompt += std::to_string(3 + i % 50);
+  }
   expect_400([&] { completion(long_prompt + "]}"); }, "context");
 }
 

@@ -155,7 +155,9 @@ TEST(ServerScheduler, ChoicesOfOneRequestShareTheirPromptsBlocks) {
   const auto result = collect(*stream, 3);
   EXPECT_EQ(result.finished[0].stats.cached_tokens, 0);
   for (size_t c = 0; c < 3; ++c) {
-    if (c > 0) EXPECT_EQ(result.finished[c].stats.cached_tokens, 96) << "choice " << c;
+    if (c > 0) {
+      EXPECT_EQ(result.finished[c].stats.cached_tokens, 96) << "choice " << c;
+    }
     EXPECT_EQ(result.tokens[c], session_tokens(model, copies[c])) << "choice " << c;
   }
 }

@@ -8,13 +8,8 @@
 
 namespace cortiq::scoring {
 
-NextTokenDistribution next_token_distribution(std::span<const float> logits, size_t k) {
-  const kernels::LogSoftmax stats = kernels::log_softmax(logits);
-  NextTokenDistribution out;
-  for (const float l : logits) {
-    const double lp = stats.log_prob(l);
-    if (lp > -INFINITY) out.entropy -= std::exp(lp) * lp;
-  }
+std::vector<TokenChoice> top_tokens(std::span<const float> logits, const kernels::LogSoftmax& stats,
+                                    size_t k) {
   std::vector<TokenId> ids(logits.size());
   std::iota(ids.begin(), ids.end(), TokenId{0});
   k = std::min(k, ids.size());
@@ -23,11 +18,23 @@ NextTokenDistribution next_token_distribution(std::span<const float> logits, siz
     return la != lb ? la > lb : a < b;
   };
   std::partial_sort(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(k), ids.end(), before);
+  std::vector<TokenChoice> top;
   for (size_t i = 0; i < k; ++i) {
     const float logit = logits[static_cast<size_t>(ids[i])];
     const double lp = stats.log_prob(logit);
-    out.top.push_back({ids[i], logit, lp, std::exp(lp)});
+    top.push_back({ids[i], logit, lp, std::exp(lp)});
   }
+  return top;
+}
+
+NextTokenDistribution next_token_distribution(std::span<const float> logits, size_t k) {
+  const kernels::LogSoftmax stats = kernels::log_softmax(logits);
+  NextTokenDistribution out;
+  for (const float l : logits) {
+    const double lp = stats.log_prob(l);
+    if (lp > -INFINITY) out.entropy -= std::exp(lp) * lp;
+  }
+  out.top = top_tokens(logits, stats, k);
   return out;
 }
 

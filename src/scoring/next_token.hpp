@@ -6,6 +6,7 @@
 #include <span>
 #include <vector>
 
+#include "kernels/cpu/log_softmax.hpp"
 #include "tokenizer/vocab.hpp"
 
 namespace cortiq::scoring {
@@ -21,6 +22,12 @@ struct NextTokenDistribution {
   std::vector<TokenChoice> top;  // most likely first; equal logits: lower id first
   double entropy = 0.0;          // nats, over the whole vocabulary
 };
+
+// The k (at most the vocabulary) most likely tokens of one row of logits,
+// most likely first, equal logits lower id first; their log-probabilities
+// come from `stats`, the row's log-softmax.
+std::vector<TokenChoice> top_tokens(std::span<const float> logits, const kernels::LogSoftmax& stats,
+                                    size_t k);
 
 // The top k (at most the vocabulary) of one row of logits. The first is the
 // greedy choice (the lowest id among equal maxima, as greedy sampling).

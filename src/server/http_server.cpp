@@ -323,53 +323,13 @@ class HttpServer::Impl {
 
   void models(httplib::Response& res) { send_json(res, 200, models_response(api_, started_)); }
 
-  void tokenize(const std::string& text, httplib::Response& res) {
-    const RequestJson body = parse_body(text);
-    const auto content = body.find("content");
-    if (content == body.end() || !content->is_string()) {
-      throw invalid_request("'content' must be a string");
-    }
-    const auto flag = [&](const char* name) {
-      const auto it = body.find(name);
-      if (it == body.end() || it->is_null()) return false;
-      if (!it->is_boolean()) throw invalid_request(strfmt("'%s' must be a boolean", name));
-      return it->get<bool>();
-    };
-    TokenizeOptions options;
-    options.add_special = flag("add_special");
-    options.parse_special = flag("parse_special");
-    const bool with_pieces = flag("with_pieces");
-    const auto& tokenizer = model_->tokenizer();
-    if (tokenizer.vocab().kind == TokenizerKind::none) {
-      throw invalid_request("this model has no tokenizer");
-    }
-    const auto ids = tokenizer.encode(content->get<std::string>(), options);
-    Json tokens = Json::array();
-    for (const TokenId id : ids) {
-      if (with_pieces) {
-        tokens.push_back({{"id", id}, {"piece", tokenizer.token_to_piece(id, true)}});
-      } else {
-        tokens.push_back(id);
-      }
-    }
-    send_json(res, 200, {{"tokens", std::move(tokens)}});
+  void tokenize(const std::string& body, httplib::Response& res) {
+    const auto request = parse_tokenize_request(parse_body(body), api_);
+    send_json(res, 200, tokenize_response(request, api_));
   }
 
-  void detokenize(const std::string& text, httplib::Response& res) {
-    const RequestJson body = parse_body(text);
-    const auto tokens = body.find("tokens");
-    if (tokens == body.end() || !tokens->is_array()) {
-      throw invalid_request("'tokens' must be an array of token ids");
-    }
-    std::vector<TokenId> ids;
-    const int64_t n_vocab = static_cast<int64_t>(model_->tokenizer().vocab().size());
-    for (const auto& item : *tokens) {
-      if (!item.is_number_integer() || item.get<int64_t>() < 0 || item.get<int64_t>() >= n_vocab) {
-        throw invalid_request(
-            strfmt("'tokens' must hold token ids in 0..%lld", static_cast<long long>(n_vocab - 1)));
-      }
-      ids.push_back(static_cast<TokenId>(item.get<int64_t>()));
-    }
+  void detokenize(const std::string& body, httplib::Response& res) {
+    const auto ids = parse_detokenize_request(parse_body(body), api_);
     send_json(res, 200, {{"content", model_->tokenizer().decode(ids)}});
   }
 

@@ -556,6 +556,35 @@ EmbeddingRequest parse_embedding_request(const RequestJson& body, const ApiConte
   return request;
 }
 
+TokenizeRequest parse_tokenize_request(const RequestJson& body, const ApiContext& api) {
+  const Fields fields(body, "");
+  const auto content = fields.string("content");
+  if (!content) throw invalid_request("'content' must be a string");
+  TokenizeRequest request;
+  request.ids = tokenize(api, *content, fields.boolean("add_special").value_or(false),
+                         fields.boolean("parse_special").value_or(false));
+  request.with_pieces = fields.boolean("with_pieces").value_or(false);
+  return request;
+}
+
+std::vector<TokenId> parse_detokenize_request(const RequestJson& body, const ApiContext& api) {
+  const auto tokens = body.find("tokens");
+  if (tokens == body.end() || !tokens->is_array()) {
+    throw invalid_request("'tokens' must be an array of token ids");
+  }
+  // Strict integers within the tokenizer's list (what decode can print).
+  const auto n_vocab = static_cast<int64_t>(api.model.tokenizer().vocab().size());
+  std::vector<TokenId> ids;
+  for (const auto& item : *tokens) {
+    if (!item.is_number_integer() || item.get<int64_t>() < 0 || item.get<int64_t>() >= n_vocab) {
+      throw invalid_request(
+          strfmt("'tokens' must hold token ids in 0..%lld", static_cast<long long>(n_vocab - 1)));
+    }
+    ids.push_back(static_cast<TokenId>(item.get<int64_t>()));
+  }
+  return ids;
+}
+
 // --- responses -----------------------------------------------------------
 
 namespace {
@@ -787,6 +816,18 @@ Json embedding_response(const EmbeddingRequest& request, const ApiContext& api,
           {"data", std::move(data)},
           {"model", api.model_name},
           {"usage", {{"prompt_tokens", tokens}, {"total_tokens", tokens}}}};
+}
+
+Json tokenize_response(const TokenizeRequest& request, const ApiContext& api) {
+  Json tokens = Json::array();
+  for (const TokenId id : request.ids) {
+    if (request.with_pieces) {
+      tokens.push_back({{"id", id}, {"piece", piece(api, id)}});
+    } else {
+      tokens.push_back(id);
+    }
+  }
+  return {{"tokens", std::move(tokens)}};
 }
 
 Json models_response(const ApiContext& api, int64_t created) {

@@ -64,6 +64,16 @@ GenerationRequest parse_generation_request(Endpoint endpoint, const RequestJson&
                                            const ApiContext& api);
 EmbeddingRequest parse_embedding_request(const RequestJson& body, const ApiContext& api);
 
+// POST /tokenize: {"content", "add_special"?, "parse_special"?, "with_pieces"?}.
+struct TokenizeRequest {
+  std::vector<TokenId> ids;
+  bool with_pieces = false;  // answer {id, piece} objects instead of bare ids
+};
+TokenizeRequest parse_tokenize_request(const RequestJson& body, const ApiContext& api);
+Json tokenize_response(const TokenizeRequest& request, const ApiContext& api);
+// POST /detokenize: {"tokens": [ids of the tokenizer's vocabulary]}.
+std::vector<TokenId> parse_detokenize_request(const RequestJson& body, const ApiContext& api);
+
 // One finished choice, collected from the scheduler's events.
 struct ChoiceResult {
   std::string text;

@@ -15,6 +15,7 @@
 #include "runtime/kv_cache.hpp"
 #include "runtime/text_output.hpp"
 #include "scoring/embedding.hpp"
+#include "scoring/next_token.hpp"
 #include "server/api_error.hpp"
 #include "tokenizer/tokenizer.hpp"
 
@@ -36,16 +37,9 @@ TokenLogprob token_logprob(std::span<const float> logits, TokenId id, int32_t to
   out.id = id;
   out.logprob = softmax.log_prob(logits, id);
   if (top <= 0) return out;
-  std::vector<TokenId> ids(logits.size());
-  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<TokenId>(i);
-  const auto n = std::min(ids.size(), static_cast<size_t>(top));
-  const auto better = [&](TokenId a, TokenId b) {
-    const float la = logits[static_cast<size_t>(a)];
-    const float lb = logits[static_cast<size_t>(b)];
-    return la != lb ? la > lb : a < b;
-  };
-  std::partial_sort(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(n), ids.end(), better);
-  for (size_t i = 0; i < n; ++i) out.top.emplace_back(ids[i], softmax.log_prob(logits, ids[i]));
+  for (const auto& choice : scoring::top_tokens(logits, softmax, static_cast<size_t>(top))) {
+    out.top.emplace_back(choice.id, choice.log_prob);
+  }
   return out;
 }
 
@@ -146,7 +140,7 @@ Scheduler::Scheduler(std::shared_ptr<const Model> model, SchedulerOptions option
     : model_(std::move(model)), options_(options), metrics_(metrics) {
   if (!model_) throw Error("scheduler: no model");
   if (options_.parallel < 1) throw Error("--parallel must be at least 1");
-  context_ = options_.context > 0 ? options_.context : model_->context_length();
+  context_ = model_->context_length();
   if (options_.kv_cells <= 0) options_.kv_cells = context_ * options_.parallel;
   if (options_.kv_cells < context_) {
     throw Error(

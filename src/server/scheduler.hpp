@@ -39,11 +39,11 @@ class Model;
 namespace cortiq::server {
 
 struct SchedulerOptions {
-  int32_t parallel = 4;     // sequences generating at once
-  int64_t context = 0;      // positions per sequence (the model's context when 0)
-  int64_t kv_cells = 0;     // positions in the shared KV memory (parallel * context when 0)
+  int32_t parallel = 4;  // sequences generating at once
+  int64_t kv_cells =
+      0;  // positions in the shared KV memory (parallel * the model's context when 0)
   int32_t block_size = 16;  // positions per KV block
-  int64_t max_queued = 64;  // jobs waiting for a slot before submit() refuses
+  int64_t max_queued = 64;  // choices waiting beyond the idle slots (and embeddings requests)
   int64_t step_rows = 0;    // rows per forward step (the model's chunk size when 0)
 };
 
