@@ -3,8 +3,12 @@
 // positions) and a prefill tile (16 consecutive rows), in GFLOP/s of the
 // two products (q . k and p . v, 2 flops per multiply-add). The number to
 // compare against is the machine's f32 FMA peak; see docs/performance.md.
+// The Window cases attend to the last 512 positions only (Gemma/Mistral
+// sliding windows): their time should not grow with n_kv. The Variants case
+// adds a softcap, sinks and ALiBi to plain decode.
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -38,25 +42,45 @@ struct Cache {
   }
 };
 
+struct Options {
+  int64_t rows = 1;
+  int64_t window = 0;     // 0: from position 0
+  bool variants = false;  // softcap, sinks and ALiBi
+};
+
 // rows consecutive query rows ending at position n_kv - 1.
-void run_attention(benchmark::State& state, int64_t rows) {
-  const int64_t n_kv = state.range(0);
+void run_attention(benchmark::State& state, Options options) {
+  const int64_t n_kv = state.range(0), rows = options.rows;
   const Cache cache(n_kv);
   cortiq::NormalSampler normal(3);
   std::vector<float> q(static_cast<size_t>(rows * kShape.n_head * kShape.head_dim_k));
   for (auto& x : q) x = static_cast<float>(normal.next());
   std::vector<float> out(static_cast<size_t>(rows * kShape.n_head * kShape.head_dim_v));
-  std::vector<int64_t> counts;
+  AttentionShape shape = kShape;
+  std::vector<float> sinks(static_cast<size_t>(kShape.n_head), 0.5f);
+  if (options.variants) {
+    shape.softcap = 50.0f;
+    shape.alibi_max_bias = 8.0f;
+    shape.sinks = sinks;
+  }
+  std::vector<int64_t> starts, counts;
   double macs = 0;
   for (int64_t r = 0; r < rows; ++r) {
     counts.push_back(n_kv - rows + 1 + r);
-    macs += static_cast<double>(counts.back()) * kShape.n_head *
+    starts.push_back(options.window > 0 ? std::max<int64_t>(0, counts.back() - options.window) : 0);
+    macs += static_cast<double>(counts.back() - starts.back()) * kShape.n_head *
             static_cast<double>(kShape.head_dim_k + kShape.head_dim_v);
   }
-  std::vector<float> scratch(cortiq::kernels::attention_scratch_floats(kShape, rows, n_kv));
+  const int64_t span = counts.back() - starts.front();
+  std::vector<float> scratch(cortiq::kernels::attention_scratch_floats(shape, rows, span));
   for (auto _ : state) {
-    cortiq::kernels::attention_rows(q, counts, cache.k, cache.v, kShape, out, scratch, 0,
-                                    kShape.n_head_kv);
+    if (options.window > 0) {
+      cortiq::kernels::attention_rows(q, starts, counts, cache.k, cache.v, shape, out, scratch, 0,
+                                      kShape.n_head_kv);
+    } else {
+      cortiq::kernels::attention_rows(q, counts, cache.k, cache.v, shape, out, scratch, 0,
+                                      kShape.n_head_kv);
+    }
     benchmark::DoNotOptimize(out.data());
   }
   state.counters["GFLOP/s"] =
@@ -65,13 +89,25 @@ void run_attention(benchmark::State& state, int64_t rows) {
 }
 
 void BM_AttentionDecode(benchmark::State& state) {
-  run_attention(state, 1);
+  run_attention(state, {});
 }
 void BM_AttentionPrefillTile16(benchmark::State& state) {
-  run_attention(state, 16);
+  run_attention(state, {.rows = 16});
+}
+void BM_AttentionDecodeWindow512(benchmark::State& state) {
+  run_attention(state, {.window = 512});
+}
+void BM_AttentionPrefillTile16Window512(benchmark::State& state) {
+  run_attention(state, {.rows = 16, .window = 512});
+}
+void BM_AttentionDecodeVariants(benchmark::State& state) {
+  run_attention(state, {.variants = true});
 }
 
 BENCHMARK(BM_AttentionDecode)->Arg(128)->Arg(512)->Arg(2048)->UseRealTime();
 BENCHMARK(BM_AttentionPrefillTile16)->Arg(128)->Arg(512)->Arg(2048)->UseRealTime();
+BENCHMARK(BM_AttentionDecodeWindow512)->Arg(2048)->Arg(8192)->UseRealTime();
+BENCHMARK(BM_AttentionPrefillTile16Window512)->Arg(2048)->Arg(8192)->UseRealTime();
+BENCHMARK(BM_AttentionDecodeVariants)->Arg(512)->Arg(2048)->UseRealTime();
 
 }  // namespace

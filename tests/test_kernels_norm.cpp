@@ -5,6 +5,7 @@
 #include <cmath>
 #include <vector>
 
+#include "base/fp16.hpp"
 #include "base/random.hpp"
 #include "kernels/cpu/activations.hpp"
 #include "kernels/cpu/norm.hpp"
@@ -76,6 +77,33 @@ TEST(KernelActivations, SwigluAndAddInPlace) {
   std::vector<float> sum = gate;
   add_inplace(sum, up);
   for (size_t i = 0; i < sum.size(); ++i) ASSERT_EQ(sum[i], gate[i] + up[i]);
+}
+
+// GELU as ggml's CPU backend computes it: the exact tanh formula evaluated
+// once per fp16 input, the result rounded to fp16; identity above 10, 0 below -10.
+TEST(KernelActivations, GeluTanhIsTheFp16Table) {
+  const auto formula = [](float x) {
+    return 0.5f * x * (1.0f + std::tanh(0.79788456080286535587989211986876f * x *
+                                        (1.0f + 0.044715f * x * x)));
+  };
+  for (const float x : {-3.0f, -0.5f, 0.0f, 0.25f, 1.0f, 2.5f, 9.5f}) {
+    const float h = fp16_to_fp32(fp32_to_fp16(x));
+    EXPECT_EQ(kernels::gelu_tanh(x), fp16_to_fp32(fp32_to_fp16(formula(h)))) << x;
+  }
+  EXPECT_EQ(kernels::gelu_tanh(-10.0f), 0.0f);
+  EXPECT_EQ(kernels::gelu_tanh(12.5f), 12.5f);
+  // Inputs that round to the same fp16 give the same output.
+  EXPECT_EQ(kernels::gelu_tanh(1.0f), kernels::gelu_tanh(1.0f + 1e-5f));
+}
+
+TEST(KernelActivations, GegluMultipliesTheGatedValueAndMayAlias) {
+  std::vector<float> gate = {-11.0f, -1.0f, 0.5f, 3.0f, 10.0f}, up = {2, 3, 4, 5, 6};
+  std::vector<float> expected(gate.size());
+  for (size_t i = 0; i < gate.size(); ++i) {
+    expected[i] = gate[i] <= -10.0f ? 0.0f : kernels::gelu_tanh(gate[i]) * up[i];
+  }
+  kernels::geglu(gate, up, gate);
+  EXPECT_EQ(gate, expected);
 }
 
 }  // namespace

@@ -7,12 +7,15 @@
 // activation rounding amplifies last-bit differences, closest to it.
 #include "kernels/cpu/activations.hpp"
 
+#include <array>
 #include <bit>
 #include <cassert>
 #include <cmath>
 #include <cstdint>
+#include <memory>
 
 #include "base/cpu_features.hpp"
+#include "base/fp16.hpp"
 
 namespace cortiq::kernels {
 
@@ -51,9 +54,53 @@ void swiglu(std::span<const float> gate, std::span<const float> up, std::span<fl
   for (size_t i = done; i < out.size(); ++i) out[i] = silu(gate[i]) * up[i];
 }
 
+namespace {
+
+// ggml_gelu_f32: the tanh approximation in float.
+float gelu_tanh_exact(float x) {
+  constexpr float kCoefA = 0.044715f;
+  constexpr float kSqrt2OverPi = 0.79788456080286535587989211986876f;
+  return 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * x * (1.0f + kCoefA * x * x)));
+}
+
+// The fp16 table, built once (128 KiB).
+const std::array<uint16_t, 65536>& gelu_table() {
+  static const auto table = [] {
+    auto t = std::make_unique<std::array<uint16_t, 65536>>();
+    for (uint32_t i = 0; i < 65536; ++i) {
+      (*t)[i] = fp32_to_fp16(gelu_tanh_exact(fp16_to_fp32(static_cast<uint16_t>(i))));
+    }
+    return t;
+  }();
+  return *table;
+}
+
+}  // namespace
+
+float gelu_tanh(float x) {
+  if (x <= -10.0f) return 0.0f;
+  if (x >= 10.0f) return x;
+  return fp16_to_fp32(gelu_table()[fp32_to_fp16(x)]);
+}
+
+void geglu(std::span<const float> gate, std::span<const float> up, std::span<float> out) {
+  assert(gate.size() == up.size() && out.size() == gate.size());
+  const auto& table = gelu_table();
+  for (size_t i = 0; i < out.size(); ++i) {
+    const float x = gate[i];
+    // As ggml_vec_geglu_f32: the x >= 10 branch multiplies x itself.
+    const float g = x <= -10.0f ? 0.0f : x >= 10.0f ? x : fp16_to_fp32(table[fp32_to_fp16(x)]);
+    out[i] = x <= -10.0f ? 0.0f : g * up[i];
+  }
+}
+
 void add_inplace(std::span<float> x, std::span<const float> b) {
   assert(x.size() == b.size());
   for (size_t i = 0; i < x.size(); ++i) x[i] += b[i];
+}
+
+void scale_inplace(std::span<float> x, float s) {
+  for (float& v : x) v *= s;
 }
 
 void add_bias_rows(std::span<float> rows, std::span<const float> bias) {

@@ -22,8 +22,20 @@ namespace avx2 {
 size_t swiglu(const float* gate, const float* up, float* out, size_t n);
 }  // namespace avx2
 
+// GELU with the tanh approximation, as ggml's CPU backend computes it: for
+// -10 < x < 10 through a table over fp16 inputs holding fp16 results
+// (ggml_table_gelu_f16), so x is rounded to fp16 and the result too; 0
+// below, x above.
+float gelu_tanh(float x);
+
+// out[i] = gelu_tanh(gate[i]) * up[i] (GeGLU). out may alias gate or up.
+void geglu(std::span<const float> gate, std::span<const float> up, std::span<float> out);
+
 // x[i] += b[i]. Sizes must agree.
 void add_inplace(std::span<float> x, std::span<const float> b);
+
+// x[i] *= s (ggml_mul by a one-element tensor, ggml_scale).
+void scale_inplace(std::span<float> x, float s);
 
 // Adds bias to each row of `rows` (rows.size() a multiple of bias.size());
 // an empty bias adds nothing.

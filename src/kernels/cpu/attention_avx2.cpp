@@ -1,7 +1,9 @@
 // Attention's inner loops on AVX2, each the scalar loop's bits: register-
 // blocked tiles whose lanes each hold one chain of the scalar order
-// (multiply-then-add), exp_approx lane by lane, the peer's group sums.
+// (multiply-then-add), exp_approx lane by lane, the peer's group sums (a
+// window's first group and the last one padded with exact zeros).
 #include <immintrin.h>
+#include <math.h>  // expf, the C library function ggml calls for a sink
 
 #include <algorithm>
 #include <cstddef>
@@ -159,45 +161,80 @@ void weighted_span(const float* const* a, float* const* out, const HeadRows& row
   for (; i < n; i += 8) weighted_block<Element, U, 1>(a, out, rows, p0, p1, i, zero);
 }
 
-// The heads' chains run together over the positions they all reach; a head
-// that reaches fewer leaves the block there (heads sorted by length).
+// U heads over positions [p0, p1), sa/so their probabilities and outputs.
+template <typename Element>
+void weighted_span_of(int units, const float* const* sa, float* const* so, const HeadRows& rows,
+                      int64_t p0, int64_t p1, int64_t n, bool zero) {
+  switch (units) {
+    case 4:
+      weighted_span<Element, 4>(sa, so, rows, p0, p1, n, zero);
+      break;
+    case 3:
+      weighted_span<Element, 3>(sa, so, rows, p0, p1, n, zero);
+      break;
+    case 2:
+      weighted_span<Element, 2>(sa, so, rows, p0, p1, n, zero);
+      break;
+    default:
+      weighted_span<Element, 1>(sa, so, rows, p0, p1, n, zero);
+      break;
+  }
+}
+
+// The positions are cut at every head's begin and end; between two cuts
+// the heads whose range covers the piece run their chains together, each
+// chain continuing from its output (or starting from 0 at its begin), so
+// each head's chain is its scalar order whatever the other heads cover.
+template <typename Element>
+void weighted_range(const float* const* a, const int64_t* begin, const int64_t* end, int n_units,
+                    const HeadRows& rows, float* const* out, int64_t n) {
+  // Sorted without repeats, by insertion (no std::sort instance in a SIMD
+  // object).
+  int64_t cuts[2 * kMaxValueUnits];
+  int n_cuts = 0;
+  auto add_cut = [&](int64_t p) {
+    int at = n_cuts;
+    while (at > 0 && cuts[at - 1] > p) --at;
+    if (at > 0 && cuts[at - 1] == p) return;
+    for (int i = n_cuts; i > at; --i) cuts[i] = cuts[i - 1];
+    cuts[at] = p;
+    ++n_cuts;
+  };
+  for (int u = 0; u < n_units; ++u) {
+    if (begin[u] >= end[u]) {
+      std::fill_n(out[u], n, 0.0f);
+      continue;
+    }
+    add_cut(begin[u]);
+    add_cut(end[u]);
+  }
+  for (int k = 0; k + 1 < n_cuts; ++k) {
+    const int64_t p0 = cuts[k], p1 = cuts[k + 1];
+    const float* sa[kMaxValueUnits];
+    float* so[kMaxValueUnits];
+    int units = 0;
+    bool all_begin = true;  // every chain starts at p0: no output to load
+    for (int u = 0; u < n_units; ++u) {
+      if (begin[u] > p0 || end[u] < p1) continue;
+      sa[units] = a[u];
+      so[units++] = out[u];
+      all_begin = all_begin && begin[u] == p0;
+    }
+    if (units == 0) continue;
+    if (!all_begin) {
+      for (int u = 0; u < n_units; ++u) {
+        if (begin[u] == p0 && end[u] >= p1) std::fill_n(out[u], n, 0.0f);
+      }
+    }
+    weighted_span_of<Element>(units, sa, so, rows, p0, p1, n, all_begin);
+  }
+}
+
 template <typename Element>
 void weighted(const float* const* a, const int64_t* n_pos, int n_units, const HeadRows& rows,
               float* const* out, int64_t n) {
-  int order[kMaxValueUnits];
-  for (int u = 0; u < n_units; ++u) {  // insertion sort, stable
-    int at = u;
-    for (; at > 0 && n_pos[order[at - 1]] > n_pos[u]; --at) order[at] = order[at - 1];
-    order[at] = u;
-  }
-  const float* sa[kMaxValueUnits];
-  float* so[kMaxValueUnits];
-  for (int u = 0; u < n_units; ++u) {
-    sa[u] = a[order[u]];
-    so[u] = out[order[u]];
-    if (n_pos[order[u]] == 0) std::fill_n(so[u], n, 0.0f);
-  }
-  int64_t start = 0;
-  for (int k = 0; k < n_units; ++k) {
-    const int64_t end = n_pos[order[k]];
-    if (end <= start) continue;
-    const bool zero = start == 0;
-    switch (n_units - k) {
-      case 4:
-        weighted_span<Element, 4>(sa + k, so + k, rows, start, end, n, zero);
-        break;
-      case 3:
-        weighted_span<Element, 3>(sa + k, so + k, rows, start, end, n, zero);
-        break;
-      case 2:
-        weighted_span<Element, 2>(sa + k, so + k, rows, start, end, n, zero);
-        break;
-      default:
-        weighted_span<Element, 1>(sa + k, so + k, rows, start, end, n, zero);
-        break;
-    }
-    start = end;
-  }
+  const int64_t from_zero[kMaxValueUnits] = {};
+  weighted_range<Element>(a, from_zero, n_pos, n_units, rows, out, n);
 }
 
 // ((v0 + v4) + (v2 + v6)) + ((v1 + v5) + (v3 + v7))
@@ -208,33 +245,42 @@ float hsum8(__m256 v) {
   return _mm_cvtss_f32(h);
 }
 
-double exp_sum(float* s, int64_t n, float max) {
+// Lanes [lane, lane + count) of one group hold s[0..count); the others
+// are exactly 0, as the scalar loop's. Returns the group's sum.
+float partial_group(float* s, int64_t lane, int64_t count, __m256 vmax) {
+  alignas(32) float group[8] = {};
+  for (int64_t j = 0; j < count; ++j) group[lane + j] = s[j];
+  const __m256 index = _mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256 valid = _mm256_and_ps(
+      _mm256_cmp_ps(index, _mm256_set1_ps(static_cast<float>(lane)), _CMP_GE_OQ),
+      _mm256_cmp_ps(index, _mm256_set1_ps(static_cast<float>(lane + count)), _CMP_LT_OQ));
+  const __m256 v = _mm256_and_ps(valid, exp_approx8(_mm256_sub_ps(_mm256_load_ps(group), vmax)));
+  _mm256_store_ps(group, v);
+  for (int64_t j = 0; j < count; ++j) s[j] = group[lane + j];
+  return hsum8(v);
+}
+
+double exp_sum(float* s, int64_t n, int64_t lead, float max) {
   const __m256 vmax = _mm256_set1_ps(max);
   double sum = 0.0;
   int64_t i = 0;
+  if (lead > 0) {
+    i = std::min<int64_t>(8 - lead, n);
+    sum += static_cast<double>(partial_group(s, lead, i, vmax));
+  }
   for (; i + 8 <= n; i += 8) {
     const __m256 v = exp_approx8(_mm256_sub_ps(_mm256_loadu_ps(s + i), vmax));
     _mm256_storeu_ps(s + i, v);
     sum += static_cast<double>(hsum8(v));
   }
-  if (i < n) {
-    alignas(32) float tail[8] = {};
-    for (int64_t j = 0; i + j < n; ++j) tail[j] = s[i + j];
-    // Padding lanes become exactly 0, as the scalar loop's zeros.
-    const __m256 valid = _mm256_cmp_ps(_mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7),
-                                       _mm256_set1_ps(static_cast<float>(n - i)), _CMP_LT_OQ);
-    const __m256 v = _mm256_and_ps(valid, exp_approx8(_mm256_sub_ps(_mm256_load_ps(tail), vmax)));
-    _mm256_store_ps(tail, v);
-    for (int64_t j = 0; i + j < n; ++j) s[i + j] = tail[j];
-    sum += static_cast<double>(hsum8(v));
-  }
+  if (i < n) sum += static_cast<double>(partial_group(s + i, 0, n - i, vmax));
   return sum;
 }
 
 // max, exp and sum, scale (and f16 rounding): the scalar softmax's bits.
 // The maximum is exact in any order (max_ps keeps the running value when
 // a score is NaN, as std::max(max, s) does).
-void softmax(float* s, int64_t n, bool round_to_f16) {
+void softmax_window(float* s, int64_t n, int64_t lead, const float* sink, bool round_to_f16) {
   __m256 vmax = _mm256_set1_ps(-std::numeric_limits<float>::infinity());
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) vmax = _mm256_max_ps(_mm256_loadu_ps(s + i), vmax);
@@ -243,7 +289,10 @@ void softmax(float* s, int64_t n, bool round_to_f16) {
   float max = lanes[0];
   for (int j = 1; j < 8; ++j) max = std::max(max, lanes[j]);
   for (; i < n; ++i) max = std::max(max, s[i]);
-  const auto inv_sum = static_cast<float>(1.0 / exp_sum(s, n, max));
+  if (sink != nullptr) max = max > *sink ? max : *sink;
+  double sum = exp_sum(s, n, lead, max);
+  if (sink != nullptr) sum += static_cast<double>(::expf(*sink - max));
+  const auto inv_sum = static_cast<float>(1.0 / sum);
   const __m256 scale = _mm256_set1_ps(inv_sum);
   i = 0;
   for (; i + 8 <= n; i += 8) {
@@ -260,14 +309,16 @@ void softmax(float* s, int64_t n, bool round_to_f16) {
   }
 }
 
+void softmax(float* s, int64_t n, bool round_to_f16) {
+  softmax_window(s, n, 0, nullptr, round_to_f16);
+}
+
 }  // namespace
 
-const AttentionLoops kAttentionLoops{transpose_keys<float>,
-                                     transpose_keys<uint16_t>,
-                                     score_tile<false>,
-                                     score_tile<true>,
-                                     weighted<float>,
-                                     weighted<uint16_t>,
-                                     softmax};
+const AttentionLoops kAttentionLoops{transpose_keys<float>, transpose_keys<uint16_t>,
+                                     score_tile<false>,     score_tile<true>,
+                                     weighted_range<float>, weighted_range<uint16_t>,
+                                     weighted<float>,       weighted<uint16_t>,
+                                     softmax_window,        softmax};
 
 }  // namespace cortiq::kernels::avx2

@@ -10,7 +10,8 @@
 //   p1 v1_i) + ...), so a block of query heads shares each value row.
 // Every (query, position) score and every output element is computed the
 // same way whatever else is in the block: a row's result never depends on
-// the rows computed with it.
+// the rows computed with it. A head's output chain starts at its own first
+// position, whatever positions the other heads of the block begin at.
 #pragma once
 
 #include <cstddef>
@@ -47,20 +48,33 @@ struct AttentionLoops {
                      float* out, int64_t out_stride);
   void (*score_tile_f16)(const float* kt, const float* q, int64_t n_q, int64_t dim, float scale,
                          float* out, int64_t out_stride);
-  // Up to kMaxValueUnits query heads of one KV head: out_u[i] = sum over p
-  // < n_pos[u], in order, of a_u[p] * v_p[i] (multiply, then add, from 0),
-  // i < n, where v_p is rows' position p. The f16 variant needs fp16
-  // probabilities (so FMA is exact). SIMD levels need n a multiple of 8.
+  // Up to kMaxValueUnits query heads of one KV head, each over its own
+  // positions: out_u[i] = sum over p in [begin[u], end[u]), in order, of
+  // a_u[p] * v_p[i] (multiply, then add, from 0; 0 when the range is
+  // empty), i < n, where v_p is rows' position p; no other position's row is
+  // read. The f16 variant needs fp16 probabilities (so FMA is exact). SIMD
+  // levels need n a multiple of 8.
+  void (*weighted_range_f32)(const float* const* a, const int64_t* begin, const int64_t* end,
+                             int n_units, const HeadRows& rows, float* const* out, int64_t n);
+  void (*weighted_range_f16)(const float* const* a, const int64_t* begin, const int64_t* end,
+                             int n_units, const HeadRows& rows, float* const* out, int64_t n);
+  // weighted_range with every begin 0 and end n_pos.
   void (*weighted_f32)(const float* const* a, const int64_t* n_pos, int n_units,
                        const HeadRows& rows, float* const* out, int64_t n);
   void (*weighted_f16)(const float* const* a, const int64_t* n_pos, int n_units,
                        const HeadRows& rows, float* const* out, int64_t n);
-  // Scores to probabilities in place (n > 0): e_i = exp_approx(s_i - max),
-  // their sum formed as the peer's ggml_vec_soft_max_f32 on AVX2 (each 8
-  // values summed in float as ((e0 + e4) + (e2 + e6)) + ((e1 + e5) + (e3 +
-  // e7)), a short last group padded with zeros, the group sums added in
-  // double in order), then s_i = e_i * float(1 / sum), rounded to f16 when
-  // round_to_f16 (the probabilities an f16 mat-mul would see).
+  // Scores to probabilities in place, as ggml's soft_max (n > 0): the
+  // row's scores s[0..n) fill 8-lane groups from lane `lead` (0..7, the
+  // row's first position mod 8) of the first; max = the greatest score, then
+  // the sink if it is greater (ggml's MAX(max, sink)); e_i = exp_approx(s_i
+  // - max); each group summed in float as ((e0 + e4) + (e2 + e6)) + ((e1 +
+  // e5) + (e3 + e7)), lanes outside the row 0, the group sums added in
+  // double in order, then expf(sink - max) in double; s_i = e_i * float(1 /
+  // sum), rounded to f16 when round_to_f16 (the probabilities an f16 mat-mul
+  // would see). sink may be null (none). The lanes before `lead` are what
+  // llama.cpp's -inf mask gives the positions before a window: e = 0.
+  void (*softmax_window)(float* s, int64_t n, int64_t lead, const float* sink, bool round_to_f16);
+  // softmax_window with lead 0 and no sink.
   void (*softmax)(float* s, int64_t n, bool round_to_f16);
 };
 
