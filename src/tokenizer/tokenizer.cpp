@@ -25,6 +25,8 @@ std::unique_ptr<TokenizerModel> make_model(const Vocab& vocab) {
                                                  .strip_accents = vocab.normalizer_strip_accents});
     case TokenizerKind::gemma4:
       return make_gemma4_model(vocab);
+    case TokenizerKind::ugm:
+      return make_ugm_model(vocab);
     case TokenizerKind::none:
       break;
   }

@@ -28,9 +28,12 @@ class TokenizerModel {
 };
 
 // One factory per model; each lives in its own file (tokenizer_spm.cpp, ...).
+// A factory throws cortiq::Error when the vocabulary lacks what its model
+// needs (Vocab::from_gguf checks the same, naming the key).
 std::unique_ptr<TokenizerModel> make_spm_model(const Vocab& vocab);
 std::unique_ptr<TokenizerModel> make_bpe_model(const Vocab& vocab);
 std::unique_ptr<TokenizerModel> make_wpm_model(const Vocab& vocab);
 std::unique_ptr<TokenizerModel> make_gemma4_model(const Vocab& vocab);
+std::unique_ptr<TokenizerModel> make_ugm_model(const Vocab& vocab);
 
 }  // namespace cortiq

@@ -12,6 +12,7 @@
 #include "base/log.hpp"
 #include "base/strings.hpp"
 #include "formats/gguf/gguf_file.hpp"
+#include "tokenizer/charsmap.hpp"
 
 namespace cortiq {
 
@@ -22,6 +23,7 @@ constexpr const char* kTokensKey = "tokenizer.ggml.tokens";
 constexpr const char* kScoresKey = "tokenizer.ggml.scores";
 constexpr const char* kTypesKey = "tokenizer.ggml.token_type";
 constexpr const char* kMergesKey = "tokenizer.ggml.merges";
+constexpr const char* kCharsmapKey = "tokenizer.ggml.precompiled_charsmap";
 
 bool one_of(std::string_view s, std::initializer_list<std::string_view> list) {
   return std::find(list.begin(), list.end(), s) != list.end();
@@ -37,11 +39,13 @@ TokenizerKind kind_of(const gguf::GgufFile& file, const std::string& model) {
   if (model == "gpt2") return TokenizerKind::bpe;
   if (model == "bert") return TokenizerKind::wpm;
   if (model == "gemma4") return TokenizerKind::gemma4;
-  if (one_of(model, {"t5", "rwkv", "plamo2", "hybriddna", "whitespace"})) {
+  if (model == "t5") return TokenizerKind::ugm;
+  if (one_of(model, {"rwkv", "plamo2", "hybriddna", "whitespace"})) {
     fail(file, strfmt("%s: tokenizer model '%s' is not supported yet", kModelKey, model.c_str()));
   }
-  fail(file, strfmt("%s: unknown tokenizer model '%s' (known: llama, gpt2, bert, gemma4, no_vocab)",
-                    kModelKey, model.c_str()));
+  fail(file,
+       strfmt("%s: unknown tokenizer model '%s' (known: llama, gpt2, bert, gemma4, t5, no_vocab)",
+              kModelKey, model.c_str()));
 }
 
 // Flags and special ids the peer assumes when the file does not say.
@@ -84,6 +88,12 @@ void set_model_defaults(Vocab& v) {
     case TokenizerKind::gemma4:
       v.clean_spaces = true;
       break;
+    case TokenizerKind::ugm:
+      // T5's ids: <pad> 0, </s> 1, <unk> 2, no BOS; EOS is added. No dummy
+      // prefix and no whitespace merging unless the file says so.
+      v.pad = 0, v.eos = 1, v.unk = 2;
+      v.add_eos = true;
+      break;
     case TokenizerKind::none:
       break;
   }
@@ -124,7 +134,15 @@ void read_tokens(const gguf::GgufFile& file, Vocab& v) {
 
 void read_scores(const gguf::GgufFile& file, Vocab& v) {
   const gguf::Array* array = file.get_array(kScoresKey);
-  if (!array) return;
+  if (!array) {
+    // The Unigram model is its scores: llama.cpp would take them all as 0
+    // and segment arbitrarily.
+    if (v.kind == TokenizerKind::ugm) {
+      fail(file,
+           strfmt("%s is missing (the t5 Unigram model needs a score per token)", kScoresKey));
+    }
+    return;
+  }
   if (array->size() < v.size()) {
     fail(file, strfmt("%s: %zu scores for %zu tokens", kScoresKey, array->size(), v.size()));
   }
@@ -148,6 +166,28 @@ void read_types(const gguf::GgufFile& file, Vocab& v) {
   for (size_t i = 0; i < v.size(); ++i) {
     const int32_t t = (*types)[i];
     v.types[i] = (t >= 0 && t <= 6) ? static_cast<TokenType>(t) : TokenType::undefined;
+  }
+}
+
+// Only the Unigram model reads it, as in llama.cpp: an array of u8 or i8
+// (llama.cpp accepts either), checked here so that a malformed blob fails
+// the load rather than a later encode.
+void read_charsmap(const gguf::GgufFile& file, Vocab& v) {
+  if (v.kind != TokenizerKind::ugm) return;
+  const gguf::Array* array = file.get_array(kCharsmapKey);
+  if (!array) return;
+  if (const auto* u8 = array->as<uint8_t>()) {
+    v.precompiled_charsmap = *u8;
+  } else if (const auto* i8 = array->as<int8_t>()) {
+    v.precompiled_charsmap.assign(i8->begin(), i8->end());
+  } else {
+    fail(file, strfmt("%s: expected an array of u8 or i8, found %s", kCharsmapKey,
+                      gguf::value_type_name(array->element_type)));
+  }
+  try {
+    PrecompiledCharsmap check(v.precompiled_charsmap);
+  } catch (const Error& e) {
+    fail(file, e.what());
   }
 }
 
@@ -413,8 +453,18 @@ Vocab Vocab::from_gguf(const gguf::GgufFile& file) {
   read_scores(file, v);
   read_types(file, v);
   read_merges(file, v);
+  read_charsmap(file, v);
+  if (v.kind == TokenizerKind::ugm) v.file_types = v.types;
   build_index(v);
   read_special_ids(file, v);
+  // Characters no token covers become the unknown token: without one,
+  // llama.cpp would emit id -1.
+  if (v.kind == TokenizerKind::ugm && v.unk == kNoToken) {
+    fail(file, strfmt("tokenizer.ggml.unknown_token_id: the t5 Unigram model needs an unknown "
+                      "token; none in the file is inside the vocabulary, nor is the default "
+                      "id 2 (%zu tokens)",
+                      v.size()));
+  }
   read_flags(file, v);
   detect_end_of_generation(v);
   set_strip_rules(file, v);

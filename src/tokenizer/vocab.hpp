@@ -38,6 +38,7 @@ enum class TokenizerKind {
   bpe,     // "gpt2": byte-level BPE with ranked merges and a pre-tokenizer
   wpm,     // "bert": WordPiece
   gemma4,  // "gemma4"
+  ugm,     // "t5": Unigram (T5, XLM-R, nomic-bert-moe), llama.cpp's UGM
 };
 
 struct Vocab {
@@ -48,6 +49,10 @@ struct Vocab {
   std::vector<std::string> tokens;
   std::vector<float> scores;     // empty when the file has none
   std::vector<TokenType> types;  // normal when the file has none
+  // The types as the file gave them, before the fix-ups below (end-of-turn
+  // texts typed control, ...): llama.cpp builds the Unigram model's token
+  // set from these, before it applies the fix-ups. Empty: same as `types`.
+  std::vector<TokenType> file_types;
   // tokenizer.ggml.merges split at the first space: (left, right) by rank.
   std::vector<std::pair<std::string, std::string>> merges;
 
@@ -68,6 +73,10 @@ struct Vocab {
   bool normalizer_strip_accents = true;
   // clean_up_tokenization_spaces: decoding drops the space in " ," " ." " 's" ...
   bool clean_spaces = false;
+  // tokenizer.ggml.precompiled_charsmap (Unigram only): SentencePiece's
+  // normalization rules, checked by from_gguf (see charsmap.hpp). Empty when
+  // the file has none: the text is not normalized.
+  std::vector<uint8_t> precompiled_charsmap;
 
   // Whitespace a special token swallows beside it when it is split out of
   // text (Hugging Face's lstrip/rstrip; the GGUF does not store them, so they
