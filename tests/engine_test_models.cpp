@@ -4,6 +4,7 @@
 #include <mutex>
 
 #include "base/strings.hpp"
+#include "model/family.hpp"
 #include "test_support.hpp"
 
 namespace cortiq::test {
@@ -28,7 +29,7 @@ std::filesystem::path test_model_path(const TestModelSpec& spec) {
   const std::string key = key_of(spec);
   if (auto it = made.find(key); it != made.end()) return it->second;
   RandomModelOptions options;
-  options.arch = find_model_arch(spec.arch);
+  options.family = find_family(spec.arch);
   options.geometry.n_embd = spec.n_embd;
   options.geometry.n_layer = spec.n_layer;
   options.geometry.n_head = spec.n_head;

@@ -149,13 +149,7 @@ TEST(HParams, Llama3FrequencyFactors) {
 
 TEST(KvCacheCells, SequencesShareBlocksAndGiveThemBack) {
   // 10 positions in blocks of 2: 5 blocks.
-  KvCache cache({.n_layer = 1,
-                 .k_width = 4,
-                 .v_width = 4,
-                 .n_cells = 10,
-                 .n_seq = 3,
-                 .type = KvType::f32,
-                 .block_size = 2});
+  KvCache cache(KvCacheShape::uniform(1, 4, 4, 10, 3, KvType::f32, 2));
   const std::vector<TokenId> tokens = {1, 2, 3, 4, 5, 6};
   const auto first = [&](size_t n) { return std::span<const TokenId>(tokens).first(n); };
   cache.append(0, first(4));
@@ -179,8 +173,7 @@ TEST(KvCacheCells, SequencesShareBlocksAndGiveThemBack) {
 
 TEST(KvCacheCells, F16StorageRoundsAndF32KeepsBits) {
   for (const KvType type : {KvType::f32, KvType::f16}) {
-    KvCache cache(
-        {.n_layer = 2, .k_width = 2, .v_width = 3, .n_cells = 4, .n_seq = 1, .type = type});
+    KvCache cache(KvCacheShape::uniform(2, 2, 3, 4, 1, type));
     const TokenId token[] = {0};
     const auto cell = cache.append(0, token)[0];
     const float k[] = {1.0f / 3, -2.5f};

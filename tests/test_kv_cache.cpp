@@ -28,13 +28,8 @@ constexpr int64_t kKeyWidth = 3;
 constexpr int64_t kValueWidth = 2;
 
 KvCacheShape small_shape(int64_t n_cells, int32_t n_seq, int32_t block_size) {
-  return {.n_layer = kLayers,
-          .k_width = kKeyWidth,
-          .v_width = kValueWidth,
-          .n_cells = n_cells,
-          .n_seq = n_seq,
-          .type = KvType::f32,
-          .block_size = block_size};
+  return KvCacheShape::uniform(kLayers, kKeyWidth, kValueWidth, n_cells, n_seq, KvType::f32,
+                               block_size);
 }
 
 uint64_t mix(uint64_t x) {
@@ -459,8 +454,7 @@ bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
 
 TEST(KvCachePrefix, AttachedPrefixGivesTheSameLogitsBitForBit) {
   const auto model = test::load_test_model({});
-  const auto& hp = model->hparams();
-  KvCache cache({hp.n_layer, hp.k_width(), hp.v_width(), 256, 2, KvType::f32});
+  KvCache cache(model->decoder().kv_cache_shape(256, 2, KvType::f32));
   ASSERT_EQ(cache.block_size(), 16);
   ForwardBuffers buffers;
   std::vector<TokenId> prompt(40);
@@ -488,9 +482,8 @@ TEST(KvCachePrefix, AttachedPrefixGivesTheSameLogitsBitForBit) {
 
 TEST(KvCachePrefix, FailedBatchRegistersNothing) {
   const auto model = test::load_test_model({});
-  const auto& hp = model->hparams();
   // One block: the batch fills it, then fails to get a second one.
-  KvCache cache({hp.n_layer, hp.k_width(), hp.v_width(), 16, 1, KvType::f32});
+  KvCache cache(model->decoder().kv_cache_shape(16, 1, KvType::f32));
   ForwardBuffers buffers;
   const std::vector<TokenId> prompt(20, 5);
   EXPECT_THROW(forward_last_logits(*model, cache, buffers, 0, prompt), Error);

@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "cortiq/cortiq.hpp"
+#include "model/family.hpp"
 #include "model/random_model.hpp"
 #include "test_support.hpp"
 
@@ -25,6 +26,7 @@ struct GoldenCase {
   std::string name, arch, type, vocab;
   int64_t embd, layers, heads, kv_heads, ff;
   uint64_t seed;
+  std::string tensors = "converted";  // or "all": gen-model --all-tensors
 };
 
 std::vector<GoldenCase> read_cases() {
@@ -37,6 +39,7 @@ std::vector<GoldenCase> read_cases() {
     GoldenCase c;
     fields >> c.name >> c.arch >> c.type >> c.vocab >> c.embd >> c.layers >> c.heads >>
         c.kv_heads >> c.ff >> c.seed;
+    if (std::string tensors; fields >> tensors) c.tensors = tensors;
     cases.push_back(c);
   }
   return cases;
@@ -114,7 +117,7 @@ TEST_P(LogitsGolden, MatchesThePeer) {
     options.vocab_from = test::shared_data_dir() / "vocab" / ("ggml-vocab-" + c.vocab + ".gguf");
   }
   const PeerLogits peer = read_golden(c.name);
-  options.arch = find_model_arch(c.arch);
+  options.family = find_family(c.arch);
   options.geometry.n_embd = c.embd;
   options.geometry.n_layer = c.layers;
   options.geometry.n_head = c.heads;
@@ -122,6 +125,7 @@ TEST_P(LogitsGolden, MatchesThePeer) {
   options.geometry.n_ff = c.ff;
   options.weight_type = *ggml_type_from_name(c.type);
   options.seed = c.seed;
+  if (c.tensors == "all") options.optional = OptionalTensors::all;
   test::TempDir dir;
   write_random_model(options, dir / "model.gguf");
   LoadOptions load;

@@ -5,6 +5,7 @@
 #include <map>
 
 #include "model/arch_spec.hpp"
+#include "model/family.hpp"
 
 namespace cortiq {
 namespace {
@@ -22,7 +23,7 @@ std::map<std::string, GgmlType> plan(std::string_view recipe_name, bool pure, in
   g.n_ff = 512;
   g.tied = tied;
   std::vector<TensorDesc> descs;
-  for (const TensorSpec& s : arch_tensor_specs(*find_model_arch("llama"), g)) {
+  for (const TensorSpec& s : model_spec(*find_family("llama"), g).tensors) {
     descs.push_back({s.name, s.shape});
   }
   const ModelShape shape{static_cast<uint32_t>(n_layer), 8, static_cast<uint32_t>(n_head_kv), 0};

@@ -1,3 +1,4 @@
+#include "model/family.hpp"
 #include "model/random_model.hpp"
 
 #include <gtest/gtest.h>
@@ -40,7 +41,7 @@ const TensorSpec& spec_named(const std::vector<TensorSpec>& specs, std::string_v
 TEST(ArchSpec, LlamaTensorList) {
   ModelGeometry g = small_geometry();
   g.n_vocab = 500;
-  const std::vector<TensorSpec> specs = arch_tensor_specs(*find_model_arch("llama"), g);
+  const std::vector<TensorSpec> specs = model_spec(*find_family("llama"), g).tensors;
   const std::vector<std::string> expected_layer = {
       "attn_norm.weight", "attn_q.weight",      "attn_k.weight",
       "attn_v.weight",    "attn_output.weight", "ffn_norm.weight",
@@ -62,7 +63,7 @@ TEST(ArchSpec, LlamaTensorList) {
   EXPECT_EQ(spec_named(specs, "blk.1.ffn_norm.weight").kind, TensorKind::norm);
 
   g.tied = true;
-  const std::vector<TensorSpec> tied = arch_tensor_specs(*find_model_arch("llama"), g);
+  const std::vector<TensorSpec> tied = model_spec(*find_family("llama"), g).tensors;
   EXPECT_EQ(tied.size(), specs.size() - 1);
   for (const TensorSpec& s : tied) EXPECT_NE(s.name, "output.weight");
 }
@@ -70,21 +71,21 @@ TEST(ArchSpec, LlamaTensorList) {
 TEST(ArchSpec, Qwen2AddsQkvBiases) {
   ModelGeometry g = small_geometry();
   g.n_vocab = 500;
-  const std::vector<TensorSpec> specs = arch_tensor_specs(*find_model_arch("qwen2"), g);
+  const std::vector<TensorSpec> specs = model_spec(*find_family("qwen2"), g).tensors;
   EXPECT_EQ(specs.size(), 3u + 2 * 12);
   EXPECT_EQ(spec_named(specs, "blk.0.attn_q.bias").shape, (std::vector<int64_t>{64}));
   EXPECT_EQ(spec_named(specs, "blk.0.attn_k.bias").shape, (std::vector<int64_t>{32}));
   EXPECT_EQ(spec_named(specs, "blk.0.attn_v.bias").kind, TensorKind::bias);
   g.head_dim = 32;  // 4 * 32 != 64: qwen2 cannot express it
-  EXPECT_THROW(arch_tensor_specs(*find_model_arch("qwen2"), g), Error);
+  EXPECT_THROW(model_spec(*find_family("qwen2"), g).tensors, Error);
 }
 
 TEST(ArchSpec, Qwen3AddsPerHeadNormsAndExplicitHeadDim) {
   ModelGeometry g = small_geometry();
   g.n_vocab = 500;
   g.head_dim = 32;  // q is 4 * 32 = 128 wide, more than n_embd
-  const ArchTraits& qwen3 = *find_model_arch("qwen3");
-  const std::vector<TensorSpec> specs = arch_tensor_specs(qwen3, g);
+  const Family& qwen3 = *find_family("qwen3");
+  const std::vector<TensorSpec> specs = model_spec(qwen3, g).tensors;
   EXPECT_EQ(specs.size(), 3u + 2 * 11);
   EXPECT_EQ(spec_named(specs, "blk.0.attn_q_norm.weight").shape, (std::vector<int64_t>{32}));
   EXPECT_EQ(spec_named(specs, "blk.0.attn_k_norm.weight").shape, (std::vector<int64_t>{32}));
@@ -92,7 +93,7 @@ TEST(ArchSpec, Qwen3AddsPerHeadNormsAndExplicitHeadDim) {
   EXPECT_EQ(spec_named(specs, "blk.0.attn_k.weight").shape, (std::vector<int64_t>{64, 64}));
   EXPECT_EQ(spec_named(specs, "blk.0.attn_output.weight").shape, (std::vector<int64_t>{128, 64}));
   bool has_key_length = false;
-  for (const gguf::KeyValue& kv : arch_metadata(qwen3, g)) {
+  for (const gguf::KeyValue& kv : model_spec(qwen3, g).metadata) {
     if (kv.key == "qwen3.attention.key_length") {
       has_key_length = true;
       EXPECT_EQ(kv.value.as_uint(), 32u);
@@ -102,7 +103,7 @@ TEST(ArchSpec, Qwen3AddsPerHeadNormsAndExplicitHeadDim) {
 }
 
 TEST(ArchSpec, RejectsImpossibleGeometry) {
-  const ArchTraits& llama = *find_model_arch("llama");
+  const Family& llama = *find_family("llama");
   ModelGeometry g = small_geometry();
   g.n_vocab = 10;
   g.n_head_kv = 3;  // 4 heads do not group by 3
@@ -113,7 +114,7 @@ TEST(ArchSpec, RejectsImpossibleGeometry) {
   EXPECT_THROW(validate_geometry(llama, g), Error);
   g.head_dim = 16;  // stated explicitly: fine for llama
   EXPECT_NO_THROW(validate_geometry(llama, g));
-  EXPECT_EQ(find_model_arch("gpt2"), nullptr);
+  EXPECT_EQ(find_family("gpt2"), nullptr);
 }
 
 TEST(BuiltinVocab, HasSpecialByteAndWordPieces) {
@@ -180,7 +181,7 @@ TEST(RandomModel, Distributions) {
 RandomModelOptions options_for(std::string_view arch, GgmlType type = GgmlType::F32,
                                uint64_t seed = 1) {
   RandomModelOptions o;
-  o.arch = find_model_arch(arch);
+  o.family = find_family(arch);
   o.geometry = small_geometry();
   o.weight_type = type;
   o.seed = seed;

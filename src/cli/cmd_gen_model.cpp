@@ -7,6 +7,7 @@
 #include "base/strings.hpp"
 #include "cli/args.hpp"
 #include "cli/commands.hpp"
+#include "model/family.hpp"
 #include "model/random_model.hpp"
 
 namespace cortiq::cli {
@@ -17,9 +18,9 @@ constexpr int64_t kMaxDim = int64_t{1} << 20;
 
 std::string arch_names() {
   std::string names;
-  for (const ArchTraits& a : model_archs()) {
+  for (const Family* family : families()) {
     if (!names.empty()) names += '|';
-    names += a.name;
+    names += family->arch;
   }
   return names;
 }
@@ -50,6 +51,9 @@ ArgParser gen_model_parser() {
       .option("--rms-eps", "F", "RMS norm epsilon", "1e-5")
       .flag("--tied", "no output.weight: the token embedding doubles as the output matrix")
       .flag("--untied", "write a separate output.weight (default)")
+      .flag("--all-tensors",
+            "write every optional tensor the architecture can read (biases, norms,\n"
+            "per-tensor scales...), not only those of its converted checkpoints")
       .option("--name", "TEXT", "general.name (default: cortiq-random-ARCH)");
   return parser;
 }
@@ -75,8 +79,8 @@ ModelGeometry geometry_from(const ParsedArgs& args) {
 RandomModelOptions options_from(const ParsedArgs& args) {
   RandomModelOptions options;
   if (!args.has("arch")) throw UsageError("missing --arch (" + arch_names() + ")");
-  options.arch = find_model_arch(args.get("arch"));
-  if (options.arch == nullptr) {
+  options.family = find_family(args.get("arch"));
+  if (options.family == nullptr) {
     throw UsageError("unknown architecture '" + args.get("arch") + "' (" + arch_names() + ")");
   }
   const std::string type_name = args.get("type");
@@ -96,6 +100,7 @@ RandomModelOptions options_from(const ParsedArgs& args) {
     options.chat_template = text.str();
   }
   options.name = args.get("name");
+  if (args.has("all-tensors")) options.optional = OptionalTensors::all;
   options.geometry = geometry_from(args);
   return options;
 }
@@ -111,7 +116,7 @@ int run_gen_model(std::span<const std::string> args) {
   const std::string output = parsed->get("output");
   const RandomModelSummary s = write_random_model(options, output);
   std::fprintf(stderr, "wrote %s: %s, %zu tensors, %s parameters, vocab %lld, %s\n", output.c_str(),
-               std::string(options.arch->name).c_str(), s.n_tensors,
+               std::string(options.family->arch).c_str(), s.n_tensors,
                with_commas(s.n_parameters).c_str(), static_cast<long long>(s.n_vocab),
                human_bytes(s.file_bytes).c_str());
   return 0;

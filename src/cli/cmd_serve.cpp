@@ -15,6 +15,7 @@
 #include "cli/commands.hpp"
 #include "cli/generation_args.hpp"
 #include "cortiq/cortiq.hpp"
+#include "model/decoder_model.hpp"
 #include "model/hparams.hpp"
 #include "runtime/kv_cache.hpp"
 #include "server/http_server.hpp"
@@ -98,8 +99,7 @@ class SignalWatcher {
 int64_t kv_cells_for(const ParsedArgs& args, const Model& model) {
   if (!args.has("kv-budget")) return 0;
   const int64_t mb = args.get_int("kv-budget", 1, int64_t{1} << 24);
-  const auto& hp = model.hparams();
-  const KvCacheShape one{hp.n_layer, hp.k_width(), hp.v_width(), 1, 1, model.options().kv_type, 1};
+  const KvCacheShape one = model.decoder().kv_cache_shape(1, 1, model.options().kv_type, 1);
   const auto per_position = static_cast<int64_t>(KvCache::bytes_needed(one));
   return (mb << 20) / per_position;
 }

@@ -1,35 +1,20 @@
-// The tensors and hyper-parameter keys of the dense decoder architectures
-// that gen-model can write, named and shaped exactly as llama.cpp loads
-// them. The three families share one layout and differ in small, named ways
-// (ArchTraits): qwen2 adds biases to attn_q/k/v, qwen3 adds per-head
-// RMS norms on q and k and states head_dim explicitly.
+// What a model file of a family holds for a given geometry: the metadata
+// keys and the tensors, exactly as llama.cpp loads them — the source of
+// gen-model's random models and of the llama.2c converter. The tensor list
+// is the family's own (Family::tensors, the same visit that binds the
+// weights at load), taken for the hyper-parameters parsed back from the
+// metadata, so what is written is what the loader reads.
 #pragma once
 
 #include <cstdint>
-#include <optional>
-#include <span>
-#include <string>
-#include <string_view>
 #include <vector>
 
 #include "formats/gguf/gguf_file.hpp"
+#include "model/tensor_table.hpp"
 
 namespace cortiq {
 
-enum class ModelArch { llama, qwen2, qwen3 };
-
-struct ArchTraits {
-  ModelArch arch;
-  std::string_view name;  // general.architecture
-  bool qkv_bias;          // blk.N.attn_{q,k,v}.bias
-  bool qk_norm;           // blk.N.attn_{q,k}_norm.weight, one weight per head dimension
-  bool head_dim_is_free;  // head_dim may differ from n_embd / n_head
-};
-
-std::span<const ArchTraits> model_archs();
-// By general.architecture name; nullptr when not one we can write.
-const ArchTraits* find_model_arch(std::string_view name);
-const ArchTraits& arch_traits(ModelArch arch);
+struct Family;
 
 struct ModelGeometry {
   int64_t n_vocab = 0;  // 0: take it from the tokenizer
@@ -47,28 +32,27 @@ struct ModelGeometry {
   int64_t resolved_head_dim() const { return head_dim != 0 ? head_dim : n_embd / n_head; }
 };
 
+// Which optional tensors a spec holds: those a converted checkpoint of the
+// family has (Family::converted_optional), or every one the family can read
+// (llama.cpp's test models carry them all).
+enum class OptionalTensors { converted, all };
+
+struct ModelSpec {
+  std::vector<gguf::KeyValue> metadata;  // general.architecture first, then ARCH.*
+  std::vector<TensorSpec> tensors;       // in the converter's order
+};
+
 // Throws cortiq::Error naming the first impossible value (zero sizes, heads
 // not dividing, a head_dim the architecture cannot express...).
-void validate_geometry(const ArchTraits& arch, const ModelGeometry& geometry);
+void validate_geometry(const Family& family, const ModelGeometry& geometry);
 
-enum class TensorKind {
-  matrix,  // a weight matrix: random normal, quantized to the model's type
-  norm,    // an RMS norm weight: near 1, kept F32
-  bias,    // a bias vector: small, kept F32
-};
+// Validates, then builds the metadata and the tensor list.
+ModelSpec model_spec(const Family& family, const ModelGeometry& geometry,
+                     OptionalTensors optional = OptionalTensors::converted);
 
-struct TensorSpec {
-  std::string name;
-  std::vector<int64_t> shape;  // ggml order: shape[0] is the row length
-  TensorKind kind;
-};
-
-// Every tensor in the order llama.cpp's converter writes them: token_embd,
-// output_norm, output (unless tied), then blk.0, blk.1, ...
-std::vector<TensorSpec> arch_tensor_specs(const ArchTraits& arch, const ModelGeometry& geometry);
-
-// general.architecture and the ARCH.* hyper-parameter keys (not general.name,
-// general.file_type or the tokenizer).
-std::vector<gguf::KeyValue> arch_metadata(const ArchTraits& arch, const ModelGeometry& geometry);
+// ARCH.attention.key_length / value_length, for families whose converter
+// always writes them (`always`) or when the head size is not n_embd / n_head.
+void write_head_size(const ModelGeometry& geometry, const Family& family,
+                     std::vector<gguf::KeyValue>& keys, bool always);
 
 }  // namespace cortiq

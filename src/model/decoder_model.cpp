@@ -5,27 +5,23 @@
 #include "base/error.hpp"
 #include "base/strings.hpp"
 #include "formats/gguf/gguf_file.hpp"
-#include "model/families.hpp"
+#include "model/family.hpp"
+#include "model/weights.hpp"
 #include "runtime/kv_cache.hpp"
 
 namespace cortiq {
 
 namespace {
 
-using Factory = std::unique_ptr<DecoderModel> (*)(const gguf::GgufFile&, ModelHParams);
-
-struct Family {
-  std::string_view arch;
-  Factory make;
-};
-
-constexpr Family kFamilies[] = {
-    {"llama", make_llama_model},
-    {"qwen2", make_llama_model},
-    {"qwen3", make_llama_model},
-};
-
-constexpr std::string_view kArchNames[] = {"llama", "qwen2", "qwen3"};
+// ARCH.vocab_size and the tokenizer's list are both optional: the token
+// embedding's row count decides then.
+void resolve_vocab_size(const gguf::GgufFile& file, ModelHParams& hp) {
+  if (hp.n_vocab == 0) {
+    const auto* embd = file.find_tensor("token_embd.weight");
+    if (embd && embd->shape.size() == 2) hp.n_vocab = embd->shape[1];
+  }
+  if (hp.n_vocab <= 0) throw Error(file.path() + ": cannot tell the vocabulary size");
+}
 
 // The rows of each sequence must continue it: positions length, length+1, ...
 void check_rows(std::span<const BatchRow> rows, const KvCache& cache, int64_t n_vocab,
@@ -82,19 +78,32 @@ void DecoderModel::forward(std::span<const BatchRow> rows, KvCache& cache, Forwa
   }
 }
 
-std::unique_ptr<DecoderModel> load_decoder_model(const gguf::GgufFile& file) {
-  const std::string arch = file.architecture();
-  for (const auto& family : kFamilies) {
-    if (family.arch == arch) return family.make(file, ModelHParams::from_gguf(file));
-  }
-  std::string known;
-  for (auto name : kArchNames) known += (known.empty() ? "" : ", ") + std::string(name);
-  throw Error(file.path() + ": unsupported architecture \"" + arch + "\" (supported: " + known +
-              ")");
+DecoderModel::DecoderModel(ModelHParams hparams, WeightBinder& binder)
+    : hparams_(std::move(hparams)) {
+  binder.pack_into(&packed_weights_);
 }
 
-std::span<const std::string_view> supported_architectures() {
-  return kArchNames;
+KvCacheShape DecoderModel::kv_cache_shape(int64_t n_cells, int32_t n_seq, KvType type,
+                                          int32_t block_size) const {
+  KvCacheShape shape;
+  for (const LayerSpec& layer : hparams_.layers) {
+    shape.layers.push_back({layer.k_width(), layer.v_width()});
+  }
+  shape.n_cells = n_cells;
+  shape.n_seq = n_seq;
+  shape.type = type;
+  shape.block_size = block_size;
+  return shape;
+}
+
+std::unique_ptr<DecoderModel> load_decoder_model(const gguf::GgufFile& file) {
+  const Family& family = family_of(file);
+  ModelHParams hp = ModelHParams::from_gguf(file, family);
+  resolve_vocab_size(file, hp);
+  WeightBinder binder(file);
+  auto model = family.make(std::move(hp), binder);
+  binder.check_all_used(family.arch);
+  return model;
 }
 
 }  // namespace cortiq

@@ -18,6 +18,9 @@ class GgufFile;
 namespace cortiq {
 
 class KvCache;
+struct KvCacheShape;
+enum class KvType;
+class WeightBinder;
 
 class DecoderModel {
  public:
@@ -25,6 +28,12 @@ class DecoderModel {
 
   const ModelHParams& hparams() const { return hparams_; }
   const kernels::PackedWeightStore& packed_weights() const { return packed_weights_; }
+
+  // The KV cache this model needs for n_cells positions over n_seq
+  // sequences: one row of keys and one of values per layer and position,
+  // each layer's widths its own. Callers never build the shape themselves.
+  KvCacheShape kv_cache_shape(int64_t n_cells, int32_t n_seq, KvType type,
+                              int32_t block_size = 16) const;
 
   // Runs the rows through the model. Their keys and values enter the cache
   // (the rows of each sequence must continue it: consecutive positions from
@@ -37,7 +46,8 @@ class DecoderModel {
                std::span<float> logits) const;
 
  protected:
-  explicit DecoderModel(ModelHParams hparams) : hparams_(std::move(hparams)) {}
+  // Matrices the binder packs from now on go to this model's store.
+  DecoderModel(ModelHParams hparams, WeightBinder& binder);
 
   // The family's layers over rows whose cells are already appended; `cells`
   // gives each row's cell.
@@ -52,11 +62,8 @@ class DecoderModel {
 
 // Binds the weights of a parsed GGUF to the family of its
 // general.architecture. The file must outlive the model (weights are views
-// into its mapping). Throws cortiq::Error for an unknown architecture or a
-// missing / misshapen tensor.
+// into its mapping). Throws cortiq::Error for an unknown architecture, a
+// missing / misshapen tensor, or a tensor the family does not use.
 std::unique_ptr<DecoderModel> load_decoder_model(const gguf::GgufFile& file);
-
-// The architectures load_decoder_model knows, for messages and docs.
-std::span<const std::string_view> supported_architectures();
 
 }  // namespace cortiq

@@ -2,6 +2,7 @@
 // allocates nothing once warm: buffers only grow, to the largest batch seen.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -21,7 +22,8 @@ struct ForwardBuffers {
   std::vector<float> attn_out;  // [rows][q width]
   std::vector<float> proj;      // [rows][n_embd]: a block's output before the residual add
   std::vector<float> gate, up;  // [rows][n_ff]
-  std::vector<float> rope;      // [rows][rope dims]: cos/sin per row's position
+  // Per RoPE table (global, local): [rows][rope dims], cos/sin per row's position.
+  std::array<std::vector<float>, 2> rope;
   std::vector<std::vector<float>> scores;  // per thread: attention scores of one row
   kernels::MatmulScratch matmul;
   std::vector<int32_t> token_ids;  // [rows]

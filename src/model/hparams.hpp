@@ -1,10 +1,18 @@
 // The hyper-parameters of a decoder model, read from a GGUF's ARCH.* keys
-// with the peer's defaults where a key is absent (or zero where zero means
+// with llama.cpp's defaults where a key is absent (or zero where zero means
 // "unset", like a RoPE scaling factor of 0).
+//
+// Two levels: the model's global values, and one LayerSpec per layer —
+// attention geometry, feed-forward width, sliding window and RoPE table —
+// because families differ by layer (Gemma's local/global windows, per-layer
+// head counts and widths of DeciLM / OpenELM, no-RoPE layers of SmolLM3).
+// Blocks read the LayerSpec of their layer, never the globals.
 #pragma once
 
 #include <cstdint>
 #include <string>
+#include <string_view>
+#include <vector>
 
 namespace cortiq::gguf {
 class GgufFile;
@@ -12,17 +20,19 @@ class GgufFile;
 
 namespace cortiq {
 
+struct Family;
+
 enum class RopeScalingType { none, linear, yarn, llama3 };
 
 struct RopeHParams {
   int64_t n_dims = 0;          // rotated dimensions per head (ARCH.rope.dimension_count)
-  bool neox = false;           // NeoX half-split pairs (qwen2/qwen3) vs adjacent pairs (llama)
+  bool neox = false;           // NeoX half-split pairs vs adjacent pairs (the family decides)
   float freq_base = 10000.0f;  // ARCH.rope.freq_base
-  RopeScalingType scaling = RopeScalingType::linear;  // the peer's default name
+  RopeScalingType scaling = RopeScalingType::linear;  // llama.cpp's default name
   float scaling_factor = 1.0f;                        // ARCH.rope.scaling.factor (0 or absent: 1)
   float freq_scale = 1.0f;  // 1 / scaling_factor for linear and yarn, else 1
   int64_t n_ctx_orig = 0;   // ARCH.rope.scaling.original_context_length (default: trained context)
-  // YaRN, resolved as the peer's context does: ext_factor 1 for yarn,
+  // YaRN, resolved as llama.cpp's context does: ext_factor 1 for yarn,
   // attn_factor the magnitude correction.
   float ext_factor = 0.0f;
   float attn_factor = 1.0f;
@@ -33,11 +43,34 @@ struct RopeHParams {
   float llama3_high_freq_factor = 4.0f;
 };
 
+// Which RoPE table a layer's attention uses: the model's, the local one of
+// sliding-window layers (Gemma 3's own base), or none (NoPE layers).
+enum class RopeSlot : uint8_t { global, local, none };
+inline constexpr int kRopeSlots = 2;  // tables: global, local
+
+// One layer's shape.
+struct LayerSpec {
+  int64_t n_head = 0;
+  int64_t n_head_kv = 0;
+  int64_t head_dim_k = 0;
+  int64_t head_dim_v = 0;
+  int64_t n_ff = 0;
+  // Sliding window: a row at position p attends [p - window + 1, p]; 0 = every position.
+  int64_t window = 0;
+  RopeSlot rope = RopeSlot::global;
+
+  int64_t q_width() const { return n_head * head_dim_k; }
+  int64_t k_width() const { return n_head_kv * head_dim_k; }
+  int64_t v_width() const { return n_head_kv * head_dim_v; }
+  int64_t attn_out_width() const { return n_head * head_dim_v; }  // the output projection's input
+};
+
 struct ModelHParams {
   std::string arch;  // general.architecture
   int64_t n_vocab = 0;
   int64_t n_embd = 0;
   int64_t n_layer = 0;
+  // The file's global values (most layers'); LayerSpec is what blocks read.
   int64_t n_head = 0;
   int64_t n_head_kv = 0;
   int64_t head_dim_k = 0;  // ARCH.attention.key_length (default n_embd / n_head)
@@ -47,16 +80,67 @@ struct ModelHParams {
   float rms_eps = 1e-5f;
   float attention_scale = 0.0f;  // ARCH.attention.scale; 0: 1/sqrt(head_dim_k)
   RopeHParams rope;
+  RopeHParams rope_local;  // sliding-window layers' table (RopeSlot::local)
 
+  // Read by the families that have them (0 = off).
+  int64_t sliding_window = 0;    // ARCH.attention.sliding_window
+  float attn_softcap = 0.0f;     // ARCH.attn_logit_softcapping
+  float final_softcap = 0.0f;    // ARCH.final_logit_softcapping
+  float embedding_scale = 0.0f;  // multiplies the token embeddings (Gemma: sqrt(n_embd))
+  // The attention scale multiplies the queries after RoPE (Gemma's
+  // ggml_scale of Qcur) instead of the scores.
+  bool scale_queries = false;
+
+  std::vector<LayerSpec> layers;  // n_layer entries
+
+  const LayerSpec& layer(int64_t il) const { return layers[static_cast<size_t>(il)]; }
   int64_t q_width() const { return n_head * head_dim_k; }
   int64_t k_width() const { return n_head_kv * head_dim_k; }
   int64_t v_width() const { return n_head_kv * head_dim_v; }
   float kq_scale() const;
+  float kq_scale(const LayerSpec& layer) const;
 
   // Reads and validates (positive sizes, heads dividing, even rotary dims
   // within the head...); throws cortiq::Error naming the key at fault.
-  // n_vocab comes from ARCH.vocab_size or the tokenizer's token list.
+  // n_vocab comes from ARCH.vocab_size or the tokenizer's token list. The
+  // family gives the RoPE layout and reads its own keys; the overload
+  // without one looks it up by general.architecture.
+  static ModelHParams from_gguf(const gguf::GgufFile& file, const Family& family);
   static ModelHParams from_gguf(const gguf::GgufFile& file);
 };
+
+// Reads ARCH.* keys of one file, checked: sizes within range, floats finite.
+class HParamReader {
+ public:
+  HParamReader(const gguf::GgufFile& file, std::string arch);
+
+  const gguf::GgufFile& file() const { return file_; }
+  std::string key(std::string_view name) const { return prefix_ + std::string(name); }
+  bool has(std::string_view name) const;
+
+  int64_t required_uint(std::string_view name) const;
+  int64_t uint_or(std::string_view name, int64_t fallback) const;
+  float float_or(std::string_view name, float fallback) const;
+  bool bool_or(std::string_view name, bool fallback) const;
+  std::string string_or(std::string_view name, std::string fallback) const;
+  // A key that is one number for every layer or an array of n_layer numbers
+  // (llama.cpp's get_key_or_arr); `fallback` for every layer when absent.
+  std::vector<int64_t> per_layer_uint(std::string_view name, int64_t n_layer,
+                                      int64_t fallback) const;
+
+  [[noreturn]] void invalid(const std::string& what) const;
+
+ private:
+  int64_t checked(std::string_view name, uint64_t value) const;
+
+  const gguf::GgufFile& file_;
+  std::string prefix_;
+};
+
+// Marks every n-th layer (the last of each group of `period`) as global and
+// the others as sliding-window layers of `window` positions with the local
+// RoPE table — Gemma 2 / 3's pattern (period 2: local, global, ...).
+void set_sliding_window_pattern(ModelHParams& hp, int64_t window, int64_t period,
+                                RopeSlot local_rope);
 
 }  // namespace cortiq

@@ -10,6 +10,7 @@
 #include "formats/gguf/gguf_file.hpp"
 #include "formats/gguf/gguf_writer.hpp"
 #include "model/builtin_vocab.hpp"
+#include "model/family.hpp"
 #include "quant/quant_recipe.hpp"
 #include "quant/quantize.hpp"
 #include "quant/quantize_model.hpp"
@@ -91,6 +92,9 @@ std::vector<float> random_tensor_values(const TensorSpec& spec, uint64_t model_s
   } else if (spec.kind == TensorKind::norm) {
     mean = 1.0;
     std_dev = kRandomNormStd;
+  } else if (spec.kind == TensorKind::scale) {
+    mean = 1.0;
+    std_dev = kRandomScaleStd;
   }
   for (float& v : values) v = static_cast<float>(mean + std_dev * normal.next());
   return values;
@@ -98,20 +102,21 @@ std::vector<float> random_tensor_values(const TensorSpec& spec, uint64_t model_s
 
 RandomModelSummary write_random_model(const RandomModelOptions& options,
                                       const std::filesystem::path& output) {
-  if (options.arch == nullptr) throw Error("no architecture given");
+  if (options.family == nullptr) throw Error("no architecture given");
   if (!can_quantize(options.weight_type)) {
     throw Error("cannot write weight type " + std::string(ggml_type_name(options.weight_type)));
   }
   const Tokenizer tokenizer = choose_tokenizer(options);
   ModelGeometry geometry = options.geometry;
   geometry.n_vocab = tokenizer.n_vocab;
-  const std::vector<TensorSpec> specs = arch_tensor_specs(*options.arch, geometry);
+  const ModelSpec model = model_spec(*options.family, geometry, options.optional);
+  const std::vector<TensorSpec>& specs = model.tensors;
 
   gguf::GgufWriter writer;
-  const std::vector<gguf::KeyValue> arch_keys = arch_metadata(*options.arch, geometry);
+  const std::vector<gguf::KeyValue>& arch_keys = model.metadata;
   writer.set(arch_keys.front().key, arch_keys.front().value);  // general.architecture first
   const std::string name =
-      options.name.empty() ? "cortiq-random-" + std::string(options.arch->name) : options.name;
+      options.name.empty() ? "cortiq-random-" + std::string(options.family->arch) : options.name;
   writer.set("general.name", gguf::Value(name));
   writer.set("general.file_type", gguf::Value(file_type_for_uniform_type(options.weight_type)));
   writer.set("general.quantization_version", gguf::Value(kQuantizationVersion));

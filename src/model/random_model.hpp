@@ -12,6 +12,7 @@
 //                    a product with a unit-RMS input has unit RMS)
 //   norm weights     1 + normal(0, 0.02)
 //   biases           normal(0, 0.02)
+//   scales           1 + normal(0, 0.25)  (one value: a visible but tame factor)
 // Matrices are then quantized to the requested type (1-D tensors stay F32).
 // The same options give a byte-identical file.
 #pragma once
@@ -29,10 +30,13 @@ namespace cortiq {
 
 inline constexpr double kRandomNormStd = 0.02;
 inline constexpr double kRandomBiasStd = 0.02;
+inline constexpr double kRandomScaleStd = 0.25;
 
 struct RandomModelOptions {
-  const ArchTraits* arch = nullptr;
+  const Family* family = nullptr;
   ModelGeometry geometry;
+  // The optional tensors to write: a converted checkpoint's, or all of them.
+  OptionalTensors optional = OptionalTensors::converted;
   GgmlType weight_type = GgmlType::F32;
   uint64_t seed = 1;
   // A GGUF whose tokenizer.* keys are copied; empty: the built-in vocabulary.

@@ -3,7 +3,7 @@
 #include <cmath>
 #include <numbers>
 
-#include "model/weights.hpp"
+#include "model/tensor_table.hpp"
 
 namespace cortiq {
 
@@ -31,9 +31,10 @@ std::vector<float> llama3_freq_factors(const RopeHParams& rope, int64_t n_dims) 
   return factors;
 }
 
-void setup_rope(const ModelHParams& hp, const WeightBinder& binder, RopeSetup& setup) {
-  const RopeHParams& r = hp.rope;
-  auto& p = setup.params;
+namespace {
+
+kernels::RopeParams kernel_params(const RopeHParams& r) {
+  kernels::RopeParams p;
   p.n_dims = static_cast<int32_t>(r.n_dims);
   p.neox = r.neox;
   p.freq_base = r.freq_base;
@@ -43,11 +44,45 @@ void setup_rope(const ModelHParams& hp, const WeightBinder& binder, RopeSetup& s
   p.beta_fast = r.beta_fast;
   p.beta_slow = r.beta_slow;
   p.n_ctx_orig = static_cast<int32_t>(r.n_ctx_orig);
-  setup.freq_factors = binder.optional_vector("rope_freqs.weight", r.n_dims / 2);
-  if (setup.freq_factors.empty() && r.scaling == RopeScalingType::llama3) {
-    setup.freq_factors = llama3_freq_factors(r, r.n_dims);
+  return p;
+}
+
+}  // namespace
+
+void RopeTables::visit(TensorVisitor& v, const ModelHParams& hp) {
+  auto& global = slots_[static_cast<size_t>(RopeSlot::global)];
+  v.vector(global.factors, "rope_freqs.weight", hp.rope.n_dims / 2, TensorKind::norm,
+           /*required=*/false);
+}
+
+void RopeTables::setup(const ModelHParams& hp) {
+  for (const LayerSpec& layer : hp.layers) {
+    if (layer.rope != RopeSlot::none) slots_[static_cast<size_t>(layer.rope)].used = true;
   }
-  p.freq_factors = setup.freq_factors;
+  auto& global = slots_[static_cast<size_t>(RopeSlot::global)];
+  global.params = kernel_params(hp.rope);
+  if (global.factors.empty() && hp.rope.scaling == RopeScalingType::llama3) {
+    global.factors = llama3_freq_factors(hp.rope, hp.rope.n_dims);
+  }
+  global.params.freq_factors = global.factors;
+  auto& local = slots_[static_cast<size_t>(RopeSlot::local)];
+  local.params = kernel_params(hp.rope_local);
+}
+
+std::array<RopeTable, kRopeSlots> RopeTables::for_rows(std::span<const BatchRow> rows,
+                                                       ForwardBuffers& buf) const {
+  std::array<RopeTable, kRopeSlots> tables{};
+  for (size_t slot = 0; slot < slots_.size(); ++slot) {
+    const Slot& s = slots_[slot];
+    if (!s.used) continue;
+    const auto dims = static_cast<size_t>(s.params.n_dims);
+    auto cache = ForwardBuffers::take(buf.rope[slot], rows.size() * dims);
+    for (size_t r = 0; r < rows.size(); ++r) {
+      kernels::rope_cache(rows[r].pos, s.params, cache.subspan(r * dims, dims));
+    }
+    tables[slot] = {&s.params, cache};
+  }
+  return tables;
 }
 
 }  // namespace cortiq

@@ -1,30 +1,53 @@
 // Turns a model's RoPE hyper-parameters (and its rope_freqs.weight, when the
-// file has one) into the kernel's parameters. llama3 scaling is applied as
-// per-pair frequency factors: from the tensor when the converter wrote one
-// (the usual case), else computed from the rope.scaling.* keys as Hugging
-// Face transformers does.
+// file has one) into the kernel's parameters, one table per RopeSlot the
+// layers use (global; local for sliding-window layers with their own base).
+// llama3 scaling is applied as per-pair frequency factors: from the tensor
+// when the converter wrote one (the usual case), else computed from the
+// rope.scaling.* keys as Hugging Face transformers does.
 #pragma once
 
+#include <array>
+#include <span>
 #include <vector>
 
 #include "kernels/cpu/rope.hpp"
+#include "model/forward_buffers.hpp"
 #include "model/hparams.hpp"
+#include "runtime/batch.hpp"
 
 namespace cortiq {
 
-class WeightBinder;
+class TensorVisitor;
 
-struct RopeSetup {
-  kernels::RopeParams params;       // params.freq_factors points into freq_factors
-  std::vector<float> freq_factors;  // n_dims / 2 values, or empty
-
-  RopeSetup() = default;
-  RopeSetup(const RopeSetup&) = delete;  // params holds a view of freq_factors
-  RopeSetup& operator=(const RopeSetup&) = delete;
+// One RoPE table of a forward pass: its parameters and the cos/sin of every row.
+struct RopeTable {
+  const kernels::RopeParams* params = nullptr;
+  std::span<const float> cache;  // [rows][params->n_dims] from rope_cache()
 };
 
-// Fills `setup` (not copyable: its params view its own factors).
-void setup_rope(const ModelHParams& hp, const WeightBinder& binder, RopeSetup& setup);
+class RopeTables {
+ public:
+  RopeTables() = default;
+  RopeTables(const RopeTables&) = delete;  // params hold views of their factors
+  RopeTables& operator=(const RopeTables&) = delete;
+
+  // rope_freqs.weight (optional): the global table's frequency factors, for
+  // the families whose files may have them.
+  void visit(TensorVisitor& v, const ModelHParams& hp);
+  // Fills the parameters of the tables the layers use; after visit().
+  void setup(const ModelHParams& hp);
+  // The cos/sin of every row's position, for each table in use.
+  std::array<RopeTable, kRopeSlots> for_rows(std::span<const BatchRow> rows,
+                                             ForwardBuffers& buf) const;
+
+ private:
+  struct Slot {
+    kernels::RopeParams params;  // params.freq_factors views factors
+    std::vector<float> factors;  // n_dims / 2 values, or empty
+    bool used = false;
+  };
+  std::array<Slot, kRopeSlots> slots_;
+};
 
 // llama3's frequency factors (divisors of theta) for n_dims / 2 pairs.
 std::vector<float> llama3_freq_factors(const RopeHParams& rope, int64_t n_dims);

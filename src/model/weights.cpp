@@ -1,6 +1,7 @@
 #include "model/weights.hpp"
 
 #include "base/error.hpp"
+#include "base/log.hpp"
 #include "base/strings.hpp"
 #include "formats/gguf/gguf_file.hpp"
 #include "quant/quantize.hpp"
@@ -37,10 +38,6 @@ void check_shape(const gguf::GgufFile& file, const gguf::TensorInfo& info,
 
 }  // namespace
 
-std::string WeightBinder::layer_name(int64_t layer, std::string_view what) {
-  return strfmt("blk.%lld.", static_cast<long long>(layer)) + std::string(what);
-}
-
 bool WeightBinder::has(std::string_view name) const {
   return file_.find_tensor(name) != nullptr;
 }
@@ -48,6 +45,7 @@ bool WeightBinder::has(std::string_view name) const {
 kernels::WeightView WeightBinder::matrix(std::string_view name, int64_t n_cols,
                                          int64_t n_rows) const {
   const auto& info = require_tensor(file_, name);
+  used_.insert(info.name);
   check_shape(file_, info,
               n_rows == 1 ? std::vector<int64_t>{n_cols} : std::vector{n_cols, n_rows});
   require_supported_weight_type(info.type, info.name);
@@ -84,6 +82,41 @@ std::vector<float> WeightBinder::vector(std::string_view name, int64_t n) const 
 
 std::vector<float> WeightBinder::optional_vector(std::string_view name, int64_t n) const {
   return has(name) ? vector(name, n) : std::vector<float>{};
+}
+
+void WeightBinder::matrix(kernels::WeightView& view, const std::string& name, int64_t n_cols,
+                          int64_t n_rows, bool required) {
+  view = required ? matrix(name, n_cols, n_rows) : optional_matrix(name, n_cols, n_rows);
+}
+
+void WeightBinder::vector(std::vector<float>& values, const std::string& name, int64_t n,
+                          TensorKind, bool required) {
+  values = required ? vector(name, n) : optional_vector(name, n);
+}
+
+void WeightBinder::scale(float& value, const std::string& name) {
+  value = has(name) ? vector(name, 1)[0] : 1.0f;
+}
+
+void WeightBinder::scale_without_effect(const std::string& name) {
+  if (!has(name)) return;
+  vector(name, 1);  // checked and marked used
+  without_effect_.push_back(name);
+}
+
+void WeightBinder::check_all_used(std::string_view arch) const {
+  for (const gguf::TensorInfo& info : file_.tensors()) {
+    if (used_.contains(info.name)) continue;
+    throw Error(file_.path() + ": tensor " + info.name + " is not used by architecture " +
+                std::string(arch) + " (a file is run completely or not at all)");
+  }
+  if (!without_effect_.empty()) {
+    LOG_WARN(
+        "%s: %zu scale tensors (e.g. %s) have no effect: llama.cpp reads them for %s but "
+        "applies them nowhere, and Cortiq matches it",
+        file_.path().c_str(), without_effect_.size(), without_effect_.front().c_str(),
+        std::string(arch).c_str());
+  }
 }
 
 }  // namespace cortiq

@@ -14,10 +14,11 @@ namespace {
 
 // Validates the shape and returns the number of blocks it holds.
 int32_t block_count(const KvCacheShape& s) {
-  if (s.n_layer <= 0 || s.k_width <= 0 || s.v_width <= 0 || s.n_cells <= 0 || s.n_seq <= 0 ||
-      s.block_size <= 0) {
-    throw Error("invalid KV cache shape: every size must be positive");
+  bool positive = !s.layers.empty() && s.n_cells > 0 && s.n_seq > 0 && s.block_size > 0;
+  for (const KvLayerShape& layer : s.layers) {
+    positive = positive && layer.k_width > 0 && layer.v_width > 0;
   }
+  if (!positive) throw Error("invalid KV cache shape: every size must be positive");
   const int64_t n_blocks = (s.n_cells + s.block_size - 1) / s.block_size;
   if (n_blocks * s.block_size > INT32_MAX) throw Error("KV cache: too many cells");
   return static_cast<int32_t>(n_blocks);
@@ -46,22 +47,46 @@ int64_t walk_cached_prefix(const KvBlockPool& pool, std::span<const TokenId> tok
 
 }  // namespace
 
+KvCacheShape KvCacheShape::uniform(int64_t n_layer, int64_t k_width, int64_t v_width,
+                                   int64_t n_cells, int32_t n_seq, KvType type,
+                                   int32_t block_size) {
+  KvCacheShape shape;
+  shape.layers.assign(static_cast<size_t>(std::max<int64_t>(n_layer, 0)), {k_width, v_width});
+  shape.n_cells = n_cells;
+  shape.n_seq = n_seq;
+  shape.type = type;
+  shape.block_size = block_size;
+  return shape;
+}
+
 uint64_t KvCache::bytes_needed(const KvCacheShape& s) {
   const uint64_t elem = s.type == KvType::f16 ? 2 : 4;
   const uint64_t cells =
       static_cast<uint64_t>(block_count(s)) * static_cast<uint64_t>(s.block_size);
-  return static_cast<uint64_t>(s.n_layer) * cells * static_cast<uint64_t>(s.k_width + s.v_width) *
-         elem;
+  uint64_t widths = 0;
+  for (const KvLayerShape& layer : s.layers) {
+    widths += static_cast<uint64_t>(layer.k_width + layer.v_width);
+  }
+  return cells * widths * elem;
 }
 
 KvCache::KvCache(const KvCacheShape& shape)
     : shape_(shape), pool_(block_count(shape), shape.block_size) {
   const auto cells = static_cast<size_t>(n_cells_allocated());
-  const size_t per_layer_k = cells * static_cast<size_t>(shape_.k_width) * element_bytes();
-  const size_t per_layer_v = cells * static_cast<size_t>(shape_.v_width) * element_bytes();
+  size_t k_bytes = 0, v_bytes = 0;
+  for (const KvLayerShape& layer : shape_.layers) {
+    LayerStorage storage;
+    storage.k_offset = k_bytes;
+    storage.v_offset = v_bytes;
+    storage.k_row_bytes = static_cast<size_t>(layer.k_width) * element_bytes();
+    storage.v_row_bytes = static_cast<size_t>(layer.v_width) * element_bytes();
+    k_bytes += cells * storage.k_row_bytes;
+    v_bytes += cells * storage.v_row_bytes;
+    storage_.push_back(storage);
+  }
   try {
-    k_data_.resize(per_layer_k * static_cast<size_t>(shape_.n_layer));
-    v_data_.resize(per_layer_v * static_cast<size_t>(shape_.n_layer));
+    k_data_.resize(k_bytes);
+    v_data_.resize(v_bytes);
     sequences_.resize(static_cast<size_t>(shape_.n_seq));
     // Reserved once, so the decode path never grows them.
     for (auto& s : sequences_) {
@@ -229,11 +254,11 @@ void KvCache::release_blocks_from(Sequence& s, size_t first_block) {
 void KvCache::copy_block_rows(int32_t from_block, int32_t to_block, int64_t n_rows) {
   const int32_t from_cell = from_block * block_size();
   const int32_t to_cell = to_block * block_size();
-  const size_t k_bytes = static_cast<size_t>(n_rows * shape_.k_width) * element_bytes();
-  const size_t v_bytes = static_cast<size_t>(n_rows * shape_.v_width) * element_bytes();
-  for (int64_t layer = 0; layer < shape_.n_layer; ++layer) {
-    std::memcpy(k_row(layer, to_cell), k_row(layer, from_cell), k_bytes);
-    std::memcpy(v_row(layer, to_cell), v_row(layer, from_cell), v_bytes);
+  for (int64_t layer = 0; layer < shape_.n_layer(); ++layer) {
+    const LayerStorage& storage = storage_[static_cast<size_t>(layer)];
+    const auto n = static_cast<size_t>(n_rows);
+    std::memcpy(k_row(layer, to_cell), k_row(layer, from_cell), n * storage.k_row_bytes);
+    std::memcpy(v_row(layer, to_cell), v_row(layer, from_cell), n * storage.v_row_bytes);
   }
 }
 
@@ -248,15 +273,13 @@ void KvCache::clear_all() {
 }
 
 std::byte* KvCache::k_row(int64_t layer, int32_t cell) {
-  return k_data_.data() + (static_cast<size_t>(layer * n_cells_allocated() + cell) *
-                           static_cast<size_t>(shape_.k_width)) *
-                              element_bytes();
+  const LayerStorage& storage = storage_[static_cast<size_t>(layer)];
+  return k_data_.data() + storage.k_offset + static_cast<size_t>(cell) * storage.k_row_bytes;
 }
 
 std::byte* KvCache::v_row(int64_t layer, int32_t cell) {
-  return v_data_.data() + (static_cast<size_t>(layer * n_cells_allocated() + cell) *
-                           static_cast<size_t>(shape_.v_width)) *
-                              element_bytes();
+  const LayerStorage& storage = storage_[static_cast<size_t>(layer)];
+  return v_data_.data() + storage.v_offset + static_cast<size_t>(cell) * storage.v_row_bytes;
 }
 
 void KvCache::store(std::byte* dst, std::span<const float> row, int64_t width) {
@@ -269,24 +292,22 @@ void KvCache::store(std::byte* dst, std::span<const float> row, int64_t width) {
 }
 
 void KvCache::store_k(int64_t layer, int32_t cell, std::span<const float> row) {
-  store(k_row(layer, cell), row, shape_.k_width);
+  store(k_row(layer, cell), row, shape_.layers[static_cast<size_t>(layer)].k_width);
 }
 
 void KvCache::store_v(int64_t layer, int32_t cell, std::span<const float> row) {
-  store(v_row(layer, cell), row, shape_.v_width);
+  store(v_row(layer, cell), row, shape_.layers[static_cast<size_t>(layer)].v_width);
 }
 
 kernels::KvRowsView KvCache::keys(int64_t layer, int32_t seq) const {
-  return {k_data_.data() + static_cast<size_t>(layer * n_cells_allocated()) *
-                               static_cast<size_t>(shape_.k_width) * element_bytes(),
-          static_cast<size_t>(shape_.k_width) * element_bytes(), shape_.type == KvType::f16,
+  const LayerStorage& storage = storage_[static_cast<size_t>(layer)];
+  return {k_data_.data() + storage.k_offset, storage.k_row_bytes, shape_.type == KvType::f16,
           sequences_[index_of(seq)].cells};
 }
 
 kernels::KvRowsView KvCache::values(int64_t layer, int32_t seq) const {
-  return {v_data_.data() + static_cast<size_t>(layer * n_cells_allocated()) *
-                               static_cast<size_t>(shape_.v_width) * element_bytes(),
-          static_cast<size_t>(shape_.v_width) * element_bytes(), shape_.type == KvType::f16,
+  const LayerStorage& storage = storage_[static_cast<size_t>(layer)];
+  return {v_data_.data() + storage.v_offset, storage.v_row_bytes, shape_.type == KvType::f16,
           sequences_[index_of(seq)].cells};
 }
 

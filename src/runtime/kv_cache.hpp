@@ -34,16 +34,28 @@ namespace cortiq {
 
 enum class KvType { f32, f16 };
 
+// One layer's rows: n_head_kv * head_dim_k keys and n_head_kv * head_dim_v
+// values per position (layers may differ).
+struct KvLayerShape {
+  int64_t k_width = 0;
+  int64_t v_width = 0;
+};
+
+// Built by DecoderModel::kv_cache_shape from the model's layers.
 struct KvCacheShape {
-  int64_t n_layer = 0;
-  int64_t k_width = 0;  // n_head_kv * head_dim_k
-  int64_t v_width = 0;  // n_head_kv * head_dim_v
+  std::vector<KvLayerShape> layers;
   // Total positions over all sequences; the cache holds
   // ceil(n_cells / block_size) blocks, so up to a block's worth more.
   int64_t n_cells = 0;
   int32_t n_seq = 1;  // sequences that can live in the cache at once
   KvType type = KvType::f16;
   int32_t block_size = 16;  // positions per block
+
+  int64_t n_layer() const { return static_cast<int64_t>(layers.size()); }
+  // Every layer alike (tests, tools).
+  static KvCacheShape uniform(int64_t n_layer, int64_t k_width, int64_t v_width, int64_t n_cells,
+                              int32_t n_seq = 1, KvType type = KvType::f16,
+                              int32_t block_size = 16);
 };
 
 class KvCache {
@@ -101,7 +113,7 @@ class KvCache {
   // Every sequence empty, every block free, the prefix cache forgotten.
   void clear_all();
 
-  // Stores one row of keys / values (k_width / v_width floats) in a cell.
+  // Stores one row of keys / values (the layer's k_width / v_width floats) in a cell.
   void store_k(int64_t layer, int32_t cell, std::span<const float> row);
   void store_v(int64_t layer, int32_t cell, std::span<const float> row);
 
@@ -138,12 +150,18 @@ class KvCache {
   int64_t n_cells_allocated() const { return n_blocks() * block_size(); }
   std::byte* k_row(int64_t layer, int32_t cell);
   std::byte* v_row(int64_t layer, int32_t cell);
+  // Byte offsets of each layer's rows in k_data_ / v_data_.
+  struct LayerStorage {
+    size_t k_offset = 0, v_offset = 0;
+    size_t k_row_bytes = 0, v_row_bytes = 0;
+  };
   void store(std::byte* dst, std::span<const float> row, int64_t width);
 
   KvCacheShape shape_;
   KvBlockPool pool_;
-  std::vector<std::byte> k_data_;  // [layer][cell][k_width]
-  std::vector<std::byte> v_data_;  // [layer][cell][v_width]
+  std::vector<LayerStorage> storage_;
+  std::vector<std::byte> k_data_;  // [layer][cell][the layer's k_width]
+  std::vector<std::byte> v_data_;  // [layer][cell][the layer's v_width]
   std::vector<Sequence> sequences_;
 };
 

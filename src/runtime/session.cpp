@@ -40,9 +40,8 @@ double Timings::decode_tokens_per_second() const {
 Session::Session(std::shared_ptr<const Model> model) : model_(std::move(model)) {
   if (!model_) throw Error("Session: no model");
   const auto& hp = model_->hparams();
-  cache_ = std::make_unique<KvCache>(KvCacheShape{hp.n_layer, hp.k_width(), hp.v_width(),
-                                                  model_->context_length(), 1,
-                                                  model_->options().kv_type});
+  cache_ = std::make_unique<KvCache>(
+      model_->decoder().kv_cache_shape(model_->context_length(), 1, model_->options().kv_type));
   buffers_ = std::make_unique<ForwardBuffers>();
   last_logits_.resize(static_cast<size_t>(hp.n_vocab));
 }

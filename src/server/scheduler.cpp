@@ -149,10 +149,8 @@ Scheduler::Scheduler(std::shared_ptr<const Model> model, SchedulerOptions option
                static_cast<long long>(options_.kv_cells), static_cast<long long>(context_)));
   }
   if (options_.step_rows <= 0) options_.step_rows = model_->options().chunk_size;
-  const auto& hp = model_->hparams();
-  const KvCacheShape shape{hp.n_layer,         hp.k_width(),          hp.v_width(),
-                           options_.kv_cells,  options_.parallel + 1, model_->options().kv_type,
-                           options_.block_size};
+  const KvCacheShape shape = model_->decoder().kv_cache_shape(
+      options_.kv_cells, options_.parallel + 1, model_->options().kv_type, options_.block_size);
   engine_ = std::make_unique<Engine>(shape);
   publish_state();
   worker_ = std::thread([this] { run(); });

@@ -29,12 +29,15 @@ sequence() {
   echo "$ids"
 }
 
-grep -v '^#' "$OUT/cases.tsv" | while IFS=$'\t' read -r name arch type vocab embd layers heads kv ff seed; do
+ONLY=${ONLY:-}  # a regular expression: regenerate only the cases it matches
+grep -v '^#' "$OUT/cases.tsv" | while IFS=$'\t' read -r name arch type vocab embd layers heads kv ff seed tensors; do
   [ -n "$name" ] || continue
+  [ -z "$ONLY" ] || [[ $name =~ $ONLY ]] || continue
   model="$WORK/$name.gguf"
   args=(--arch "$arch" --type "$type" --embd "$embd" --layers "$layers" --heads "$heads"
         --kv-heads "$kv" --ff "$ff" --seed "$seed" -o "$model")
   [ "$vocab" = builtin ] || args+=(--vocab-from "$VOCAB/ggml-vocab-$vocab.gguf")
+  [ "${tensors:-converted}" = all ] && args+=(--all-tensors)
   "$CORTIQ" gen-model "${args[@]}" >/dev/null
   n_vocab=$("$CORTIQ" inspect "$model" --json | python3 -c 'import json,sys; print([m["value"] for m in json.load(sys.stdin)["metadata"] if m["key"].endswith(".vocab_size")][0])')
   ids=$(sequence "$n_vocab")
@@ -44,6 +47,7 @@ grep -v '^#' "$OUT/cases.tsv" | while IFS=$'\t' read -r name arch type vocab emb
   echo "$name: n_vocab $n_vocab -> $(stat -c %s "$OUT/$name.logits") bytes"
 done
 
+[ -z "$ONLY" ] || exit 0
 # stories260K (a real trained model, ../shared/data/models): converted by
 # `cortiq convert llama2c`, the logits of BOS and its 40 greedy ids.
 STORIES=${STORIES:-$ROOT/../shared/data/models/stories260K.bin}

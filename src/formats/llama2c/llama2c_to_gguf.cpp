@@ -12,6 +12,7 @@
 #include "base/thread_pool.hpp"
 #include "base/timer.hpp"
 #include "formats/gguf/gguf_writer.hpp"
+#include "model/arch/arch.hpp"
 #include "quant/quantize.hpp"
 #include "quant/quantize_model.hpp"
 #include "tokenizer/vocab.hpp"
@@ -208,7 +209,6 @@ ConvertSummary convert_to_gguf(const Checkpoint& checkpoint, const std::filesyst
   const QuantRecipe& recipe =
       options.recipe != nullptr ? *options.recipe : *find_quant_recipe("F32");
   const Config& config = checkpoint.config();
-  const ArchTraits& arch = arch_traits(ModelArch::llama);
   const ModelGeometry geometry = geometry_of(config);
   check_rope_table(checkpoint);
 
@@ -219,7 +219,8 @@ ConvertSummary convert_to_gguf(const Checkpoint& checkpoint, const std::filesyst
         read_tokenizer(options.tokenizer, config.vocab_size), options.tokenizer.string()));
   }
 
-  const std::vector<TensorSpec> specs = arch_tensor_specs(arch, geometry);  // validates
+  const ModelSpec model = model_spec(kLlamaFamily, geometry);  // validates
+  const std::vector<TensorSpec>& specs = model.tensors;
   std::vector<TensorDesc> descs;
   std::vector<Source> sources;
   for (const TensorSpec& spec : specs) {
@@ -240,7 +241,7 @@ ConvertSummary convert_to_gguf(const Checkpoint& checkpoint, const std::filesyst
       choose_tensor_types(recipe, options.pure, shape, descs);
 
   gguf::GgufWriter writer;
-  const std::vector<gguf::KeyValue> arch_keys = arch_metadata(arch, geometry);
+  const std::vector<gguf::KeyValue>& arch_keys = model.metadata;
   writer.set(arch_keys.front().key, arch_keys.front().value);  // general.architecture first
   const std::string name = options.name.empty()
                                ? std::filesystem::path(checkpoint.path()).stem().string()

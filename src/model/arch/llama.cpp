@@ -9,17 +9,21 @@
 //     x += down(silu(gate(h)) * up(h)),  h = rms_norm(x) * ffn_norm
 //   logits = output(rms_norm(x) * output_norm)    output = token_embd if tied
 //
-// The differences between the three are in the tensors a file carries
-// (biases, q/k norms), which the shared blocks pick up when present.
+// The three differ in the tensors a file may carry (llama: output and FFN
+// biases; qwen2: lm_head bias; qwen3: Q/K norms, always), exactly as
+// llama.cpp reads them; any of them may carry Q/K/V biases and per-tensor
+// scales (NAME.scale).
 #include <memory>
 
-#include "base/error.hpp"
 #include "formats/gguf/gguf_file.hpp"
-#include "kernels/cpu/matmul.hpp"
+#include "kernels/cpu/activations.hpp"
 #include "kernels/cpu/norm.hpp"
-#include "model/attention_block.hpp"
-#include "model/families.hpp"
-#include "model/gated_ffn.hpp"
+#include "model/arch/arch.hpp"
+#include "model/arch_spec.hpp"
+#include "model/blocks/attention.hpp"
+#include "model/blocks/embedding.hpp"
+#include "model/blocks/ffn.hpp"
+#include "model/decoder_model.hpp"
 #include "model/rope_setup.hpp"
 #include "model/weights.hpp"
 
@@ -27,96 +31,114 @@ namespace cortiq {
 
 namespace {
 
-class LlamaModel final : public DecoderModel {
- public:
-  LlamaModel(const gguf::GgufFile& file, ModelHParams hp) : DecoderModel(std::move(hp)) {
-    const WeightBinder b(file, &packed_weights_);
-    auto& h = hparams_;
-    if (h.n_vocab == 0) {
-      const auto* embd = file.find_tensor("token_embd.weight");
-      if (embd && embd->shape.size() == 2) h.n_vocab = embd->shape[1];
-    }
-    if (h.n_vocab <= 0) throw Error(file.path() + ": cannot tell the vocabulary size");
-    token_embd_ = b.matrix("token_embd.weight", h.n_embd, h.n_vocab);
-    output_norm_ = b.vector("output_norm.weight", h.n_embd);
-    output_ = b.has("output.weight") ? b.matrix("output.weight", h.n_embd, h.n_vocab) : token_embd_;
-    setup_rope(h, b, rope_);
+struct LlamaLayer {
+  std::vector<float> attn_norm;
+  AttentionWeights attn;
+  std::vector<float> ffn_norm;
+  FfnWeights ffn;
+};
+
+struct LlamaWeights {
+  TokenEmbedding embedding;
+  OutputHead head;
+  RopeTables rope;
+  std::vector<LlamaLayer> layers;
+
+  // In the order llama.cpp's converter writes them; the optional tensors are
+  // those llama.cpp reads for each of the three.
+  void visit(TensorVisitor& v, const ModelHParams& hp) {
+    const bool llama = hp.arch == "llama", qwen2 = hp.arch == "qwen2";
+    embedding.visit(v, hp);
+    head.visit(v, hp, embedding, OutputMatrix::own_or_tied,
+               qwen2 ? OutputBias::optional : OutputBias::none);
+    if (llama) rope.visit(v, hp);
     // No reserve: an absurd block_count must fail at the first missing
     // tensor, not in a huge allocation.
-    for (int64_t il = 0; il < h.n_layer; ++il) {
-      layers_.push_back({AttentionWeights::bind(b, h, il), GatedFfnWeights::bind(b, h, il)});
+    for (int64_t il = 0; il < hp.n_layer; ++il) {
+      LlamaLayer& layer = layers.emplace_back();
+      v.vector(layer.attn_norm, layer_tensor_name(il, "attn_norm.weight"), hp.n_embd,
+               TensorKind::norm);
+      layer.attn.visit(
+          v, hp, il,
+          {.qk_norm = hp.arch == "qwen3" ? QkNorm::required : QkNorm::none, .output_bias = llama});
+      v.vector(layer.ffn_norm, layer_tensor_name(il, "ffn_norm.weight"), hp.n_embd,
+               TensorKind::norm);
+      layer.ffn.visit(v, hp, il, {.biases = llama, .scales_applied = !qwen2});
     }
+  }
+};
+
+class LlamaModel final : public DecoderModel {
+ public:
+  LlamaModel(ModelHParams hp, WeightBinder& binder) : DecoderModel(std::move(hp), binder) {
+    w_.visit(binder, hparams_);
+    w_.rope.setup(hparams_);
   }
 
  private:
-  struct Layer {
-    AttentionWeights attn;
-    GatedFfnWeights ffn;
-  };
-
   void run_layers(std::span<const BatchRow> rows, std::span<const int32_t> cells, KvCache& cache,
                   ForwardContext& ctx, std::span<float> logits) const override {
     const auto& h = hparams_;
     auto& buf = ctx.buffers;
     const auto n = rows.size();
-    const auto n_embd = static_cast<size_t>(h.n_embd);
-    auto x = ForwardBuffers::take(buf.residual, n * n_embd);
-    embed(rows, x, buf);
-
-    const auto rope_dims = static_cast<size_t>(rope_.params.n_dims);
-    auto rope_cache = ForwardBuffers::take(buf.rope, n * rope_dims);
-    for (size_t r = 0; r < n; ++r) {
-      kernels::rope_cache(rows[r].pos, rope_.params, rope_cache.subspan(r * rope_dims, rope_dims));
-    }
-    const AttentionPass pass{rows, cells, rope_.params, rope_cache};
+    const auto width = n * static_cast<size_t>(h.n_embd);
+    auto x = ForwardBuffers::take(buf.residual, width);
+    auto normed = ForwardBuffers::take(buf.normed, width);
+    auto branch = ForwardBuffers::take(buf.proj, width);
+    w_.embedding.embed(h, rows, x, buf);
+    const AttentionPass pass{rows, cells, w_.rope.for_rows(rows, buf)};
     for (int64_t il = 0; il < h.n_layer; ++il) {
-      const auto& layer = layers_[static_cast<size_t>(il)];
-      attention_block(layer.attn, h, il, pass, cache, ctx, x);
-      gated_ffn_block(layer.ffn, h, static_cast<int64_t>(n), ctx, x);
+      const LlamaLayer& layer = w_.layers[static_cast<size_t>(il)];
+      rms_norm(x, layer.attn_norm, normed);
+      attention(layer.attn, h, il, pass, cache, ctx, normed, branch);
+      kernels::add_inplace(x, branch);
+      rms_norm(x, layer.ffn_norm, normed);
+      ffn(layer.ffn, FfnActivation::swiglu, h, il, static_cast<int64_t>(n), ctx, normed, branch);
+      kernels::add_inplace(x, branch);
     }
-    head(rows, x, ctx, logits);
+    w_.head.apply(h, rows, x, ctx, logits);
   }
 
-  void embed(std::span<const BatchRow> rows, std::span<float> x, ForwardBuffers& buf) const {
-    auto& ids = buf.token_ids;
-    ids.clear();
-    for (const auto& row : rows) ids.push_back(row.token);
-    kernels::get_rows(token_embd_, ids, x);
+  void rms_norm(std::span<const float> x, std::span<const float> weight,
+                std::span<float> out) const {
+    kernels::rms_norm_rows(x, weight, hparams_.rms_eps, out, static_cast<size_t>(hparams_.n_embd));
   }
 
-  // Final norm and lm_head for the rows that want output only (the normed
-  // rows themselves when the caller asks for hidden states).
-  void head(std::span<const BatchRow> rows, std::span<const float> x, ForwardContext& ctx,
-            std::span<float> logits) const {
-    auto& buf = ctx.buffers;
-    const auto n_embd = static_cast<size_t>(hparams_.n_embd);
-    size_t n_out = 0;
-    for (const auto& row : rows) n_out += row.logits ? 1 : 0;
-    if (n_out == 0) return;
-    const bool hidden = ctx.output == RowOutput::hidden;
-    auto normed =
-        hidden ? logits.first(n_out * n_embd) : ForwardBuffers::take(buf.normed, n_out * n_embd);
-    size_t k = 0;
-    for (size_t r = 0; r < rows.size(); ++r) {
-      if (!rows[r].logits) continue;
-      kernels::rms_norm(x.subspan(r * n_embd, n_embd), output_norm_, hparams_.rms_eps,
-                        normed.subspan(k++ * n_embd, n_embd));
-    }
-    if (hidden) return;
-    kernels::matmul(output_, normed, static_cast<int64_t>(n_out), logits, hparams_.n_vocab,
-                    ctx.pool, buf.matmul);
-  }
-
-  kernels::WeightView token_embd_, output_;
-  std::vector<float> output_norm_;
-  RopeSetup rope_;
-  std::vector<Layer> layers_;
+  LlamaWeights w_;
 };
+
+std::unique_ptr<DecoderModel> make(ModelHParams hp, WeightBinder& binder) {
+  return std::make_unique<LlamaModel>(std::move(hp), binder);
+}
+
+std::vector<TensorSpec> tensors(const ModelHParams& hp) {
+  TensorSpecCollector collector;
+  LlamaWeights weights;
+  weights.visit(collector, hp);
+  return collector.take();
+}
+
+// Qwen3's converter always states the head size.
+void write_qwen3_hparams(const ModelGeometry& g, std::vector<gguf::KeyValue>& keys) {
+  write_head_size(g, kQwen3Family, keys, /*always=*/true);
+}
+
+constexpr std::string_view kQwen2Optional[] = {"attn_q.bias", "attn_k.bias", "attn_v.bias"};
 
 }  // namespace
 
-std::unique_ptr<DecoderModel> make_llama_model(const gguf::GgufFile& file, ModelHParams hp) {
-  return std::make_unique<LlamaModel>(file, std::move(hp));
-}
+const Family kLlamaFamily{.arch = "llama", .neox_rope = false, .make = make, .tensors = tensors};
+// llama.cpp's qwen2 shapes attn_output as [n_embd, n_embd]: heads must tile n_embd.
+const Family kQwen2Family{.arch = "qwen2",
+                          .neox_rope = true,
+                          .make = make,
+                          .tensors = tensors,
+                          .fixed_head_dim = true,
+                          .converted_optional = kQwen2Optional};
+const Family kQwen3Family{.arch = "qwen3",
+                          .neox_rope = true,
+                          .make = make,
+                          .tensors = tensors,
+                          .write_hparams = write_qwen3_hparams};
 
 }  // namespace cortiq

@@ -1,4 +1,4 @@
-#include "model/attention_block.hpp"
+#include "model/blocks/attention.hpp"
 
 #include <algorithm>
 #include <array>
@@ -8,90 +8,123 @@
 #include "kernels/cpu/attention.hpp"
 #include "kernels/cpu/matmul.hpp"
 #include "kernels/cpu/norm.hpp"
-#include "model/weights.hpp"
+#include "model/tensor_table.hpp"
 #include "runtime/kv_cache.hpp"
 
 namespace cortiq {
 
-AttentionWeights AttentionWeights::bind(const WeightBinder& b, const ModelHParams& hp,
-                                        int64_t layer) {
-  const auto name = [&](std::string_view what) { return WeightBinder::layer_name(layer, what); };
-  AttentionWeights w;
-  w.norm = b.vector(name("attn_norm.weight"), hp.n_embd);
-  w.wq = b.matrix(name("attn_q.weight"), hp.n_embd, hp.q_width());
-  w.wk = b.matrix(name("attn_k.weight"), hp.n_embd, hp.k_width());
-  w.wv = b.matrix(name("attn_v.weight"), hp.n_embd, hp.v_width());
-  w.wo = b.matrix(name("attn_output.weight"), hp.n_head * hp.head_dim_v, hp.n_embd);
-  w.bq = b.optional_vector(name("attn_q.bias"), hp.q_width());
-  w.bk = b.optional_vector(name("attn_k.bias"), hp.k_width());
-  w.bv = b.optional_vector(name("attn_v.bias"), hp.v_width());
-  w.bo = b.optional_vector(name("attn_output.bias"), hp.n_embd);
-  w.q_norm = b.optional_vector(name("attn_q_norm.weight"), hp.head_dim_k);
-  w.k_norm = b.optional_vector(name("attn_k_norm.weight"), hp.head_dim_k);
-  return w;
+void AttentionWeights::visit(TensorVisitor& v, const ModelHParams& hp, int64_t layer,
+                             AttentionTensors extra) {
+  const LayerSpec& l = hp.layer(layer);
+  const auto name = [&](std::string_view what) { return layer_tensor_name(layer, what); };
+  v.matrix(wq, name("attn_q.weight"), hp.n_embd, l.q_width());
+  v.matrix(wk, name("attn_k.weight"), hp.n_embd, l.k_width());
+  v.matrix(wv, name("attn_v.weight"), hp.n_embd, l.v_width());
+  v.matrix(wo, name("attn_output.weight"), l.attn_out_width(), hp.n_embd);
+  v.vector(bq, name("attn_q.bias"), l.q_width(), TensorKind::bias, false);
+  v.vector(bk, name("attn_k.bias"), l.k_width(), TensorKind::bias, false);
+  v.vector(bv, name("attn_v.bias"), l.v_width(), TensorKind::bias, false);
+  if (extra.output_bias) v.vector(bo, name("attn_output.bias"), hp.n_embd, TensorKind::bias, false);
+  v.scale(q_scale, name("attn_q.scale"));
+  v.scale(k_scale, name("attn_k.scale"));
+  v.scale(v_scale, name("attn_v.scale"));
+  v.scale(o_scale, name("attn_output.scale"));
+  for (const char* input : {"attn_q", "attn_k", "attn_v", "attn_output"}) {
+    v.scale_without_effect(name(std::string(input) + ".input_scale"));
+  }
+  if (extra.qk_norm != QkNorm::none) {
+    const bool required = extra.qk_norm == QkNorm::required;
+    v.vector(q_norm, name("attn_q_norm.weight"), l.head_dim_k, TensorKind::norm, required);
+    v.vector(k_norm, name("attn_k_norm.weight"), l.head_dim_k, TensorKind::norm, required);
+  }
 }
 
 namespace {
 
-// Projects the normed rows to queries, keys and values, with biases, head
-// norms and RoPE applied.
-void project_qkv(const AttentionWeights& w, const ModelHParams& hp, const AttentionPass& pass,
-                 ForwardContext& ctx, std::span<const float> normed, std::span<float> q,
-                 std::span<float> k, std::span<float> v) {
+// A product's scale (NAME.scale, llama.cpp's ggml_mul after the matmul); 1 is no-op.
+void apply_scale(std::span<float> rows, float scale) {
+  if (scale != 1.0f) kernels::scale_inplace(rows, scale);
+}
+
+// RMS norm of each head (a norm weight of head_dim values) or of the whole
+// projection (a weight as wide as the row), in place.
+void norm_heads(std::span<float> row, std::span<const float> weight, float eps) {
+  if (!weight.empty()) kernels::rms_norm_rows(row, weight, eps, row, weight.size());
+}
+
+// Projects the normed rows to queries, keys and values, with scales, biases,
+// Q/K norms and RoPE applied, in llama.cpp's order (build_qkv: matmul,
+// scale, bias).
+void project_qkv(const AttentionWeights& w, const ModelHParams& hp, const LayerSpec& layer,
+                 const AttentionPass& pass, ForwardContext& ctx, std::span<const float> normed,
+                 std::span<float> q, std::span<float> k, std::span<float> v) {
   auto& buf = ctx.buffers;
   const auto n = static_cast<int64_t>(pass.rows.size());
   const auto rows = pass.rows.size();
   const kernels::MatmulOutput qkv[] = {
-      {&w.wq, q, hp.q_width()}, {&w.wk, k, hp.k_width()}, {&w.wv, v, hp.v_width()}};
+      {&w.wq, q, layer.q_width()}, {&w.wk, k, layer.k_width()}, {&w.wv, v, layer.v_width()}};
   kernels::matmul_shared_input(qkv, normed, n, ctx.pool, buf.matmul);
+  apply_scale(q, w.q_scale);
+  apply_scale(k, w.k_scale);
+  apply_scale(v, w.v_scale);
   kernels::add_bias_rows(q, w.bq);
   kernels::add_bias_rows(k, w.bk);
   kernels::add_bias_rows(v, w.bv);
-  const auto qw = static_cast<size_t>(hp.q_width());
-  const auto kw = static_cast<size_t>(hp.k_width());
-  const auto rope_dims = static_cast<size_t>(pass.rope.n_dims);
+  const auto qw = static_cast<size_t>(layer.q_width());
+  const auto kw = static_cast<size_t>(layer.k_width());
+  const RopeTable* rope =
+      layer.rope == RopeSlot::none ? nullptr : &pass.rope[static_cast<size_t>(layer.rope)];
   for (size_t r = 0; r < rows; ++r) {
     auto q_row = q.subspan(r * qw, qw);
     auto k_row = k.subspan(r * kw, kw);
-    // Per-head RMS norms (qwen3's q_norm / k_norm), in place.
-    const auto head_dim = static_cast<size_t>(hp.head_dim_k);
-    if (!w.q_norm.empty()) kernels::rms_norm_rows(q_row, w.q_norm, hp.rms_eps, q_row, head_dim);
-    if (!w.k_norm.empty()) kernels::rms_norm_rows(k_row, w.k_norm, hp.rms_eps, k_row, head_dim);
-    const auto cache = pass.rope_cache.subspan(r * rope_dims, rope_dims);
-    kernels::rope_apply(q_row, hp.n_head, hp.head_dim_k, pass.rope, cache);
-    kernels::rope_apply(k_row, hp.n_head_kv, hp.head_dim_k, pass.rope, cache);
+    norm_heads(q_row, w.q_norm, hp.rms_eps);
+    norm_heads(k_row, w.k_norm, hp.rms_eps);
+    if (rope == nullptr) continue;
+    const auto dims = static_cast<size_t>(rope->params->n_dims);
+    const auto cache = rope->cache.subspan(r * dims, dims);
+    kernels::rope_apply(q_row, layer.n_head, layer.head_dim_k, *rope->params, cache);
+    kernels::rope_apply(k_row, layer.n_head_kv, layer.head_dim_k, *rope->params, cache);
   }
+  // Gemma scales the queries (ggml_scale after RoPE), not the scores.
+  if (hp.scale_queries) kernels::scale_inplace(q, hp.kq_scale(layer));
 }
 
 // Query rows computed together by attention_rows: consecutive rows of one
 // sequence share its cache rows' loads.
 constexpr int64_t kAttentionRowTile = 16;
 
-// Causal attention of every row over positions [0, pos] of its sequence.
+// Causal attention of every row over positions [start, pos] of its
+// sequence, start = 0 or, in a sliding-window layer, pos - window + 1.
 // Rows are cut into tiles (consecutive rows of one sequence, at most
 // kAttentionRowTile), and the work units are (tile, KV head) pairs: unit i
 // goes to thread i % n_threads. Later rows attend to more positions, so
 // interleaving keeps the threads even; splitting by KV head keeps both
 // cores busy at decode, where there is a single row.
-void attend(const ModelHParams& hp, int64_t layer, const AttentionPass& pass, const KvCache& cache,
-            ForwardContext& ctx, std::span<const float> q, std::span<float> out) {
+void attend(const ModelHParams& hp, const LayerSpec& layer, int64_t il, const AttentionPass& pass,
+            const KvCache& cache, ForwardContext& ctx, std::span<const float> q,
+            std::span<float> out) {
   auto& buf = ctx.buffers;
   const int n_threads = ctx.pool.size();
-  const kernels::AttentionShape shape{hp.n_head, hp.n_head_kv, hp.head_dim_k, hp.head_dim_v,
-                                      hp.kq_scale()};
+  kernels::AttentionShape shape{layer.n_head, layer.n_head_kv, layer.head_dim_k, layer.head_dim_v,
+                                hp.scale_queries ? 1.0f : hp.kq_scale(layer)};
+  shape.softcap = hp.attn_softcap;
   int64_t max_kv = 0;
   for (const auto& row : pass.rows) max_kv = std::max<int64_t>(max_kv, row.pos + 1);
+  // A tile's rows are consecutive positions of one sequence: with a window
+  // they span at most window + tile - 1 positions.
+  const int64_t max_span =
+      layer.window > 0 ? std::min(max_kv, layer.window + kAttentionRowTile - 1) : max_kv;
   if (buf.scores.size() < static_cast<size_t>(n_threads)) buf.scores.resize(n_threads);
   for (auto& s : buf.scores) {
-    ForwardBuffers::take(s, kernels::attention_scratch_floats(shape, kAttentionRowTile, max_kv));
+    ForwardBuffers::take(s, kernels::attention_scratch_floats(shape, kAttentionRowTile, max_span));
   }
-  const auto qw = static_cast<size_t>(hp.q_width());
-  const auto ow = static_cast<size_t>(hp.n_head * hp.head_dim_v);
+  const auto qw = static_cast<size_t>(layer.q_width());
+  const auto ow = static_cast<size_t>(layer.attn_out_width());
   const size_t n = pass.rows.size();
-  const auto n_kv_heads = static_cast<size_t>(hp.n_head_kv);
+  const auto n_kv_heads = static_cast<size_t>(layer.n_head_kv);
   ctx.pool.run([&](int thread, int threads) {
     auto& scratch = buf.scores[static_cast<size_t>(thread)];
-    std::array<int64_t, kAttentionRowTile> n_kv;
+    std::array<int64_t, kAttentionRowTile> n_kv, kv_start;
     size_t unit = 0;
     for (size_t begin = 0; begin < n;) {
       size_t end = begin + 1;
@@ -99,15 +132,19 @@ void attend(const ModelHParams& hp, int64_t layer, const AttentionPass& pass, co
              pass.rows[end].seq == pass.rows[begin].seq) {
         ++end;
       }
-      for (size_t r = begin; r < end; ++r) n_kv[r - begin] = pass.rows[r].pos + 1;
+      for (size_t r = begin; r < end; ++r) {
+        n_kv[r - begin] = pass.rows[r].pos + 1;
+        kv_start[r - begin] =
+            layer.window > 0 ? std::max<int64_t>(0, n_kv[r - begin] - layer.window) : 0;
+      }
       const int32_t seq = pass.rows[begin].seq;
       for (size_t kh = 0; kh < n_kv_heads; ++kh, ++unit) {
         if (unit % static_cast<size_t>(threads) != static_cast<size_t>(thread)) continue;
-        kernels::attention_rows(q.subspan(begin * qw, (end - begin) * qw),
-                                std::span(n_kv).first(end - begin), cache.keys(layer, seq),
-                                cache.values(layer, seq), shape,
-                                out.subspan(begin * ow, (end - begin) * ow), scratch,
-                                static_cast<int64_t>(kh), static_cast<int64_t>(kh) + 1);
+        kernels::attention_rows(
+            q.subspan(begin * qw, (end - begin) * qw), std::span(kv_start).first(end - begin),
+            std::span(n_kv).first(end - begin), cache.keys(il, seq), cache.values(il, seq), shape,
+            out.subspan(begin * ow, (end - begin) * ow), scratch, static_cast<int64_t>(kh),
+            static_cast<int64_t>(kh) + 1);
       }
       begin = end;
     }
@@ -116,32 +153,30 @@ void attend(const ModelHParams& hp, int64_t layer, const AttentionPass& pass, co
 
 }  // namespace
 
-void attention_block(const AttentionWeights& w, const ModelHParams& hp, int64_t layer,
-                     const AttentionPass& pass, KvCache& cache, ForwardContext& ctx,
-                     std::span<float> residual) {
+void attention(const AttentionWeights& w, const ModelHParams& hp, int64_t layer,
+               const AttentionPass& pass, KvCache& cache, ForwardContext& ctx,
+               std::span<const float> in, std::span<float> out) {
   auto& buf = ctx.buffers;
+  const LayerSpec& spec = hp.layer(layer);
   const auto rows = pass.rows.size();
-  const auto n_embd = static_cast<size_t>(hp.n_embd);
-  auto normed = ForwardBuffers::take(buf.normed, rows * n_embd);
-  auto q = ForwardBuffers::take(buf.q, rows * static_cast<size_t>(hp.q_width()));
-  auto k = ForwardBuffers::take(buf.k, rows * static_cast<size_t>(hp.k_width()));
-  auto v = ForwardBuffers::take(buf.v, rows * static_cast<size_t>(hp.v_width()));
-  auto attn =
-      ForwardBuffers::take(buf.attn_out, rows * static_cast<size_t>(hp.n_head * hp.head_dim_v));
-  auto proj = ForwardBuffers::take(buf.proj, rows * n_embd);
+  auto q = ForwardBuffers::take(buf.q, rows * static_cast<size_t>(spec.q_width()));
+  auto k = ForwardBuffers::take(buf.k, rows * static_cast<size_t>(spec.k_width()));
+  auto v = ForwardBuffers::take(buf.v, rows * static_cast<size_t>(spec.v_width()));
+  auto attn = ForwardBuffers::take(buf.attn_out, rows * static_cast<size_t>(spec.attn_out_width()));
 
-  kernels::rms_norm_rows(residual.first(rows * n_embd), w.norm, hp.rms_eps, normed, n_embd);
-  project_qkv(w, hp, pass, ctx, normed, q, k, v);
-  const auto kw = static_cast<size_t>(hp.k_width());
-  const auto vw = static_cast<size_t>(hp.v_width());
+  project_qkv(w, hp, spec, pass, ctx, in, q, k, v);
+  const auto kw = static_cast<size_t>(spec.k_width());
+  const auto vw = static_cast<size_t>(spec.v_width());
   for (size_t r = 0; r < rows; ++r) {
     cache.store_k(layer, pass.cells[r], k.subspan(r * kw, kw));
     cache.store_v(layer, pass.cells[r], v.subspan(r * vw, vw));
   }
-  attend(hp, layer, pass, cache, ctx, q, attn);
-  kernels::matmul(w.wo, attn, static_cast<int64_t>(rows), proj, hp.n_embd, ctx.pool, buf.matmul);
-  kernels::add_bias_rows(proj, w.bo);
-  kernels::add_inplace(residual.first(rows * n_embd), proj);
+  attend(hp, spec, layer, pass, cache, ctx, q, attn);
+  const auto out_rows = out.first(rows * static_cast<size_t>(hp.n_embd));
+  kernels::matmul(w.wo, attn, static_cast<int64_t>(rows), out_rows, hp.n_embd, ctx.pool,
+                  buf.matmul);
+  apply_scale(out_rows, w.o_scale);
+  kernels::add_bias_rows(out_rows, w.bo);
 }
 
 }  // namespace cortiq

@@ -1,9 +1,13 @@
-// The self-attention block shared by the dense decoder families: RMS norm,
-// Q/K/V projections (optional biases), optional per-head RMS norms on Q and
-// K (qwen3), RoPE, the rows' keys and values into the cache, causal GQA
-// attention over the cache, the output projection, and the residual add.
+// The self-attention branch shared by the decoder families: Q/K/V
+// projections (optional biases and per-tensor scales), optional RMS norms on
+// Q and K (per head, or over the whole projection), RoPE from the layer's
+// table, the rows' keys and values into the cache, GQA attention over the
+// cache (causal, within the layer's sliding window), and the output
+// projection. It computes the branch only: the family places the norms
+// around it and the residual add (pre-norm, post-norm, sandwich, parallel).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -12,34 +16,47 @@
 #include "kernels/cpu/weight_view.hpp"
 #include "model/forward_buffers.hpp"
 #include "model/hparams.hpp"
+#include "model/rope_setup.hpp"
 #include "runtime/batch.hpp"
 
 namespace cortiq {
 
 class KvCache;
-class WeightBinder;
+class TensorVisitor;
+
+// Whether a family's layers carry RMS norms on Q and K (attn_{q,k}_norm).
+enum class QkNorm : uint8_t { none, optional, required };
+
+// The tensors a family's attention may carry beyond Q/K/V/output and their
+// optional Q/K/V biases and scales (which llama.cpp reads for every family):
+// exactly what llama.cpp reads for it, so a file it refuses is refused here.
+struct AttentionTensors {
+  QkNorm qk_norm = QkNorm::none;
+  bool output_bias = false;  // attn_output.bias
+};
 
 struct AttentionWeights {
-  std::vector<float> norm;  // attn_norm
   kernels::WeightView wq, wk, wv, wo;
-  std::vector<float> bq, bk, bv, bo;  // empty when the family has none
-  std::vector<float> q_norm, k_norm;  // per-head RMS norm weights, or empty
+  std::vector<float> bq, bk, bv, bo;                         // empty when the file has none
+  float q_scale = 1, k_scale = 1, v_scale = 1, o_scale = 1;  // NAME.scale, 1 when absent
+  std::vector<float> q_norm, k_norm;  // RMS norm weights (per head or whole row), or empty
 
-  // Binds blk.N.attn_* (biases and q/k norms when present).
-  static AttentionWeights bind(const WeightBinder& binder, const ModelHParams& hp, int64_t layer);
+  // blk.N.attn_{q,k,v,output}.weight, the optional Q/K/V biases and every
+  // scale, and what `extra` allows.
+  void visit(TensorVisitor& v, const ModelHParams& hp, int64_t layer, AttentionTensors extra);
 };
 
 // What every layer's attention shares within one forward pass.
 struct AttentionPass {
   std::span<const BatchRow> rows;
-  std::span<const int32_t> cells;  // each row's cache cell
-  const kernels::RopeParams& rope;
-  std::span<const float> rope_cache;  // [rows][rope.n_dims] from rope_cache()
+  std::span<const int32_t> cells;          // each row's cache cell
+  std::array<RopeTable, kRopeSlots> rope;  // by RopeSlot (global, local)
 };
 
-// residual[r] += attention(rms_norm(residual[r])) for every row, layer `layer`.
-void attention_block(const AttentionWeights& w, const ModelHParams& hp, int64_t layer,
-                     const AttentionPass& pass, KvCache& cache, ForwardContext& ctx,
-                     std::span<float> residual);
+// out[r] = attention(in[r]) for every row of the pass at layer `layer`:
+// `in` is the normed input [rows][n_embd], `out` [rows][n_embd].
+void attention(const AttentionWeights& w, const ModelHParams& hp, int64_t layer,
+               const AttentionPass& pass, KvCache& cache, ForwardContext& ctx,
+               std::span<const float> in, std::span<float> out);
 
 }  // namespace cortiq

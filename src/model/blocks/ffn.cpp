@@ -1,58 +1,83 @@
-#include "model/gated_ffn.hpp"
+#include "model/blocks/ffn.hpp"
 
 #include "base/thread_pool.hpp"
 #include "kernels/cpu/activations.hpp"
-#include "kernels/cpu/norm.hpp"
-#include "model/weights.hpp"
+#include "kernels/cpu/matmul.hpp"
+#include "model/tensor_table.hpp"
 
 namespace cortiq {
 
 namespace {
-// Elements per share of the SwiGLU: below this one thread does it all.
-constexpr int64_t kSwigluGrain = 2048;
-}  // namespace
 
-GatedFfnWeights GatedFfnWeights::bind(const WeightBinder& b, const ModelHParams& hp,
-                                      int64_t layer) {
-  const auto name = [&](std::string_view what) { return WeightBinder::layer_name(layer, what); };
-  GatedFfnWeights w;
-  w.norm = b.vector(name("ffn_norm.weight"), hp.n_embd);
-  w.gate = b.matrix(name("ffn_gate.weight"), hp.n_embd, hp.n_ff);
-  w.up = b.matrix(name("ffn_up.weight"), hp.n_embd, hp.n_ff);
-  w.down = b.matrix(name("ffn_down.weight"), hp.n_ff, hp.n_embd);
-  w.gate_b = b.optional_vector(name("ffn_gate.bias"), hp.n_ff);
-  w.up_b = b.optional_vector(name("ffn_up.bias"), hp.n_ff);
-  w.down_b = b.optional_vector(name("ffn_down.bias"), hp.n_embd);
-  return w;
+// Elements per share of the activation: below this one thread does it all.
+constexpr int64_t kActivationGrain = 2048;
+
+void apply_scale(std::span<float> rows, float scale) {
+  if (scale != 1.0f) kernels::scale_inplace(rows, scale);
 }
 
-void gated_ffn_block(const GatedFfnWeights& w, const ModelHParams& hp, int64_t n_rows,
-                     ForwardContext& ctx, std::span<float> residual) {
-  auto& buf = ctx.buffers;
-  const auto n_embd = static_cast<size_t>(hp.n_embd);
-  const auto n_ff = static_cast<size_t>(hp.n_ff);
-  const auto rows = static_cast<size_t>(n_rows);
-  auto normed = ForwardBuffers::take(buf.normed, rows * n_embd);
-  auto gate = ForwardBuffers::take(buf.gate, rows * n_ff);
-  auto up = ForwardBuffers::take(buf.up, rows * n_ff);
-  auto proj = ForwardBuffers::take(buf.proj, rows * n_embd);
+}  // namespace
 
-  kernels::rms_norm_rows(residual.first(rows * n_embd), w.norm, hp.rms_eps, normed, n_embd);
-  const kernels::MatmulOutput gate_up[] = {{&w.gate, gate, hp.n_ff}, {&w.up, up, hp.n_ff}};
-  kernels::matmul_shared_input(gate_up, normed, n_rows, ctx.pool, buf.matmul);
-  kernels::add_bias_rows(gate, w.gate_b);
+void FfnWeights::visit(TensorVisitor& v, const ModelHParams& hp, int64_t layer, FfnTensors extra) {
+  const int64_t n_ff = hp.layer(layer).n_ff;
+  const auto name = [&](std::string_view what) { return layer_tensor_name(layer, what); };
+  v.matrix(gate, name("ffn_gate.weight"), hp.n_embd, n_ff);
+  v.matrix(up, name("ffn_up.weight"), hp.n_embd, n_ff);
+  v.matrix(down, name("ffn_down.weight"), n_ff, hp.n_embd);
+  if (extra.biases) {
+    v.vector(gate_b, name("ffn_gate.bias"), n_ff, TensorKind::bias, false);
+    v.vector(up_b, name("ffn_up.bias"), n_ff, TensorKind::bias, false);
+    v.vector(down_b, name("ffn_down.bias"), hp.n_embd, TensorKind::bias, false);
+  }
+  for (const char* matrix : {"ffn_gate", "ffn_up", "ffn_down"}) {
+    const std::string scale = name(std::string(matrix) + ".scale");
+    if (!extra.scales_applied) v.scale_without_effect(scale);
+    v.scale_without_effect(name(std::string(matrix) + ".input_scale"));
+  }
+  if (extra.scales_applied) {
+    v.scale(gate_scale, name("ffn_gate.scale"));
+    v.scale(up_scale, name("ffn_up.scale"));
+    v.scale(down_scale, name("ffn_down.scale"));
+  }
+}
+
+void ffn(const FfnWeights& w, FfnActivation activation, const ModelHParams& hp, int64_t layer,
+         int64_t n_rows, ForwardContext& ctx, std::span<const float> in, std::span<float> out) {
+  auto& buf = ctx.buffers;
+  const int64_t n_ff = hp.layer(layer).n_ff;
+  const auto rows = static_cast<size_t>(n_rows);
+  auto gate = ForwardBuffers::take(buf.gate, rows * static_cast<size_t>(n_ff));
+  auto up = ForwardBuffers::take(buf.up, rows * static_cast<size_t>(n_ff));
+
+  const kernels::MatmulOutput gate_up[] = {{&w.gate, gate, n_ff}, {&w.up, up, n_ff}};
+  kernels::matmul_shared_input(gate_up, in, n_rows, ctx.pool, buf.matmul);
+  // llama.cpp's build_ffn: bias, then scale, for each projection.
   kernels::add_bias_rows(up, w.up_b);
-  // Element-wise, but an exp per element: worth both cores even at decode.
+  apply_scale(up, w.up_scale);
+  kernels::add_bias_rows(gate, w.gate_b);
+  apply_scale(gate, w.gate_scale);
+  // Element-wise, but an exp or a table lookup per element: worth both
+  // cores even at decode.
   ctx.pool.parallel_for(
       static_cast<int64_t>(gate.size()),
       [&](int64_t begin, int64_t end) {
         const auto b = static_cast<size_t>(begin), count = static_cast<size_t>(end - begin);
-        kernels::swiglu(gate.subspan(b, count), up.subspan(b, count), gate.subspan(b, count));
+        const auto g = gate.subspan(b, count);
+        const auto u = up.subspan(b, count);
+        switch (activation) {
+          case FfnActivation::swiglu:
+            kernels::swiglu(g, u, g);
+            break;
+          case FfnActivation::geglu:
+            kernels::geglu(g, u, g);
+            break;
+        }
       },
-      kSwigluGrain);
-  kernels::matmul(w.down, gate, n_rows, proj, hp.n_embd, ctx.pool, buf.matmul);
-  kernels::add_bias_rows(proj, w.down_b);
-  kernels::add_inplace(residual.first(rows * n_embd), proj);
+      kActivationGrain);
+  const auto out_rows = out.first(rows * static_cast<size_t>(hp.n_embd));
+  kernels::matmul(w.down, gate, n_rows, out_rows, hp.n_embd, ctx.pool, buf.matmul);
+  kernels::add_bias_rows(out_rows, w.down_b);
+  apply_scale(out_rows, w.down_scale);
 }
 
 }  // namespace cortiq

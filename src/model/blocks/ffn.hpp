@@ -1,5 +1,6 @@
-// The gated feed-forward block (SwiGLU): RMS norm, then
-// down(silu(gate(x)) * up(x)), added to the residual stream.
+// The feed-forward branch: up(x) (and gate(x) for the gated kinds), the
+// activation, down(...), with optional biases and per-tensor scales. It
+// computes the branch only: the family places the norms and the residual add.
 #pragma once
 
 #include <cstdint>
@@ -12,18 +13,32 @@
 
 namespace cortiq {
 
-class WeightBinder;
+class TensorVisitor;
 
-struct GatedFfnWeights {
-  std::vector<float> norm;  // ffn_norm
-  kernels::WeightView gate, up, down;
-  std::vector<float> gate_b, up_b, down_b;  // optional biases
-
-  static GatedFfnWeights bind(const WeightBinder& binder, const ModelHParams& hp, int64_t layer);
+enum class FfnActivation : uint8_t {
+  swiglu,  // down(silu(gate(x)) * up(x))
+  geglu,   // down(gelu_tanh(gate(x)) * up(x)) (Gemma)
 };
 
-// residual[r] += ffn(rms_norm(residual[r])) for n_rows rows.
-void gated_ffn_block(const GatedFfnWeights& w, const ModelHParams& hp, int64_t n_rows,
-                     ForwardContext& ctx, std::span<float> residual);
+// What a family's FFN may carry beyond its three matrices, as llama.cpp
+// reads (and applies) it for that family.
+struct FfnTensors {
+  bool biases = false;         // ffn_{gate,up,down}.bias
+  bool scales_applied = true;  // false: NAME.scale read but without effect (Qwen2, Gemma)
+};
+
+struct FfnWeights {
+  kernels::WeightView gate, up, down;
+  std::vector<float> gate_b, up_b, down_b;             // optional biases
+  float gate_scale = 1, up_scale = 1, down_scale = 1;  // NAME.scale, 1 when absent
+
+  // blk.N.ffn_{gate,up,down}.weight, their optional scales, and their
+  // optional biases when the family has them (llama.cpp reads them for some).
+  void visit(TensorVisitor& v, const ModelHParams& hp, int64_t layer, FfnTensors extra);
+};
+
+// out[r] = ffn(in[r]) for n_rows rows of n_embd values at layer `layer`.
+void ffn(const FfnWeights& w, FfnActivation activation, const ModelHParams& hp, int64_t layer,
+         int64_t n_rows, ForwardContext& ctx, std::span<const float> in, std::span<float> out);
 
 }  // namespace cortiq

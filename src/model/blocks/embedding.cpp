@@ -1,0 +1,70 @@
+#include "model/blocks/embedding.hpp"
+
+#include <cmath>
+
+#include "kernels/cpu/activations.hpp"
+#include "kernels/cpu/matmul.hpp"
+#include "kernels/cpu/norm.hpp"
+#include "model/tensor_table.hpp"
+
+namespace cortiq {
+
+void TokenEmbedding::visit(TensorVisitor& v, const ModelHParams& hp) {
+  v.matrix(table, "token_embd.weight", hp.n_embd, hp.n_vocab);
+}
+
+void TokenEmbedding::embed(const ModelHParams& hp, std::span<const BatchRow> rows,
+                           std::span<float> x, ForwardBuffers& buf) const {
+  auto& ids = buf.token_ids;
+  ids.clear();
+  for (const auto& row : rows) ids.push_back(row.token);
+  kernels::get_rows(table, ids, x);
+  if (hp.embedding_scale != 0.0f) {
+    kernels::scale_inplace(x.first(rows.size() * static_cast<size_t>(hp.n_embd)),
+                           hp.embedding_scale);
+  }
+}
+
+void OutputHead::visit(TensorVisitor& v, const ModelHParams& hp, const TokenEmbedding& embedding,
+                       OutputMatrix matrix, OutputBias bias_kind) {
+  v.vector(norm, "output_norm.weight", hp.n_embd, TensorKind::norm);
+  if (matrix == OutputMatrix::own_or_tied) {
+    v.matrix(output, "output.weight", hp.n_embd, hp.n_vocab, /*required=*/false);
+  }
+  if (output.data == nullptr) output = embedding.table;
+  if (bias_kind == OutputBias::optional) {
+    v.vector(bias, "output.bias", hp.n_vocab, TensorKind::bias, /*required=*/false);
+  }
+}
+
+void OutputHead::apply(const ModelHParams& hp, std::span<const BatchRow> rows,
+                       std::span<const float> x, ForwardContext& ctx,
+                       std::span<float> logits) const {
+  auto& buf = ctx.buffers;
+  const auto n_embd = static_cast<size_t>(hp.n_embd);
+  size_t n_out = 0;
+  for (const auto& row : rows) n_out += row.logits ? 1 : 0;
+  if (n_out == 0) return;
+  const bool hidden = ctx.output == RowOutput::hidden;
+  auto normed =
+      hidden ? logits.first(n_out * n_embd) : ForwardBuffers::take(buf.normed, n_out * n_embd);
+  size_t k = 0;
+  for (size_t r = 0; r < rows.size(); ++r) {
+    if (!rows[r].logits) continue;
+    kernels::rms_norm(x.subspan(r * n_embd, n_embd), norm, hp.rms_eps,
+                      normed.subspan(k++ * n_embd, n_embd));
+  }
+  if (hidden) return;
+  const auto out = logits.first(n_out * static_cast<size_t>(hp.n_vocab));
+  kernels::matmul(output, normed, static_cast<int64_t>(n_out), out, hp.n_vocab, ctx.pool,
+                  buf.matmul);
+  kernels::add_bias_rows(out, bias);
+  if (hp.final_softcap != 0.0f) {
+    // As llama.cpp's graph: scale by 1/cap, tanh, scale by cap.
+    kernels::scale_inplace(out, 1.0f / hp.final_softcap);
+    for (float& v : out) v = std::tanh(v);
+    kernels::scale_inplace(out, hp.final_softcap);
+  }
+}
+
+}  // namespace cortiq

@@ -1,0 +1,50 @@
+// The ends of a decoder: the token embedding (with the family's scale) and
+// the output head (final norm, lm_head — the embedding again when tied —,
+// final logit softcap). Shared by every family.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "kernels/cpu/weight_view.hpp"
+#include "model/forward_buffers.hpp"
+#include "model/hparams.hpp"
+#include "runtime/batch.hpp"
+
+namespace cortiq {
+
+class TensorVisitor;
+
+struct TokenEmbedding {
+  kernels::WeightView table;  // token_embd.weight, [n_vocab][n_embd]
+
+  void visit(TensorVisitor& v, const ModelHParams& hp);
+  // x[r] = table[rows[r].token] * hp.embedding_scale (when set).
+  void embed(const ModelHParams& hp, std::span<const BatchRow> rows, std::span<float> x,
+             ForwardBuffers& buf) const;
+};
+
+// Whether a family's files may carry their own output.weight, or always
+// reuse the token embedding (llama.cpp's Gemma and Gemma 2 read none).
+enum class OutputMatrix : uint8_t { own_or_tied, always_tied };
+// Whether the family's lm_head may have a bias (output.bias: Qwen2).
+enum class OutputBias : uint8_t { none, optional };
+
+struct OutputHead {
+  std::vector<float> norm;     // output_norm.weight
+  kernels::WeightView output;  // output.weight, or the token embedding when absent (tied)
+  std::vector<float> bias;     // output.bias (optional, Qwen2)
+
+  // output_norm.weight, output.weight (optional: tied to `embedding`),
+  // output.bias (optional) as the family says.
+  void visit(TensorVisitor& v, const ModelHParams& hp, const TokenEmbedding& embedding,
+             OutputMatrix matrix = OutputMatrix::own_or_tied, OutputBias bias = OutputBias::none);
+  // Final RMS norm and lm_head for the rows that want output (their normed
+  // hidden states themselves when ctx.output is hidden), then the final
+  // logit softcap. `logits` gets one row per marked row, in order.
+  void apply(const ModelHParams& hp, std::span<const BatchRow> rows, std::span<const float> x,
+             ForwardContext& ctx, std::span<float> logits) const;
+};
+
+}  // namespace cortiq

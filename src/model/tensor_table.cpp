@@ -1,0 +1,37 @@
+#include "model/tensor_table.hpp"
+
+#include "base/strings.hpp"
+
+namespace cortiq {
+
+void TensorSpecCollector::matrix(kernels::WeightView&, const std::string& name, int64_t n_cols,
+                                 int64_t n_rows, bool required) {
+  std::vector<int64_t> shape{n_cols};
+  if (n_rows != 1) shape.push_back(n_rows);
+  specs_.push_back({name, std::move(shape), TensorKind::matrix, required});
+}
+
+void TensorSpecCollector::vector(std::vector<float>&, const std::string& name, int64_t n,
+                                 TensorKind kind, bool required) {
+  specs_.push_back({name, {n}, kind, required});
+}
+
+void TensorSpecCollector::scale(float&, const std::string& name) {
+  specs_.push_back({name, {1}, TensorKind::scale, false});
+}
+
+void TensorSpecCollector::scale_without_effect(const std::string& name) {
+  specs_.push_back({name, {1}, TensorKind::scale, false});
+}
+
+std::string layer_tensor_name(int64_t layer, std::string_view what) {
+  return strfmt("blk.%lld.", static_cast<long long>(layer)) + std::string(what);
+}
+
+std::string scale_name_of(std::string_view weight_name) {
+  constexpr std::string_view kSuffix = ".weight";
+  if (weight_name.ends_with(kSuffix)) weight_name.remove_suffix(kSuffix.size());
+  return std::string(weight_name) + ".scale";
+}
+
+}  // namespace cortiq

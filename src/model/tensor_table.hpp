@@ -1,0 +1,73 @@
+// One description of a family's tensors serves both directions: each block
+// lists its tensors once, in a visit(TensorVisitor&, ...) function, and the
+// loader (WeightBinder: bind and check each one) and gen-model
+// (TensorSpecCollector: write each one) are two visitors of that list.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kernels/cpu/weight_view.hpp"
+
+namespace cortiq {
+
+enum class TensorKind {
+  matrix,  // a weight matrix: random normal, quantized to the model's type
+  norm,    // a norm weight: near 1, kept F32
+  bias,    // a bias vector: small, kept F32
+  scale,   // a one-element multiplier of a matrix product (NAME.scale): near 1, F32
+};
+
+struct TensorSpec {
+  std::string name;
+  std::vector<int64_t> shape;  // ggml order: shape[0] is the row length
+  TensorKind kind = TensorKind::matrix;
+  bool required = true;
+};
+
+class TensorVisitor {
+ public:
+  virtual ~TensorVisitor() = default;
+  // A matrix of n_rows rows of n_cols elements (ggml shape {n_cols, n_rows});
+  // an optional one that is absent leaves `view` empty.
+  virtual void matrix(kernels::WeightView& view, const std::string& name, int64_t n_cols,
+                      int64_t n_rows, bool required = true) = 0;
+  // A vector of n values as f32; an optional one that is absent leaves it empty.
+  virtual void vector(std::vector<float>& values, const std::string& name, int64_t n,
+                      TensorKind kind, bool required = true) = 0;
+  // An optional one-element scale; `value` stays 1 when absent.
+  virtual void scale(float& value, const std::string& name) = 0;
+
+  // An optional one-element scale that llama.cpp reads for every family but
+  // applies in none of this family's graph: NAME.input_scale (activation
+  // scales of NVFP4 checkpoints), and the FFN scales of the families whose
+  // graph passes none (Qwen2, Gemma). Matching llama.cpp, it changes
+  // nothing; the loader says so once (WeightBinder::check_all_used) instead
+  // of ignoring it in silence.
+  virtual void scale_without_effect(const std::string& name) = 0;
+};
+
+// Collects the visited tensors as specs (shapes only; nothing is bound).
+class TensorSpecCollector final : public TensorVisitor {
+ public:
+  void matrix(kernels::WeightView& view, const std::string& name, int64_t n_cols, int64_t n_rows,
+              bool required) override;
+  void vector(std::vector<float>& values, const std::string& name, int64_t n, TensorKind kind,
+              bool required) override;
+  void scale(float& value, const std::string& name) override;
+  void scale_without_effect(const std::string& name) override;
+
+  std::vector<TensorSpec> take() { return std::move(specs_); }
+
+ private:
+  std::vector<TensorSpec> specs_;
+};
+
+// "blk.N.what"
+std::string layer_tensor_name(int64_t layer, std::string_view what);
+// "blk.N.attn_q.scale" for "blk.N.attn_q.weight": the scale of a matrix.
+std::string scale_name_of(std::string_view weight_name);
+
+}  // namespace cortiq

@@ -1,0 +1,278 @@
+// The family table and the loader's contract: a file is run completely or
+// refused, naming the tensor (unknown, missing, misshapen, or one the family
+// does not read); every family writes what it reads (gen-model) and reads it
+// back; per-layer descriptions (sliding windows, RoPE tables) come from the
+// file; and every family keeps batch invariance across its window edges.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <functional>
+
+#include "base/error.hpp"
+#include "cortiq/cortiq.hpp"
+#include "engine_test_models.hpp"
+#include "formats/gguf/gguf_file.hpp"
+#include "formats/gguf/gguf_writer.hpp"
+#include "model/decoder_model.hpp"
+#include "model/family.hpp"
+#include "model/random_model.hpp"
+#include "test_support.hpp"
+
+namespace cortiq {
+namespace {
+
+RandomModelOptions small_model(std::string_view arch,
+                               OptionalTensors optional = OptionalTensors::converted) {
+  RandomModelOptions o;
+  o.family = find_family(arch);
+  o.geometry.n_embd = 64;
+  o.geometry.n_layer = 2;
+  o.geometry.n_head = 4;
+  o.geometry.n_head_kv = 2;
+  o.geometry.n_ff = 96;
+  o.geometry.n_ctx = 128;
+  o.optional = optional;
+  return o;
+}
+
+// A tensor added to a copy: its name, shape and f32 values.
+struct ExtraTensor {
+  std::string name;
+  std::vector<int64_t> shape;
+};
+
+// Copies `from` into `to`, leaving out the tensor named `drop`, giving
+// `reshape` (if any) the shape of `extra`, and adding `extra` (if named).
+void rewrite(const std::filesystem::path& from, const std::filesystem::path& to,
+             const std::string& drop, const ExtraTensor& extra = {}) {
+  const gguf::GgufFile file = gguf::GgufFile::open(from);
+  gguf::GgufWriter writer;
+  for (const gguf::KeyValue& kv : file.metadata()) writer.set(kv.key, kv.value);
+  std::vector<const gguf::TensorInfo*> kept;
+  for (const gguf::TensorInfo& t : file.tensors()) {
+    if (t.name == drop) continue;
+    writer.add_tensor(t.name, t.type, t.shape);
+    kept.push_back(&t);
+  }
+  int64_t extra_elements = 1;
+  for (const int64_t d : extra.shape) extra_elements *= d;
+  if (!extra.name.empty()) writer.add_tensor(extra.name, GgmlType::F32, extra.shape);
+  writer.begin(to);
+  for (const gguf::TensorInfo* t : kept) writer.write_tensor_data(t->data);
+  if (!extra.name.empty()) {
+    const std::vector<float> values(static_cast<size_t>(extra_elements), 1.0f);
+    writer.write_tensor_data(std::as_bytes(std::span(values)));
+  }
+  writer.finish();
+}
+
+std::string load_error(const std::filesystem::path& path) {
+  try {
+    Model::load(path, {});
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(FamilyTable, NamesEveryArchitectureOnceAndFindsThem) {
+  std::vector<std::string_view> names;
+  for (const Family* family : families()) {
+    EXPECT_EQ(find_family(family->arch), family);
+    EXPECT_EQ(std::count(names.begin(), names.end(), family->arch), 0) << family->arch;
+    names.push_back(family->arch);
+    EXPECT_NE(family->make, nullptr);
+    EXPECT_NE(family->tensors, nullptr);
+  }
+  EXPECT_EQ(find_family("no-such-arch"), nullptr);
+  EXPECT_NE(supported_architecture_list().find("gemma2"), std::string::npos);
+}
+
+// Every family's random model with every optional tensor loads: the loader
+// binds everything gen-model writes, and the logits are finite.
+TEST(FamilyTable, EveryFamilyReadsWhatItWrites) {
+  test::TempDir dir;
+  for (const Family* family : families()) {
+    for (const OptionalTensors optional : {OptionalTensors::converted, OptionalTensors::all}) {
+      SCOPED_TRACE(std::string(family->arch) +
+                   (optional == OptionalTensors::all ? " (all tensors)" : ""));
+      const auto path = dir / (std::string(family->arch) + ".gguf");
+      write_random_model(small_model(family->arch, optional), path);
+      LoadOptions load;
+      load.kv_type = KvType::f32;
+      const auto model = Model::load(path, load);
+      Session session(model);
+      const std::vector<TokenId> ids = {1, 5, 9, 13, 17};
+      for (const float v : session.evaluate(ids, 2)) ASSERT_TRUE(std::isfinite(v));
+    }
+  }
+}
+
+TEST(ModelLoad, AnUnusedTensorIsRefusedByName) {
+  test::TempDir dir;
+  write_random_model(small_model("llama"), dir / "a.gguf");
+  // llama.cpp's llama reads no Q/K norms: a file with one is refused.
+  rewrite(dir / "a.gguf", dir / "b.gguf", "", {"blk.0.attn_q_norm.weight", {16}});
+  const std::string error = load_error(dir / "b.gguf");
+  EXPECT_NE(error.find("tensor blk.0.attn_q_norm.weight is not used by architecture llama"),
+            std::string::npos)
+      << error;
+  // A name no family knows.
+  rewrite(dir / "a.gguf", dir / "c.gguf", "", {"mystery.weight", {4}});
+  EXPECT_NE(load_error(dir / "c.gguf").find("mystery.weight"), std::string::npos);
+}
+
+TEST(ModelLoad, AMissingTensorIsNamed) {
+  test::TempDir dir;
+  write_random_model(small_model("gemma2"), dir / "a.gguf");
+  rewrite(dir / "a.gguf", dir / "b.gguf", "blk.1.post_ffw_norm.weight");
+  EXPECT_NE(load_error(dir / "b.gguf").find("missing tensor blk.1.post_ffw_norm.weight"),
+            std::string::npos);
+}
+
+TEST(ModelLoad, AMisshapenTensorIsNamed) {
+  test::TempDir dir;
+  write_random_model(small_model("qwen3"), dir / "a.gguf");
+  // The K norm as wide as a whole row instead of one head.
+  rewrite(dir / "a.gguf", dir / "b.gguf", "blk.0.attn_k_norm.weight",
+          {"blk.0.attn_k_norm.weight", {32}});
+  const std::string error = load_error(dir / "b.gguf");
+  EXPECT_NE(error.find("tensor blk.0.attn_k_norm.weight has shape [32], expected [16]"),
+            std::string::npos)
+      << error;
+}
+
+TEST(ModelLoad, GemmaAndGemma2NeverReadAnOutputMatrix) {
+  test::TempDir dir;
+  for (const char* arch : {"gemma", "gemma2"}) {
+    write_random_model(small_model(arch), dir / "a.gguf");
+    rewrite(dir / "a.gguf", dir / "b.gguf", "", {"output.weight", {64, 612}});
+    EXPECT_NE(load_error(dir / "b.gguf").find("tensor output.weight is not used"),
+              std::string::npos)
+        << arch;
+  }
+}
+
+TEST(ModelLoad, AnUnknownArchitectureListsTheSupportedOnes) {
+  test::TempDir dir;
+  write_random_model(small_model("llama"), dir / "a.gguf");
+  const gguf::GgufFile file = gguf::GgufFile::open(dir / "a.gguf");
+  gguf::GgufWriter writer;
+  for (const gguf::KeyValue& kv : file.metadata()) writer.set(kv.key, kv.value);
+  writer.set("general.architecture", gguf::Value(std::string("mamba9")));
+  writer.begin(dir / "b.gguf");
+  writer.finish();
+  const std::string error = load_error(dir / "b.gguf");
+  EXPECT_NE(
+      error.find("unsupported architecture \"mamba9\" (supported: llama, qwen2, qwen3, gemma"),
+      std::string::npos)
+      << error;
+}
+
+TEST(LayerSpecs, SlidingWindowsAndRopeTablesComeFromTheFile) {
+  test::TempDir dir;
+  write_random_model(small_model("gemma2"), dir / "g2.gguf");
+  const auto g2 = Model::load(dir / "g2.gguf", {});
+  const ModelHParams& h2 = g2->hparams();
+  ASSERT_EQ(h2.layers.size(), 2u);
+  EXPECT_EQ(h2.layers[0].window, 16);  // gen-model's window; pattern 2: local, global
+  EXPECT_EQ(h2.layers[0].rope, RopeSlot::local);
+  EXPECT_EQ(h2.layers[1].window, 0);
+  EXPECT_EQ(h2.layers[1].rope, RopeSlot::global);
+  EXPECT_FLOAT_EQ(h2.attn_softcap, 50.0f);
+  EXPECT_FLOAT_EQ(h2.final_softcap, 30.0f);
+  EXPECT_TRUE(h2.scale_queries);
+
+  write_random_model(small_model("gemma3"), dir / "g3.gguf");
+  const auto g3 = Model::load(dir / "g3.gguf", {});
+  const ModelHParams& h3 = g3->hparams();
+  EXPECT_EQ(h3.layers[0].window, 16);
+  EXPECT_FLOAT_EQ(h3.rope_local.freq_base, 10000.0f);
+  EXPECT_FLOAT_EQ(h3.rope_local.freq_scale, 1.0f);
+  EXPECT_FLOAT_EQ(h3.final_softcap, 0.0f);
+
+  write_random_model(small_model("llama"), dir / "l.gguf");
+  const auto l = Model::load(dir / "l.gguf", {});
+  for (const LayerSpec& layer : l->hparams().layers) {
+    EXPECT_EQ(layer.window, 0);
+    EXPECT_EQ(layer.rope, RopeSlot::global);
+    EXPECT_EQ(layer.n_head, 4);
+    EXPECT_EQ(layer.head_dim_k, 16);
+  }
+}
+
+TEST(LayerSpecs, PerLayerHeadCountsAndWidthsSizeTheCache) {
+  test::TempDir dir;
+  write_random_model(small_model("llama"), dir / "a.gguf");
+  // The same file with per-layer KV head counts [2, 1]: layer 1 has no
+  // tensors of that shape, so loading names its K projection.
+  const gguf::GgufFile file = gguf::GgufFile::open(dir / "a.gguf");
+  gguf::GgufWriter writer;
+  for (const gguf::KeyValue& kv : file.metadata()) writer.set(kv.key, kv.value);
+  gguf::Array kv_heads = gguf::Array::of(gguf::ValueType::u32);
+  kv_heads.items = std::vector<uint32_t>{2, 1};
+  writer.set("llama.attention.head_count_kv", gguf::Value(kv_heads));
+  for (const gguf::TensorInfo& t : file.tensors()) writer.add_tensor(t.name, t.type, t.shape);
+  writer.begin(dir / "b.gguf");
+  for (const gguf::TensorInfo& t : file.tensors()) writer.write_tensor_data(t.data);
+  writer.finish();
+  EXPECT_NE(load_error(dir / "b.gguf")
+                .find("tensor blk.1.attn_k.weight has shape [64, 32], "
+                      "expected [64, 16]"),
+            std::string::npos);
+
+  // The cache takes each layer's widths.
+  const auto model = Model::load(dir / "a.gguf", {});
+  const KvCacheShape shape = model->decoder().kv_cache_shape(32, 1, KvType::f32);
+  ASSERT_EQ(shape.n_layer(), 2);
+  EXPECT_EQ(shape.layers[1].k_width, 32);
+  EXPECT_EQ(shape.layers[1].v_width, 32);
+}
+
+bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+// Every family: 64 positions (gen-model's 16-position windows crossed four
+// times) prefilled in one chunk, in chunks of 1, 7 and 64, split across two
+// calls, and decoded token by token give the same bits.
+TEST(FamilyBatchInvariance, EveryFamilyAcrossItsWindowEdges) {
+  std::vector<TokenId> ids(64);
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<TokenId>(3 + (i * 37) % 600);
+  for (const Family* family : families()) {
+    SCOPED_TRACE(std::string(family->arch));
+    const auto model = test::load_test_model({.arch = std::string(family->arch)}, 2, KvType::f16);
+    Session reference(model);
+    const auto one_chunk = reference.evaluate(ids, 64);
+    for (const int64_t chunk : {1, 7}) {
+      Session s(model);
+      EXPECT_TRUE(bitwise_equal(s.evaluate(ids, chunk), one_chunk)) << "chunk " << chunk;
+    }
+    // A second turn that reuses the first's cache past the window edge.
+    Session turns(model);
+    auto first = turns.evaluate(std::span(ids).first(40), 64);
+    const auto rest = turns.evaluate(std::span(ids).subspan(40), 64);
+    first.insert(first.end(), rest.begin(), rest.end());
+    EXPECT_TRUE(bitwise_equal(first, one_chunk));
+    // Greedy decoding: every generated token is the argmax prefill gives.
+    Session gen(model);
+    GenerateOptions greedy;
+    greedy.sampling.temperature = 0;
+    greedy.max_tokens = 24;
+    greedy.ignore_eos = true;
+    const auto prompt = std::span<const TokenId>(ids).first(30);
+    const auto result = gen.generate(prompt, greedy);
+    std::vector<TokenId> all(prompt.begin(), prompt.end());
+    all.insert(all.end(), result.tokens.begin(), result.tokens.end());
+    Session eval(model);
+    const auto logits = eval.evaluate(all, 64);
+    const auto n_vocab = static_cast<size_t>(model->n_vocab());
+    for (size_t i = 0; i < result.tokens.size(); ++i) {
+      const float* row = logits.data() + (prompt.size() - 1 + i) * n_vocab;
+      EXPECT_EQ(std::max_element(row, row + n_vocab) - row, result.tokens[i]) << "token " << i;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace cortiq
