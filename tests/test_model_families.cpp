@@ -13,6 +13,7 @@
 #include "engine_test_models.hpp"
 #include "formats/gguf/gguf_file.hpp"
 #include "formats/gguf/gguf_writer.hpp"
+#include "model/blocks/classifier.hpp"
 #include "model/decoder_model.hpp"
 #include "model/family.hpp"
 #include "model/random_model.hpp"
@@ -39,15 +40,18 @@ RandomModelOptions small_model(std::string_view arch,
 struct ExtraTensor {
   std::string name;
   std::vector<int64_t> shape;
+  std::vector<float> values = {};  // empty: all 1
 };
 
 // Copies `from` into `to`, leaving out the tensor named `drop`, giving
 // `reshape` (if any) the shape of `extra`, and adding `extra` (if named).
 void rewrite(const std::filesystem::path& from, const std::filesystem::path& to,
-             const std::string& drop, const ExtraTensor& extra = {}) {
+             const std::string& drop, const ExtraTensor& extra = {},
+             const std::function<void(gguf::GgufWriter&)>& edit_metadata = {}) {
   const gguf::GgufFile file = gguf::GgufFile::open(from);
   gguf::GgufWriter writer;
   for (const gguf::KeyValue& kv : file.metadata()) writer.set(kv.key, kv.value);
+  if (edit_metadata) edit_metadata(writer);
   std::vector<const gguf::TensorInfo*> kept;
   for (const gguf::TensorInfo& t : file.tensors()) {
     if (t.name == drop) continue;
@@ -60,7 +64,8 @@ void rewrite(const std::filesystem::path& from, const std::filesystem::path& to,
   writer.begin(to);
   for (const gguf::TensorInfo* t : kept) writer.write_tensor_data(t->data);
   if (!extra.name.empty()) {
-    const std::vector<float> values(static_cast<size_t>(extra_elements), 1.0f);
+    std::vector<float> values = extra.values;
+    if (values.empty()) values.assign(static_cast<size_t>(extra_elements), 1.0f);
     writer.write_tensor_data(std::as_bytes(std::span(values)));
   }
   writer.finish();
@@ -169,6 +174,43 @@ TEST(ModelLoad, AnUnknownArchitectureListsTheSupportedOnes) {
       << error;
 }
 
+// A Qwen3 reranker's head: one row per classifier label, scores =
+// softmax(head · last token's final-normed hidden state) as llama.cpp's rank
+// pooling computes them.
+TEST(Classifier, Qwen3RerankerScoresTheLastToken) {
+  test::TempDir dir;
+  write_random_model(small_model("qwen3"), dir / "a.gguf");
+  std::vector<float> head(2 * 64);
+  for (size_t i = 0; i < head.size(); ++i) head[i] = 0.05f * static_cast<float>(i % 7) - 0.1f;
+  rewrite(dir / "a.gguf", dir / "b.gguf", "", {"cls.output.weight", {64, 2}, head},
+          [](gguf::GgufWriter& w) {
+            gguf::Array labels = gguf::Array::of(gguf::ValueType::string);
+            labels.items = std::vector<std::string>{"yes", "no"};
+            w.set("qwen3.classifier.output_labels", gguf::Value(labels));
+          });
+  LoadOptions load;
+  load.kv_type = KvType::f32;
+  const auto model = Model::load(dir / "b.gguf", load);
+  const ClassifierHead* classifier = model->decoder().classifier();
+  ASSERT_NE(classifier, nullptr);
+  Session session(model);
+  const std::vector<TokenId> ids = {4, 8, 15, 16, 23, 42};
+  const auto hidden = session.embeddings(ids);
+  const auto last = std::span(hidden).subspan(hidden.size() - 64, 64);
+  const auto scores = classifier->scores(last, model->pool());
+  ASSERT_EQ(scores.size(), 2u);
+  double logit[2] = {0, 0};
+  for (size_t r = 0; r < 2; ++r) {
+    for (size_t i = 0; i < 64; ++i) logit[r] += static_cast<double>(head[r * 64 + i]) * last[i];
+  }
+  const double p_yes = 1.0 / (1.0 + std::exp(logit[1] - logit[0]));
+  EXPECT_NEAR(scores[0], p_yes, 1e-5);
+  EXPECT_NEAR(scores[0] + scores[1], 1.0, 1e-6);
+  // Without the head there is nothing to rank with.
+  write_random_model(small_model("llama"), dir / "c.gguf");
+  EXPECT_EQ(Model::load(dir / "c.gguf", {})->decoder().classifier(), nullptr);
+}
+
 TEST(LayerSpecs, SlidingWindowsAndRopeTablesComeFromTheFile) {
   test::TempDir dir;
   write_random_model(small_model("gemma2"), dir / "g2.gguf");
@@ -227,6 +269,23 @@ TEST(LayerSpecs, PerLayerHeadCountsAndWidthsSizeTheCache) {
   ASSERT_EQ(shape.n_layer(), 2);
   EXPECT_EQ(shape.layers[1].k_width, 32);
   EXPECT_EQ(shape.layers[1].v_width, 32);
+}
+
+TEST(LayerSpecs, InspectShowsEachLayersDescriptionAndTheKvMemory) {
+  test::TempDir dir;
+  RandomModelOptions o = small_model("gemma2");
+  o.geometry.n_layer = 3;
+  write_random_model(o, dir / "g2.gguf");
+  std::string out;
+  ASSERT_EQ(test::run_cli("inspect " + (dir / "g2.gguf").string(), &out), 0) << out;
+  EXPECT_NE(out.find("model       gemma2, 3 layers, n_embd 64"), std::string::npos) << out;
+  EXPECT_NE(out.find("layer 0        4 heads (2 KV) x 16, ff 96, window 16, local RoPE"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("layer 1        4 heads (2 KV) x 16, ff 96, full attention, global RoPE"),
+            std::string::npos);
+  // 3 layers x (32 + 32) values x 2 bytes.
+  EXPECT_NE(out.find("KV cache       384 bytes per position (f16)"), std::string::npos);
 }
 
 bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {

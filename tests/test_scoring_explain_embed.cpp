@@ -106,7 +106,16 @@ TEST(Embeddings, Pooling) {
   EXPECT_NE(test::run_cli("embed -m " + test::test_model_path({}).string() + " -p hi --pooling max",
                           &out),
             0);
-  EXPECT_NE(out.find("--pooling must be mean, last or cls"), std::string::npos) << out;
+  EXPECT_NE(out.find("--pooling must be mean, last, cls or rank"), std::string::npos) << out;
+  // Rank pooling needs a classification head, and gives scores, not a vector to normalize.
+  EXPECT_NE(test::run_cli(
+                "embed -m " + test::test_model_path({}).string() + " -p hi --pooling rank", &out),
+            0);
+  EXPECT_NE(out.find("needs a model with a classification head"), std::string::npos) << out;
+  EXPECT_NE(test::run_cli("embed -m " + test::test_model_path({}).string() +
+                              " -p hi --pooling rank --normalize",
+                          &out),
+            0);
   ASSERT_EQ(test::run_cli("embed -m " + test::test_model_path({}).string() +
                               " -p \"hello there\" --normalize --json",
                           &out),

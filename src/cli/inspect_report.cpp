@@ -6,8 +6,11 @@
 #include <type_traits>
 #include <variant>
 
+#include "base/error.hpp"
 #include "base/json_writer.hpp"
 #include "base/strings.hpp"
+#include "model/family.hpp"
+#include "model/hparams.hpp"
 
 namespace cortiq::cli {
 
@@ -226,8 +229,93 @@ uint64_t parameter_count(const gguf::GgufFile& file) {
   return n;
 }
 
+namespace {
+
+// Layers with the same shape, window and RoPE table, as runs.
+struct LayerRun {
+  int64_t first = 0, last = 0;
+  LayerSpec spec;
+};
+
+std::vector<LayerRun> layer_runs(const ModelHParams& hp) {
+  std::vector<LayerRun> runs;
+  for (int64_t il = 0; il < hp.n_layer; ++il) {
+    const LayerSpec& s = hp.layer(il);
+    if (!runs.empty()) {
+      const LayerSpec& p = runs.back().spec;
+      if (p.n_head == s.n_head && p.n_head_kv == s.n_head_kv && p.head_dim_k == s.head_dim_k &&
+          p.head_dim_v == s.head_dim_v && p.n_ff == s.n_ff && p.window == s.window &&
+          p.rope == s.rope && runs.back().last == il - 1) {
+        runs.back().last = il;
+        continue;
+      }
+    }
+    runs.push_back({il, il, s});
+  }
+  return runs;
+}
+
+const char* rope_slot_name(RopeSlot slot) {
+  switch (slot) {
+    case RopeSlot::global:
+      return "global RoPE";
+    case RopeSlot::local:
+      return "local RoPE";
+    case RopeSlot::none:
+      return "no RoPE";
+  }
+  return "?";
+}
+
+// Bytes of keys and values one position takes in an f16 cache, all layers.
+uint64_t kv_bytes_per_position(const ModelHParams& hp) {
+  uint64_t bytes = 0;
+  for (const LayerSpec& s : hp.layers)
+    bytes += 2 * static_cast<uint64_t>(s.k_width() + s.v_width());
+  return bytes;
+}
+
+// How the engine reads the file: its family and each layer's description.
+std::string model_text(const gguf::GgufFile& file) {
+  const Family* family = find_family(file.architecture());
+  if (family == nullptr) {
+    return "\nmodel       architecture \"" + file.architecture() +
+           "\" is not supported (supported: " + supported_architecture_list() + ")\n";
+  }
+  ModelHParams hp;
+  try {
+    hp = ModelHParams::from_gguf(file, *family);
+  } catch (const Error& e) {
+    return std::string("\nmodel       cannot run: ") + e.what() + "\n";
+  }
+  std::string out = strfmt("\nmodel       %s, %lld layers, n_embd %lld\n", hp.arch.c_str(),
+                           static_cast<long long>(hp.n_layer), static_cast<long long>(hp.n_embd));
+  for (const LayerRun& run : layer_runs(hp)) {
+    const LayerSpec& s = run.spec;
+    const std::string layers = run.first == run.last
+                                   ? strfmt("layer %lld", static_cast<long long>(run.first))
+                                   : strfmt("layers %lld-%lld", static_cast<long long>(run.first),
+                                            static_cast<long long>(run.last));
+    const std::string window =
+        s.window > 0 ? strfmt("window %lld", static_cast<long long>(s.window)) : "full attention";
+    out += strfmt("  %-14s %lld heads (%lld KV) x %lld, ff %lld, %s, %s\n", layers.c_str(),
+                  static_cast<long long>(s.n_head), static_cast<long long>(s.n_head_kv),
+                  static_cast<long long>(s.head_dim_k), static_cast<long long>(s.n_ff),
+                  window.c_str(), rope_slot_name(s.rope));
+  }
+  const uint64_t per_position = kv_bytes_per_position(hp);
+  out += strfmt("  KV cache       %s bytes per position (f16), %s at the trained context %lld\n",
+                with_commas(per_position).c_str(),
+                human_bytes(per_position * static_cast<uint64_t>(hp.n_ctx_train)).c_str(),
+                static_cast<long long>(hp.n_ctx_train));
+  return out;
+}
+
+}  // namespace
+
 std::string inspect_text(const gguf::GgufFile& file, const InspectOptions& options) {
-  return header_text(file) + metadata_text(file, options) + tensors_text(file) + totals_text(file);
+  return header_text(file) + model_text(file) + metadata_text(file, options) + tensors_text(file) +
+         totals_text(file);
 }
 
 std::string inspect_json(const gguf::GgufFile& file, const InspectOptions& options) {

@@ -21,6 +21,7 @@ class KvCache;
 struct KvCacheShape;
 enum class KvType;
 class WeightBinder;
+struct ClassifierHead;
 
 class DecoderModel {
  public:
@@ -28,6 +29,9 @@ class DecoderModel {
 
   const ModelHParams& hparams() const { return hparams_; }
   const kernels::PackedWeightStore& packed_weights() const { return packed_weights_; }
+
+  // The model's sequence classification head (rank pooling), or nullptr.
+  virtual const ClassifierHead* classifier() const { return nullptr; }
 
   // The KV cache this model needs for n_cells positions over n_seq
   // sequences: one row of keys and one of values per layer and position,

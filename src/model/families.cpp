@@ -10,8 +10,23 @@ namespace cortiq {
 
 namespace {
 
+// In the order the docs list them; one line per architecture name.
 constexpr const Family* kFamilies[] = {
-    &kLlamaFamily, &kQwen2Family, &kQwen3Family, &kGemmaFamily, &kGemma2Family, &kGemma3Family,
+    &kLlamaFamily,       // llama.cpp
+    &kQwen2Family,       // llama.cpp
+    &kQwen3Family,       // llama.cpp
+    &kGemmaFamily,       // gemma.cpp
+    &kGemma2Family,      // gemma.cpp
+    &kGemma3Family,      // gemma.cpp
+    &kMistral3Family,    // llama_variants.cpp
+    &kSeedOssFamily,     // llama_variants.cpp
+    &kExaoneFamily,      // llama_variants.cpp
+    &kSmolLm3Family,     // llama_variants.cpp
+    &kGraniteFamily,     // granite.cpp
+    &kMinicpmFamily,     // granite.cpp
+    &kOlmo2Family,       // olmo2.cpp
+    &kExaone4Family,     // olmo2.cpp
+    &kStarCoder2Family,  // starcoder2.cpp
 };
 
 }  // namespace

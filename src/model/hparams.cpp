@@ -241,6 +241,13 @@ ModelHParams ModelHParams::from_gguf(const gguf::GgufFile& file, const Family& f
     keys.invalid("every size must be positive");
   }
   read_layers(keys, hp);
+  if (const gguf::Value* labels = file.find(keys.key("classifier.output_labels"))) {
+    const gguf::Array* array = labels->as_array();
+    const auto* strings = array != nullptr ? array->as<std::string>() : nullptr;
+    if (strings == nullptr)
+      keys.invalid(keys.key("classifier.output_labels") + " is not a list of strings");
+    hp.classifier_labels = *strings;
+  }
 
   const int64_t default_head_dim = hp.n_embd % hp.n_head == 0 ? hp.n_embd / hp.n_head : 0;
   hp.head_dim_k = keys.uint_or("attention.key_length", default_head_dim);
@@ -252,10 +259,12 @@ ModelHParams ModelHParams::from_gguf(const gguf::GgufFile& file, const Family& f
     layer.head_dim_k = hp.head_dim_k;
     layer.head_dim_v = hp.head_dim_v;
   }
-  if (!(hp.rms_eps > 0.0f)) keys.invalid("attention.layer_norm_rms_epsilon must be positive");
   hp.rope = read_rope(keys, hp, family.neox_rope);
   hp.rope_local = hp.rope;
   if (family.read_hparams != nullptr) family.read_hparams(keys, hp);
+  if (hp.uses_rms_norm && !(hp.rms_eps > 0.0f)) {
+    keys.invalid("attention.layer_norm_rms_epsilon must be positive");
+  }
   return hp;
 }
 

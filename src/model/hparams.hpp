@@ -78,6 +78,8 @@ struct ModelHParams {
   int64_t n_ff = 0;
   int64_t n_ctx_train = 0;
   float rms_eps = 1e-5f;
+  float norm_eps = 1e-5f;  // ARCH.attention.layer_norm_epsilon, for the families with layer norms
+  bool uses_rms_norm = true;     // false: rms_eps is not read (layer-norm families)
   float attention_scale = 0.0f;  // ARCH.attention.scale; 0: 1/sqrt(head_dim_k)
   RopeHParams rope;
   RopeHParams rope_local;  // sliding-window layers' table (RopeSlot::local)
@@ -87,9 +89,18 @@ struct ModelHParams {
   float attn_softcap = 0.0f;     // ARCH.attn_logit_softcapping
   float final_softcap = 0.0f;    // ARCH.final_logit_softcapping
   float embedding_scale = 0.0f;  // multiplies the token embeddings (Gemma: sqrt(n_embd))
+  // Multiplies each branch's output before its residual add (Granite,
+  // MiniCPM: ARCH.residual_scale); the family applies it.
+  float residual_scale = 0.0f;
+  // Multiplies the logits after lm_head (Granite, MiniCPM: 1 / ARCH.logit_scale).
+  float logit_scale = 0.0f;
   // The attention scale multiplies the queries after RoPE (Gemma's
   // ggml_scale of Qcur) instead of the scores.
   bool scale_queries = false;
+
+  // ARCH.classifier.output_labels: the labels of a classification head
+  // (rerankers); its row count, 1 when the key is absent.
+  std::vector<std::string> classifier_labels;
 
   std::vector<LayerSpec> layers;  // n_layer entries
 

@@ -20,8 +20,8 @@ void TensorSpecCollector::scale(float&, const std::string& name) {
   specs_.push_back({name, {1}, TensorKind::scale, false});
 }
 
-void TensorSpecCollector::scale_without_effect(const std::string& name) {
-  specs_.push_back({name, {1}, TensorKind::scale, false});
+void TensorSpecCollector::without_effect(const std::string& name, int64_t n, TensorKind kind) {
+  specs_.push_back({name, {n}, kind, false});
 }
 
 std::string layer_tensor_name(int64_t layer, std::string_view what) {

@@ -40,13 +40,14 @@ class TensorVisitor {
   // An optional one-element scale; `value` stays 1 when absent.
   virtual void scale(float& value, const std::string& name) = 0;
 
-  // An optional one-element scale that llama.cpp reads for every family but
-  // applies in none of this family's graph: NAME.input_scale (activation
-  // scales of NVFP4 checkpoints), and the FFN scales of the families whose
-  // graph passes none (Qwen2, Gemma). Matching llama.cpp, it changes
+  // An optional tensor of n values that llama.cpp reads but applies nowhere
+  // in this family's graph: NAME.input_scale (activation scales of NVFP4
+  // checkpoints), the FFN scales of the families whose graph passes none
+  // (Qwen2, Gemma), OLMo 2's Q/K/V biases. Matching llama.cpp, it changes
   // nothing; the loader says so once (WeightBinder::check_all_used) instead
   // of ignoring it in silence.
-  virtual void scale_without_effect(const std::string& name) = 0;
+  virtual void without_effect(const std::string& name, int64_t n, TensorKind kind) = 0;
+  void scale_without_effect(const std::string& name) { without_effect(name, 1, TensorKind::scale); }
 };
 
 // Collects the visited tensors as specs (shapes only; nothing is bound).
@@ -57,7 +58,7 @@ class TensorSpecCollector final : public TensorVisitor {
   void vector(std::vector<float>& values, const std::string& name, int64_t n, TensorKind kind,
               bool required) override;
   void scale(float& value, const std::string& name) override;
-  void scale_without_effect(const std::string& name) override;
+  void without_effect(const std::string& name, int64_t n, TensorKind kind) override;
 
   std::vector<TensorSpec> take() { return std::move(specs_); }
 

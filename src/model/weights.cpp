@@ -98,9 +98,9 @@ void WeightBinder::scale(float& value, const std::string& name) {
   value = has(name) ? vector(name, 1)[0] : 1.0f;
 }
 
-void WeightBinder::scale_without_effect(const std::string& name) {
+void WeightBinder::without_effect(const std::string& name, int64_t n, TensorKind) {
   if (!has(name)) return;
-  vector(name, 1);  // checked and marked used
+  vector(name, n);  // checked and marked used
   without_effect_.push_back(name);
 }
 
@@ -112,7 +112,7 @@ void WeightBinder::check_all_used(std::string_view arch) const {
   }
   if (!without_effect_.empty()) {
     LOG_WARN(
-        "%s: %zu scale tensors (e.g. %s) have no effect: llama.cpp reads them for %s but "
+        "%s: %zu tensors (e.g. %s) have no effect: llama.cpp reads them for %s but "
         "applies them nowhere, and Cortiq matches it",
         file_.path().c_str(), without_effect_.size(), without_effect_.front().c_str(),
         std::string(arch).c_str());

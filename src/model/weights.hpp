@@ -50,7 +50,7 @@ class WeightBinder final : public TensorVisitor {
   void vector(std::vector<float>& values, const std::string& name, int64_t n, TensorKind kind,
               bool required) override;
   void scale(float& value, const std::string& name) override;
-  void scale_without_effect(const std::string& name) override;
+  void without_effect(const std::string& name, int64_t n, TensorKind kind) override;
 
   // Throws cortiq::Error naming the first tensor of the file that was not
   // bound (llama.cpp refuses such files too: "wrong number of tensors"), and

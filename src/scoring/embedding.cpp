@@ -10,6 +10,7 @@ std::optional<Pooling> parse_pooling(std::string_view name) {
   if (name == "mean") return Pooling::mean;
   if (name == "last") return Pooling::last;
   if (name == "cls") return Pooling::cls;
+  if (name == "rank") return Pooling::rank;
   return std::nullopt;
 }
 
@@ -28,8 +29,9 @@ std::vector<float> pool_embeddings(std::span<const float> hidden, size_t n_embd,
       for (double& v : sum) v /= static_cast<double>(n_rows);
       break;
     case Pooling::last:
+    case Pooling::rank:
     case Pooling::cls: {
-      const size_t r = pooling == Pooling::last ? n_rows - 1 : 0;
+      const size_t r = pooling == Pooling::cls ? 0 : n_rows - 1;
       for (size_t i = 0; i < n_embd; ++i) sum[i] = hidden[r * n_embd + i];
       break;
     }

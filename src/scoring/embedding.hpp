@@ -11,9 +11,11 @@
 
 namespace cortiq::scoring {
 
-enum class Pooling { mean, last, cls };
+// rank: the last token through the model's classification head (rerankers);
+// pool_embeddings takes the last row for it, the caller applies the head.
+enum class Pooling { mean, last, cls, rank };
 
-// "mean", "last", "cls"; nullopt for anything else.
+// "mean", "last", "cls", "rank"; nullopt for anything else.
 std::optional<Pooling> parse_pooling(std::string_view name);
 
 // hidden is [n_rows][n_embd] with n_rows >= 1. Sums in double.

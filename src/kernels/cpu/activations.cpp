@@ -83,6 +83,10 @@ float gelu_tanh(float x) {
   return fp16_to_fp32(gelu_table()[fp32_to_fp16(x)]);
 }
 
+void gelu_inplace(std::span<float> x) {
+  for (float& v : x) v = gelu_tanh(v);
+}
+
 void geglu(std::span<const float> gate, std::span<const float> up, std::span<float> out) {
   assert(gate.size() == up.size() && out.size() == gate.size());
   const auto& table = gelu_table();

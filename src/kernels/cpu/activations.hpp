@@ -28,6 +28,9 @@ size_t swiglu(const float* gate, const float* up, float* out, size_t n);
 // below, x above.
 float gelu_tanh(float x);
 
+// x[i] = gelu_tanh(x[i]) (ggml_gelu).
+void gelu_inplace(std::span<float> x);
+
 // out[i] = gelu_tanh(gate[i]) * up[i] (GeGLU). out may alias gate or up.
 void geglu(std::span<const float> gate, std::span<const float> up, std::span<float> out);
 

@@ -1,4 +1,5 @@
-// RMS norm with the peer's roundings (ggml_compute_forward_rms_norm_f32).
+// RMS norm and layer norm with llama.cpp's roundings
+// (ggml_compute_forward_rms_norm_f32, ggml_compute_forward_norm_f32).
 #include "kernels/cpu/norm.hpp"
 
 #include <cassert>
@@ -29,6 +30,40 @@ void rms_norm_rows(std::span<const float> x, std::span<const float> weight, floa
   assert(width > 0 && x.size() % width == 0 && out.size() == x.size());
   for (size_t start = 0; start < x.size(); start += width) {
     rms_norm(x.subspan(start, width), weight, eps, out.subspan(start, width));
+  }
+}
+
+void layer_norm(std::span<const float> x, std::span<const float> weight,
+                std::span<const float> bias, float eps, std::span<float> out) {
+  assert(out.size() == x.size());
+  assert(weight.empty() || weight.size() == x.size());
+  assert(bias.empty() || bias.size() == x.size());
+  const auto n = static_cast<double>(x.size());
+  double sum = 0.0;
+  for (const float v : x) sum += static_cast<double>(v);
+  const float mean = static_cast<float>(sum) / static_cast<float>(x.size());
+  double squares = 0.0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    const float y = x[i] - mean;
+    out[i] = y;
+    squares += static_cast<double>(y * y);
+  }
+  const auto variance = static_cast<float>(squares / n);
+  const float scale = 1.0f / std::sqrt(variance + eps);
+  for (float& v : out) v *= scale;
+  if (!weight.empty()) {
+    for (size_t i = 0; i < out.size(); ++i) out[i] *= weight[i];
+  }
+  if (!bias.empty()) {
+    for (size_t i = 0; i < out.size(); ++i) out[i] += bias[i];
+  }
+}
+
+void layer_norm_rows(std::span<const float> x, std::span<const float> weight,
+                     std::span<const float> bias, float eps, std::span<float> out, size_t width) {
+  assert(width > 0 && x.size() % width == 0 && out.size() == x.size());
+  for (size_t start = 0; start < x.size(); start += width) {
+    layer_norm(x.subspan(start, width), weight, bias, eps, out.subspan(start, width));
   }
 }
 

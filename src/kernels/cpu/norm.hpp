@@ -16,4 +16,16 @@ void rms_norm(std::span<const float> x, std::span<const float> weight, float eps
 void rms_norm_rows(std::span<const float> x, std::span<const float> weight, float eps,
                    std::span<float> out, size_t width);
 
+// Layer norm as ggml_norm computes it, then the weight and the bias as the
+// separate ggml_mul / ggml_add of llama.cpp's build_norm: mean = float(sum in
+// double) / n; y = x - mean; variance = float(sum of float y*y in double / n);
+// out = y * (1 / sqrt(variance + eps)) * weight + bias. weight and bias may
+// be empty. out may alias x.
+void layer_norm(std::span<const float> x, std::span<const float> weight,
+                std::span<const float> bias, float eps, std::span<float> out);
+
+// layer_norm of each `width`-element row.
+void layer_norm_rows(std::span<const float> x, std::span<const float> weight,
+                     std::span<const float> bias, float eps, std::span<float> out, size_t width);
+
 }  // namespace cortiq::kernels

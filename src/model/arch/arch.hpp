@@ -16,4 +16,21 @@ extern const Family kGemmaFamily;
 extern const Family kGemma2Family;
 extern const Family kGemma3Family;
 
+// llama_variants.cpp
+extern const Family kMistral3Family;
+extern const Family kSeedOssFamily;
+extern const Family kExaoneFamily;
+extern const Family kSmolLm3Family;
+
+// granite.cpp
+extern const Family kGraniteFamily;
+extern const Family kMinicpmFamily;
+
+// olmo2.cpp
+extern const Family kOlmo2Family;
+extern const Family kExaone4Family;
+
+// starcoder2.cpp
+extern const Family kStarCoder2Family;
+
 }  // namespace cortiq

@@ -10,7 +10,8 @@
 //   logits = output(rms_norm(x) * output_norm)    output = token_embd if tied
 //
 // The three differ in the tensors a file may carry (llama: output and FFN
-// biases; qwen2: lm_head bias; qwen3: Q/K norms, always), exactly as
+// biases; qwen2: lm_head bias; qwen3: Q/K norms, always, and a reranker's
+// classification head, cls.output.weight, used by rank pooling), exactly as
 // llama.cpp reads them; any of them may carry Q/K/V biases and per-tensor
 // scales (NAME.scale).
 #include <memory>
@@ -21,6 +22,7 @@
 #include "model/arch/arch.hpp"
 #include "model/arch_spec.hpp"
 #include "model/blocks/attention.hpp"
+#include "model/blocks/classifier.hpp"
 #include "model/blocks/embedding.hpp"
 #include "model/blocks/ffn.hpp"
 #include "model/decoder_model.hpp"
@@ -41,6 +43,7 @@ struct LlamaLayer {
 struct LlamaWeights {
   TokenEmbedding embedding;
   OutputHead head;
+  ClassifierHead classifier;  // qwen3 rerankers
   RopeTables rope;
   std::vector<LlamaLayer> layers;
 
@@ -51,6 +54,10 @@ struct LlamaWeights {
     embedding.visit(v, hp);
     head.visit(v, hp, embedding, OutputMatrix::own_or_tied,
                qwen2 ? OutputBias::optional : OutputBias::none);
+    if (hp.arch == "qwen3") {
+      classifier.visit(v, hp);
+      classifier.softmax = true;
+    }
     if (llama) rope.visit(v, hp);
     // No reserve: an absurd block_count must fail at the first missing
     // tensor, not in a huge allocation.
@@ -73,6 +80,10 @@ class LlamaModel final : public DecoderModel {
   LlamaModel(ModelHParams hp, WeightBinder& binder) : DecoderModel(std::move(hp), binder) {
     w_.visit(binder, hparams_);
     w_.rope.setup(hparams_);
+  }
+
+  const ClassifierHead* classifier() const override {
+    return w_.classifier.present() ? &w_.classifier : nullptr;
   }
 
  private:

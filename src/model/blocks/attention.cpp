@@ -21,21 +21,37 @@ void AttentionWeights::visit(TensorVisitor& v, const ModelHParams& hp, int64_t l
   v.matrix(wk, name("attn_k.weight"), hp.n_embd, l.k_width());
   v.matrix(wv, name("attn_v.weight"), hp.n_embd, l.v_width());
   v.matrix(wo, name("attn_output.weight"), l.attn_out_width(), hp.n_embd);
-  v.vector(bq, name("attn_q.bias"), l.q_width(), TensorKind::bias, false);
-  v.vector(bk, name("attn_k.bias"), l.k_width(), TensorKind::bias, false);
-  v.vector(bv, name("attn_v.bias"), l.v_width(), TensorKind::bias, false);
-  if (extra.output_bias) v.vector(bo, name("attn_output.bias"), hp.n_embd, TensorKind::bias, false);
-  v.scale(q_scale, name("attn_q.scale"));
-  v.scale(k_scale, name("attn_k.scale"));
-  v.scale(v_scale, name("attn_v.scale"));
+  if (extra.qkv_biases_and_scales_applied) {
+    v.vector(bq, name("attn_q.bias"), l.q_width(), TensorKind::bias, false);
+    v.vector(bk, name("attn_k.bias"), l.k_width(), TensorKind::bias, false);
+    v.vector(bv, name("attn_v.bias"), l.v_width(), TensorKind::bias, false);
+  } else {
+    v.without_effect(name("attn_q.bias"), l.q_width(), TensorKind::bias);
+    v.without_effect(name("attn_k.bias"), l.k_width(), TensorKind::bias);
+    v.without_effect(name("attn_v.bias"), l.v_width(), TensorKind::bias);
+  }
+  if (extra.output_bias || extra.output_bias_required) {
+    v.vector(bo, name("attn_output.bias"), hp.n_embd, TensorKind::bias, extra.output_bias_required);
+  }
+  if (extra.qkv_biases_and_scales_applied) {
+    v.scale(q_scale, name("attn_q.scale"));
+    v.scale(k_scale, name("attn_k.scale"));
+    v.scale(v_scale, name("attn_v.scale"));
+  } else {
+    for (const char* matrix : {"attn_q", "attn_k", "attn_v"}) {
+      v.scale_without_effect(name(std::string(matrix) + ".scale"));
+    }
+  }
   v.scale(o_scale, name("attn_output.scale"));
   for (const char* input : {"attn_q", "attn_k", "attn_v", "attn_output"}) {
     v.scale_without_effect(name(std::string(input) + ".input_scale"));
   }
   if (extra.qk_norm != QkNorm::none) {
     const bool required = extra.qk_norm == QkNorm::required;
-    v.vector(q_norm, name("attn_q_norm.weight"), l.head_dim_k, TensorKind::norm, required);
-    v.vector(k_norm, name("attn_k_norm.weight"), l.head_dim_k, TensorKind::norm, required);
+    v.vector(q_norm, name("attn_q_norm.weight"), extra.qk_norm_whole ? l.q_width() : l.head_dim_k,
+             TensorKind::norm, required);
+    v.vector(k_norm, name("attn_k_norm.weight"), extra.qk_norm_whole ? l.k_width() : l.head_dim_k,
+             TensorKind::norm, required);
   }
 }
 

@@ -32,7 +32,13 @@ enum class QkNorm : uint8_t { none, optional, required };
 // exactly what llama.cpp reads for it, so a file it refuses is refused here.
 struct AttentionTensors {
   QkNorm qk_norm = QkNorm::none;
-  bool output_bias = false;  // attn_output.bias
+  bool output_bias = false;           // attn_output.bias, optional
+  bool output_bias_required = false;  // attn_output.bias, always there (StarCoder2)
+  // attn_{q,k}_norm span the whole Q / K projection instead of one head (OLMo2).
+  bool qk_norm_whole = false;
+  // false: Q/K/V biases and scales are read but applied nowhere (OLMo2's
+  // graph projects Q/K/V without build_qkv).
+  bool qkv_biases_and_scales_applied = true;
 };
 
 struct AttentionWeights {

@@ -26,10 +26,12 @@ void TokenEmbedding::embed(const ModelHParams& hp, std::span<const BatchRow> row
 }
 
 void OutputHead::visit(TensorVisitor& v, const ModelHParams& hp, const TokenEmbedding& embedding,
-                       OutputMatrix matrix, OutputBias bias_kind) {
-  v.vector(norm, "output_norm.weight", hp.n_embd, TensorKind::norm);
-  if (matrix == OutputMatrix::own_or_tied) {
-    v.matrix(output, "output.weight", hp.n_embd, hp.n_vocab, /*required=*/false);
+                       OutputMatrix matrix, OutputBias bias_kind, NormKind norm_kind) {
+  norm.visit(v, "output_norm", hp.n_embd, norm_kind,
+             norm_kind == NormKind::rms ? hp.rms_eps : hp.norm_eps);
+  if (matrix != OutputMatrix::always_tied) {
+    v.matrix(output, "output.weight", hp.n_embd, hp.n_vocab,
+             /*required=*/matrix == OutputMatrix::own);
   }
   if (output.data == nullptr) output = embedding.table;
   if (bias_kind == OutputBias::optional) {
@@ -51,14 +53,15 @@ void OutputHead::apply(const ModelHParams& hp, std::span<const BatchRow> rows,
   size_t k = 0;
   for (size_t r = 0; r < rows.size(); ++r) {
     if (!rows[r].logits) continue;
-    kernels::rms_norm(x.subspan(r * n_embd, n_embd), norm, hp.rms_eps,
-                      normed.subspan(k++ * n_embd, n_embd));
+    norm.apply(x.subspan(r * n_embd, n_embd), normed.subspan(k++ * n_embd, n_embd));
   }
   if (hidden) return;
   const auto out = logits.first(n_out * static_cast<size_t>(hp.n_vocab));
   kernels::matmul(output, normed, static_cast<int64_t>(n_out), out, hp.n_vocab, ctx.pool,
                   buf.matmul);
   kernels::add_bias_rows(out, bias);
+  // Granite's ggml_scale of the logits.
+  if (hp.logit_scale != 0.0f) kernels::scale_inplace(out, hp.logit_scale);
   if (hp.final_softcap != 0.0f) {
     // As llama.cpp's graph: scale by 1/cap, tanh, scale by cap.
     kernels::scale_inplace(out, 1.0f / hp.final_softcap);

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kernels/cpu/weight_view.hpp"
+#include "model/blocks/norm.hpp"
 #include "model/forward_buffers.hpp"
 #include "model/hparams.hpp"
 #include "runtime/batch.hpp"
@@ -26,21 +27,23 @@ struct TokenEmbedding {
 };
 
 // Whether a family's files may carry their own output.weight, or always
-// reuse the token embedding (llama.cpp's Gemma and Gemma 2 read none).
-enum class OutputMatrix : uint8_t { own_or_tied, always_tied };
+// reuse the token embedding (llama.cpp's Gemma and Gemma 2 read none), or
+// must carry their own (OLMo2).
+enum class OutputMatrix : uint8_t { own_or_tied, always_tied, own };
 // Whether the family's lm_head may have a bias (output.bias: Qwen2).
 enum class OutputBias : uint8_t { none, optional };
 
 struct OutputHead {
-  std::vector<float> norm;     // output_norm.weight
+  Norm norm;                   // output_norm: RMS norm, or layer norm with a bias
   kernels::WeightView output;  // output.weight, or the token embedding when absent (tied)
   std::vector<float> bias;     // output.bias (optional, Qwen2)
 
   // output_norm.weight, output.weight (optional: tied to `embedding`),
   // output.bias (optional) as the family says.
   void visit(TensorVisitor& v, const ModelHParams& hp, const TokenEmbedding& embedding,
-             OutputMatrix matrix = OutputMatrix::own_or_tied, OutputBias bias = OutputBias::none);
-  // Final RMS norm and lm_head for the rows that want output (their normed
+             OutputMatrix matrix = OutputMatrix::own_or_tied, OutputBias bias = OutputBias::none,
+             NormKind norm_kind = NormKind::rms);
+  // Final norm and lm_head for the rows that want output (their normed
   // hidden states themselves when ctx.output is hidden), then the final
   // logit softcap. `logits` gets one row per marked row, in order.
   void apply(const ModelHParams& hp, std::span<const BatchRow> rows, std::span<const float> x,

@@ -16,26 +16,50 @@ void apply_scale(std::span<float> rows, float scale) {
   if (scale != 1.0f) kernels::scale_inplace(rows, scale);
 }
 
+// down(gelu(up(x))) with biases and scales in llama.cpp's build_ffn order.
+void ungated_ffn(const FfnWeights& w, const ModelHParams& hp, int64_t n_ff, int64_t n_rows,
+                 ForwardContext& ctx, std::span<const float> in, std::span<float> out) {
+  auto& buf = ctx.buffers;
+  const auto rows = static_cast<size_t>(n_rows);
+  auto up = ForwardBuffers::take(buf.up, rows * static_cast<size_t>(n_ff));
+  kernels::matmul(w.up, in, n_rows, up, n_ff, ctx.pool, buf.matmul);
+  kernels::add_bias_rows(up, w.up_b);
+  apply_scale(up, w.up_scale);
+  ctx.pool.parallel_for(
+      static_cast<int64_t>(up.size()),
+      [&](int64_t begin, int64_t end) {
+        kernels::gelu_inplace(
+            up.subspan(static_cast<size_t>(begin), static_cast<size_t>(end - begin)));
+      },
+      kActivationGrain);
+  const auto out_rows = out.first(rows * static_cast<size_t>(hp.n_embd));
+  kernels::matmul(w.down, up, n_rows, out_rows, hp.n_embd, ctx.pool, buf.matmul);
+  kernels::add_bias_rows(out_rows, w.down_b);
+  apply_scale(out_rows, w.down_scale);
+}
+
 }  // namespace
 
 void FfnWeights::visit(TensorVisitor& v, const ModelHParams& hp, int64_t layer, FfnTensors extra) {
   const int64_t n_ff = hp.layer(layer).n_ff;
   const auto name = [&](std::string_view what) { return layer_tensor_name(layer, what); };
-  v.matrix(gate, name("ffn_gate.weight"), hp.n_embd, n_ff);
+  if (extra.gated) v.matrix(gate, name("ffn_gate.weight"), hp.n_embd, n_ff);
   v.matrix(up, name("ffn_up.weight"), hp.n_embd, n_ff);
   v.matrix(down, name("ffn_down.weight"), n_ff, hp.n_embd);
-  if (extra.biases) {
-    v.vector(gate_b, name("ffn_gate.bias"), n_ff, TensorKind::bias, false);
-    v.vector(up_b, name("ffn_up.bias"), n_ff, TensorKind::bias, false);
-    v.vector(down_b, name("ffn_down.bias"), hp.n_embd, TensorKind::bias, false);
+  if (extra.biases || extra.biases_required) {
+    const bool required = extra.biases_required;
+    if (extra.gated) v.vector(gate_b, name("ffn_gate.bias"), n_ff, TensorKind::bias, required);
+    v.vector(up_b, name("ffn_up.bias"), n_ff, TensorKind::bias, required);
+    v.vector(down_b, name("ffn_down.bias"), hp.n_embd, TensorKind::bias, required);
   }
   for (const char* matrix : {"ffn_gate", "ffn_up", "ffn_down"}) {
+    if (!extra.gated && std::string_view(matrix) == "ffn_gate") continue;
     const std::string scale = name(std::string(matrix) + ".scale");
     if (!extra.scales_applied) v.scale_without_effect(scale);
     v.scale_without_effect(name(std::string(matrix) + ".input_scale"));
   }
   if (extra.scales_applied) {
-    v.scale(gate_scale, name("ffn_gate.scale"));
+    if (extra.gated) v.scale(gate_scale, name("ffn_gate.scale"));
     v.scale(up_scale, name("ffn_up.scale"));
     v.scale(down_scale, name("ffn_down.scale"));
   }
@@ -46,6 +70,10 @@ void ffn(const FfnWeights& w, FfnActivation activation, const ModelHParams& hp, 
   auto& buf = ctx.buffers;
   const int64_t n_ff = hp.layer(layer).n_ff;
   const auto rows = static_cast<size_t>(n_rows);
+  if (activation == FfnActivation::gelu) {
+    ungated_ffn(w, hp, n_ff, n_rows, ctx, in, out);
+    return;
+  }
   auto gate = ForwardBuffers::take(buf.gate, rows * static_cast<size_t>(n_ff));
   auto up = ForwardBuffers::take(buf.up, rows * static_cast<size_t>(n_ff));
 
@@ -71,6 +99,8 @@ void ffn(const FfnWeights& w, FfnActivation activation, const ModelHParams& hp, 
           case FfnActivation::geglu:
             kernels::geglu(g, u, g);
             break;
+          case FfnActivation::gelu:
+            break;  // ungated_ffn
         }
       },
       kActivationGrain);

@@ -18,13 +18,16 @@ class TensorVisitor;
 enum class FfnActivation : uint8_t {
   swiglu,  // down(silu(gate(x)) * up(x))
   geglu,   // down(gelu_tanh(gate(x)) * up(x)) (Gemma)
+  gelu,    // down(gelu_tanh(up(x))), no gate (StarCoder2, GPT-2)
 };
 
 // What a family's FFN may carry beyond its three matrices, as llama.cpp
 // reads (and applies) it for that family.
 struct FfnTensors {
-  bool biases = false;         // ffn_{gate,up,down}.bias
-  bool scales_applied = true;  // false: NAME.scale read but without effect (Qwen2, Gemma)
+  bool gated = true;             // ffn_gate.weight; false: up, activation, down
+  bool biases = false;           // ffn_{gate,up,down}.bias
+  bool biases_required = false;  // the biases must be there (StarCoder2)
+  bool scales_applied = true;    // false: NAME.scale read but without effect (Qwen2, Gemma)
 };
 
 struct FfnWeights {

@@ -1,0 +1,216 @@
+// IBM's Granite 3.x dense models (`granite`) and MiniCPM 1 / 2 (`minicpm`),
+// which llama.cpp runs on one graph: Llama's pre-norm decoder (adjacent-pair
+// RoPE, SwiGLU) with four multipliers of the muP kind:
+//
+//   x = token_embd[token] * embedding_scale
+//   for each layer:
+//     x += residual_scale * attention(rms_norm(x) * attn_norm)
+//                                      scores scaled by attention.scale
+//                                      (granite; 0 or minicpm: 1/sqrt(head_dim))
+//     x += residual_scale * down(silu(gate(h)) * up(h)),  h = rms_norm(x) * ffn_norm
+//   logits = output(rms_norm(x) * output_norm) * (1 / logit_scale)
+//                                      output = token_embd if tied
+//
+// Granite reads its multipliers from the file (logit_scale required, the
+// others 0 = off) and turns RoPE off when rope.scaling.finetuned is false;
+// MiniCPM has defaults for older files (embedding 12, residual
+// 1.4 / sqrt(n_layer), logit 256 / n_embd) and always rotates. Both may carry
+// Q/K/V/output and FFN biases; the FFN's per-tensor scales are read but
+// llama.cpp's graph applies none of them.
+#include <algorithm>
+#include <cmath>
+#include <memory>
+
+#include "base/error.hpp"
+#include "formats/gguf/gguf_file.hpp"
+#include "kernels/cpu/activations.hpp"
+#include "kernels/cpu/norm.hpp"
+#include "model/arch/arch.hpp"
+#include "model/arch_spec.hpp"
+#include "model/blocks/attention.hpp"
+#include "model/blocks/embedding.hpp"
+#include "model/blocks/ffn.hpp"
+#include "model/decoder_model.hpp"
+#include "model/rope_setup.hpp"
+#include "model/weights.hpp"
+
+namespace cortiq {
+
+namespace {
+
+struct GraniteLayer {
+  std::vector<float> attn_norm;
+  AttentionWeights attn;
+  std::vector<float> ffn_norm;
+  FfnWeights ffn;
+};
+
+struct GraniteWeights {
+  TokenEmbedding embedding;
+  OutputHead head;
+  RopeTables rope;
+  std::vector<GraniteLayer> layers;
+
+  // As llama.cpp's load_arch_tensors of both (they are the same list).
+  void visit(TensorVisitor& v, const ModelHParams& hp) {
+    embedding.visit(v, hp);
+    head.visit(v, hp, embedding, OutputMatrix::own_or_tied);
+    rope.visit(v, hp);
+    for (int64_t il = 0; il < hp.n_layer; ++il) {
+      GraniteLayer& layer = layers.emplace_back();
+      v.vector(layer.attn_norm, layer_tensor_name(il, "attn_norm.weight"), hp.n_embd,
+               TensorKind::norm);
+      layer.attn.visit(v, hp, il, {.output_bias = true});
+      v.vector(layer.ffn_norm, layer_tensor_name(il, "ffn_norm.weight"), hp.n_embd,
+               TensorKind::norm);
+      layer.ffn.visit(v, hp, il, {.biases = true, .scales_applied = false});
+    }
+  }
+};
+
+class GraniteModel final : public DecoderModel {
+ public:
+  GraniteModel(ModelHParams hp, WeightBinder& binder) : DecoderModel(std::move(hp), binder) {
+    w_.visit(binder, hparams_);
+    w_.rope.setup(hparams_);
+  }
+
+ private:
+  void run_layers(std::span<const BatchRow> rows, std::span<const int32_t> cells, KvCache& cache,
+                  ForwardContext& ctx, std::span<float> logits) const override {
+    const auto& h = hparams_;
+    auto& buf = ctx.buffers;
+    const auto n = rows.size();
+    const auto width = n * static_cast<size_t>(h.n_embd);
+    auto x = ForwardBuffers::take(buf.residual, width);
+    auto normed = ForwardBuffers::take(buf.normed, width);
+    auto branch = ForwardBuffers::take(buf.proj, width);
+    w_.embedding.embed(h, rows, x, buf);
+    const AttentionPass pass{rows, cells, w_.rope.for_rows(rows, buf)};
+    for (int64_t il = 0; il < h.n_layer; ++il) {
+      const GraniteLayer& layer = w_.layers[static_cast<size_t>(il)];
+      rms_norm(x, layer.attn_norm, normed);
+      attention(layer.attn, h, il, pass, cache, ctx, normed, branch);
+      add_scaled(x, branch);
+      rms_norm(x, layer.ffn_norm, normed);
+      ffn(layer.ffn, FfnActivation::swiglu, h, il, static_cast<int64_t>(n), ctx, normed, branch);
+      add_scaled(x, branch);
+    }
+    w_.head.apply(h, rows, x, ctx, logits);
+  }
+
+  void rms_norm(std::span<const float> x, std::span<const float> weight,
+                std::span<float> out) const {
+    kernels::rms_norm_rows(x, weight, hparams_.rms_eps, out, static_cast<size_t>(hparams_.n_embd));
+  }
+
+  // x += residual_scale * branch: llama.cpp's ggml_scale of the branch, then the add.
+  void add_scaled(std::span<float> x, std::span<float> branch) const {
+    if (hparams_.residual_scale != 0.0f) {
+      kernels::scale_inplace(branch.first(x.size()), hparams_.residual_scale);
+    }
+    kernels::add_inplace(x, branch);
+  }
+
+  GraniteWeights w_;
+};
+
+std::unique_ptr<DecoderModel> make(ModelHParams hp, WeightBinder& binder) {
+  return std::make_unique<GraniteModel>(std::move(hp), binder);
+}
+
+std::vector<TensorSpec> tensors(const ModelHParams& hp) {
+  TensorSpecCollector collector;
+  GraniteWeights weights;
+  weights.visit(collector, hp);
+  return collector.take();
+}
+
+// llama.cpp asserts what its graph assumes (a fully rotated head, equal K
+// and V heads) and reads the norm epsilon as required.
+void check_common(const HParamReader& keys, const ModelHParams& hp) {
+  if (!keys.has("attention.layer_norm_rms_epsilon")) {
+    throw Error(keys.file().path() + ": missing key " +
+                keys.key("attention.layer_norm_rms_epsilon"));
+  }
+  if (hp.head_dim_k != hp.head_dim_v || hp.rope.n_dims != hp.head_dim_k) {
+    keys.invalid("the key and value heads and the rotated dimensions must all be the same size");
+  }
+  if (keys.uint_or("expert_count", 0) > 0) {
+    keys.invalid("mixture-of-experts layers are not supported");
+  }
+}
+
+void set_logit_scale(const HParamReader& keys, ModelHParams& hp, float logit_scale) {
+  if (logit_scale == 0.0f) keys.invalid(keys.key("logit_scale") + " must not be 0");
+  hp.logit_scale = 1.0f / logit_scale;  // as llama.cpp: ggml_scale by 1 / f_logit_scale
+}
+
+void read_granite(const HParamReader& keys, ModelHParams& hp) {
+  check_common(keys, hp);
+  if (!keys.has("logit_scale")) {
+    throw Error(keys.file().path() + ": missing key " + keys.key("logit_scale"));
+  }
+  set_logit_scale(keys, hp, keys.float_or("logit_scale", 0.0f));
+  hp.residual_scale = keys.float_or("residual_scale", 0.0f);
+  hp.embedding_scale = keys.float_or("embedding_scale", 0.0f);
+  // attention.scale is the common reader's (0: 1/sqrt(head_dim)), as in granite's graph.
+  // Granite Vision's deepstack layers add image features to the residual:
+  // refused unless the mapping names none (every entry negative).
+  if (const gguf::Value* mapping = keys.file().find(keys.key("deepstack_mapping"))) {
+    const gguf::Array* array = mapping->as_array();
+    const auto* entries = array != nullptr ? array->as<int32_t>() : nullptr;
+    if (entries == nullptr || std::ranges::any_of(*entries, [](int32_t e) { return e >= 0; })) {
+      keys.invalid("deepstack layers (Granite Vision) are not supported");
+    }
+  }
+  // Granite switches RoPE off with rope.scaling.finetuned = false.
+  if (!keys.bool_or("rope.scaling.finetuned", true)) {
+    for (LayerSpec& layer : hp.layers) layer.rope = RopeSlot::none;
+  }
+}
+
+void read_minicpm(const HParamReader& keys, ModelHParams& hp) {
+  check_common(keys, hp);
+  hp.embedding_scale = keys.float_or("embedding_scale", 12.0f);
+  hp.residual_scale =
+      keys.float_or("residual_scale", 1.4f / std::sqrt(static_cast<float>(hp.n_layer)));
+  set_logit_scale(keys, hp, keys.float_or("logit_scale", 256.0f / static_cast<float>(hp.n_embd)));
+  hp.attention_scale = 0.0f;  // llama.cpp's minicpm never reads attention.scale
+}
+
+// Granite 3.x 2B's multipliers.
+void write_granite(const ModelGeometry&, std::vector<gguf::KeyValue>& keys) {
+  const std::string p = "granite.";
+  keys.push_back({p + "attention.scale", gguf::Value(0.015625f)});
+  keys.push_back({p + "embedding_scale", gguf::Value(12.0f)});
+  keys.push_back({p + "residual_scale", gguf::Value(0.22f)});
+  keys.push_back({p + "logit_scale", gguf::Value(8.0f)});
+}
+
+// What MiniCPM's converter writes (scale_emb, scale_depth / sqrt(n_layer),
+// dim_model_base / n_embd), MiniCPM-2B's values.
+void write_minicpm(const ModelGeometry& g, std::vector<gguf::KeyValue>& keys) {
+  const std::string p = "minicpm.";
+  keys.push_back({p + "embedding_scale", gguf::Value(12.0f)});
+  keys.push_back({p + "residual_scale", gguf::Value(static_cast<float>(
+                                            1.4 / std::sqrt(static_cast<double>(g.n_layer))))});
+  keys.push_back({p + "logit_scale", gguf::Value(static_cast<float>(256.0 / g.n_embd))});
+}
+
+}  // namespace
+
+const Family kGraniteFamily{.arch = "granite",
+                            .neox_rope = false,
+                            .make = make,
+                            .read_hparams = read_granite,
+                            .tensors = tensors,
+                            .write_hparams = write_granite};
+const Family kMinicpmFamily{.arch = "minicpm",
+                            .neox_rope = false,
+                            .make = make,
+                            .read_hparams = read_minicpm,
+                            .tensors = tensors,
+                            .write_hparams = write_minicpm};
+
+}  // namespace cortiq

@@ -1,0 +1,302 @@
+// Four pre-norm decoders llama.cpp runs with graphs of their own that differ
+// from Llama's in one or two places each: Ministral 3 / Mistral Small 3.x
+// (`mistral3`), ByteDance Seed-OSS (`seed_oss`), LG EXAONE 3 / 3.5
+// (`exaone`) and Hugging Face SmolLM3 (`smollm3`).
+//
+//   x = token_embd[token]
+//   for each layer:
+//     x += attention(rms_norm(x) * attn_norm)   GQA, SwiGLU below, no Q/K norms;
+//                                               RoPE: adjacent pairs (mistral3,
+//                                               smollm3), NeoX (seed_oss, exaone)
+//     x += down(silu(gate(h)) * up(h)),  h = rms_norm(x) * ffn_norm
+//                                               (seed_oss: post_attention_norm)
+//   logits = output(rms_norm(x) * output_norm)  output = token_embd if tied
+//
+// All four may carry Q/K/V biases (llama.cpp's create_tensor_qkv).
+// mistral3: Llama's tensors (attention output and FFN biases, rope_freqs);
+//   Llama 4's attention temperature: q *= 1 + beta * log(floor(pos / n_ctx_orig) + 1)
+//   after RoPE (attention.temperature_scale = beta; 1 below n_ctx_orig).
+//   Its MoE variant (expert_count > 0) is refused.
+// seed_oss: the FFN's pre-norm is named blk.N.post_attention_norm.
+// exaone: optional rope_freqs (llama3 scaling); scores always scaled by
+//   1/sqrt(head size).
+// smollm3: no RoPE in every 4th layer (llama.cpp's n_no_rope_layer_step,
+//   fixed at 4).
+// None of them reads ARCH.attention.scale; all four assert that RoPE turns
+// the whole head and that keys and values have one head size. Only mistral3
+// applies FFN scales (NAME.scale): the others pass NULL to build_ffn.
+#include <algorithm>
+#include <cmath>
+#include <memory>
+
+#include "formats/gguf/gguf_file.hpp"
+#include "kernels/cpu/activations.hpp"
+#include "kernels/cpu/norm.hpp"
+#include "model/arch/arch.hpp"
+#include "model/arch_spec.hpp"
+#include "model/blocks/attention.hpp"
+#include "model/blocks/embedding.hpp"
+#include "model/blocks/ffn.hpp"
+#include "model/decoder_model.hpp"
+#include "model/rope_setup.hpp"
+#include "model/weights.hpp"
+
+namespace cortiq {
+
+namespace {
+
+enum class Variant { mistral3, seed_oss, exaone, smollm3 };
+
+Variant variant_of(std::string_view arch) {
+  if (arch == "mistral3") return Variant::mistral3;
+  if (arch == "seed_oss") return Variant::seed_oss;
+  return arch == "exaone" ? Variant::exaone : Variant::smollm3;
+}
+
+struct VariantLayer {
+  std::vector<float> attn_norm;
+  AttentionWeights attn;
+  std::vector<float> ffn_norm;
+  FfnWeights ffn;
+};
+
+struct VariantWeights {
+  TokenEmbedding embedding;
+  OutputHead head;
+  RopeTables rope;
+  std::vector<VariantLayer> layers;
+
+  // Exactly what each family's load_arch_tensors reads (plus llama.cpp's
+  // generic per-tensor scales, which the attention and FFN blocks add).
+  void visit(TensorVisitor& v, const ModelHParams& hp) {
+    const Variant variant = variant_of(hp.arch);
+    const bool mistral3 = variant == Variant::mistral3;
+    embedding.visit(v, hp);
+    head.visit(v, hp, embedding, OutputMatrix::own_or_tied);
+    if (mistral3 || variant == Variant::exaone) rope.visit(v, hp);
+    const auto norm = [&](std::vector<float>& w, int64_t il, const char* name) {
+      v.vector(w, layer_tensor_name(il, name), hp.n_embd, TensorKind::norm);
+    };
+    for (int64_t il = 0; il < hp.n_layer; ++il) {
+      VariantLayer& layer = layers.emplace_back();
+      norm(layer.attn_norm, il, "attn_norm.weight");
+      layer.attn.visit(v, hp, il, {.output_bias = mistral3});
+      norm(layer.ffn_norm, il,
+           variant == Variant::seed_oss ? "post_attention_norm.weight" : "ffn_norm.weight");
+      layer.ffn.visit(v, hp, il, {.biases = mistral3, .scales_applied = mistral3});
+    }
+  }
+};
+
+// Llama 4's attention temperature as llama.cpp's llm_graph_input_attn_temp
+// computes it (offset 0 for mistral3).
+float attention_temperature(int32_t pos, float beta, int64_t floor_scale) {
+  const float p = static_cast<float>(pos);
+  return static_cast<float>(std::log(std::floor(p / static_cast<float>(floor_scale)) + 1.0) * beta +
+                            1.0);
+}
+
+class VariantModel final : public DecoderModel {
+ public:
+  VariantModel(ModelHParams hp, WeightBinder& binder) : DecoderModel(std::move(hp), binder) {
+    w_.visit(binder, hparams_);
+    w_.rope.setup(hparams_);
+    // ModelHParams has no slot for it: mistral3's own key, read here.
+    if (hparams_.arch == "mistral3") {
+      temperature_beta_ =
+          HParamReader(binder.file(), hparams_.arch).float_or("attention.temperature_scale", 0.0f);
+    }
+  }
+
+ private:
+  // Consecutive rows of one attention temperature, and the hyper-parameters
+  // they attend with.
+  struct Run {
+    size_t begin = 0, end = 0;
+    const ModelHParams* hp = nullptr;
+  };
+
+  void run_layers(std::span<const BatchRow> rows, std::span<const int32_t> cells, KvCache& cache,
+                  ForwardContext& ctx, std::span<float> logits) const override {
+    const auto& h = hparams_;
+    auto& buf = ctx.buffers;
+    const auto n = rows.size();
+    const auto width = n * static_cast<size_t>(h.n_embd);
+    auto x = ForwardBuffers::take(buf.residual, width);
+    auto normed = ForwardBuffers::take(buf.normed, width);
+    auto branch = ForwardBuffers::take(buf.proj, width);
+    w_.embedding.embed(h, rows, x, buf);
+    const AttentionPass pass{rows, cells, w_.rope.for_rows(rows, buf)};
+    std::vector<ModelHParams> tempered;
+    const std::vector<Run> runs = temperature_runs(rows, tempered);
+    for (int64_t il = 0; il < h.n_layer; ++il) {
+      const VariantLayer& layer = w_.layers[static_cast<size_t>(il)];
+      rms_norm(x, layer.attn_norm, normed);
+      for (const Run& run : runs) attend_run(layer, il, pass, run, cache, ctx, normed, branch);
+      kernels::add_inplace(x, branch);
+      rms_norm(x, layer.ffn_norm, normed);
+      ffn(layer.ffn, FfnActivation::swiglu, h, il, static_cast<int64_t>(n), ctx, normed, branch);
+      kernels::add_inplace(x, branch);
+    }
+    w_.head.apply(h, rows, x, ctx, logits);
+  }
+
+  // llama.cpp multiplies the roped queries by the temperature; the scores
+  // are linear in them, so the run's score scale carries it instead. The
+  // rows of a sequence come in position order and the temperature grows
+  // with the position, so each run finds the earlier positions of its
+  // sequences already cached. Without a temperature: one run, hparams_.
+  std::vector<Run> temperature_runs(std::span<const BatchRow> rows,
+                                    std::vector<ModelHParams>& tempered) const {
+    if (temperature_beta_ == 0.0f) return {{0, rows.size(), &hparams_}};
+    const auto temperature = [&](size_t r) {
+      return attention_temperature(rows[r].pos, temperature_beta_, hparams_.rope.n_ctx_orig);
+    };
+    std::vector<Run> runs;
+    std::vector<float> temperatures;
+    for (size_t r = 0; r < rows.size(); ++r) {
+      const float t = temperature(r);
+      if (runs.empty() || t != temperatures.back()) {
+        runs.push_back({r, r + 1});
+        temperatures.push_back(t);
+      } else {
+        runs.back().end = r + 1;
+      }
+    }
+    tempered.reserve(runs.size());  // the runs point into it
+    for (size_t i = 0; i < runs.size(); ++i) {
+      if (temperatures[i] == 1.0f) {
+        runs[i].hp = &hparams_;
+        continue;
+      }
+      ModelHParams& hp = tempered.emplace_back(hparams_);
+      hp.attention_scale = hparams_.kq_scale() * temperatures[i];
+      runs[i].hp = &hp;
+    }
+    return runs;
+  }
+
+  void attend_run(const VariantLayer& layer, int64_t il, const AttentionPass& pass, const Run& run,
+                  KvCache& cache, ForwardContext& ctx, std::span<const float> normed,
+                  std::span<float> branch) const {
+    const size_t count = run.end - run.begin;
+    if (count == pass.rows.size()) {
+      attention(layer.attn, *run.hp, il, pass, cache, ctx, normed, branch);
+      return;
+    }
+    AttentionPass part{pass.rows.subspan(run.begin, count), pass.cells.subspan(run.begin, count),
+                       pass.rope};
+    for (RopeTable& table : part.rope) {
+      if (table.params == nullptr) continue;
+      const auto dims = static_cast<size_t>(table.params->n_dims);
+      table.cache = table.cache.subspan(run.begin * dims, count * dims);
+    }
+    const auto e = static_cast<size_t>(hparams_.n_embd);
+    attention(layer.attn, *run.hp, il, part, cache, ctx, normed.subspan(run.begin * e, count * e),
+              branch.subspan(run.begin * e, count * e));
+  }
+
+  void rms_norm(std::span<const float> x, std::span<const float> weight,
+                std::span<float> out) const {
+    kernels::rms_norm_rows(x, weight, hparams_.rms_eps, out, static_cast<size_t>(hparams_.n_embd));
+  }
+
+  VariantWeights w_;
+  float temperature_beta_ = 0.0f;  // mistral3's attention.temperature_scale; 0: off
+};
+
+std::unique_ptr<DecoderModel> make(ModelHParams hp, WeightBinder& binder) {
+  return std::make_unique<VariantModel>(std::move(hp), binder);
+}
+
+std::vector<TensorSpec> tensors(const ModelHParams& hp) {
+  TensorSpecCollector collector;
+  VariantWeights weights;
+  weights.visit(collector, hp);
+  return collector.take();
+}
+
+// What all four graphs assume (llama.cpp asserts it; a file breaking it is
+// refused here instead), and the attention scale they use.
+void read_common(const HParamReader& keys, ModelHParams& hp) {
+  if (hp.rope.n_dims != hp.head_dim_k || hp.head_dim_v != hp.head_dim_k) {
+    keys.invalid(hp.arch + " needs rope.dimension_count = key_length = value_length");
+  }
+  // llama.cpp never reads ARCH.attention.scale for these: 1/sqrt(head size).
+  hp.attention_scale = 0.0f;
+}
+
+void read_mistral3(const HParamReader& keys, ModelHParams& hp) {
+  read_common(keys, hp);
+  if (keys.uint_or("expert_count", 0) > 0) {
+    keys.invalid("mistral3 with experts (expert_count) is not supported");
+  }
+  // The temperature steps every n_ctx_orig positions (the model reads the
+  // key itself: ModelHParams has no slot for it).
+  if (keys.float_or("attention.temperature_scale", 0.0f) != 0.0f && hp.rope.n_ctx_orig == 0) {
+    keys.invalid("attention.temperature_scale needs rope.scaling.original_context_length > 0");
+  }
+}
+
+void read_smollm3(const HParamReader& keys, ModelHParams& hp) {
+  read_common(keys, hp);
+  constexpr int64_t kNoRopeLayerStep = 4;
+  for (int64_t il = kNoRopeLayerStep - 1; il < hp.n_layer; il += kNoRopeLayerStep) {
+    hp.layers[static_cast<size_t>(il)].rope = RopeSlot::none;
+  }
+}
+
+// Ministral 3's converter: YaRN over the original context and Llama 4's
+// attention temperature (llama_4_scaling_beta 0.1). A short original
+// context here, so the golden sequences cross several temperature steps.
+void write_mistral3(const ModelGeometry& g, std::vector<gguf::KeyValue>& keys) {
+  const std::string p = "mistral3.";
+  const int64_t original = std::min<int64_t>(g.n_ctx, 16);
+  keys.push_back({p + "rope.scaling.type", gguf::Value(std::string("yarn"))});
+  keys.push_back({p + "rope.scaling.factor",
+                  gguf::Value(static_cast<float>(g.n_ctx) / static_cast<float>(original))});
+  keys.push_back(
+      {p + "rope.scaling.original_context_length", gguf::Value(static_cast<uint32_t>(original))});
+  keys.push_back({p + "rope.scaling.yarn_beta_fast", gguf::Value(32.0f)});
+  keys.push_back({p + "rope.scaling.yarn_beta_slow", gguf::Value(1.0f)});
+  keys.push_back({p + "rope.scaling.yarn_log_multiplier", gguf::Value(1.0f)});
+  keys.push_back({p + "attention.temperature_scale", gguf::Value(0.1f)});
+}
+
+// Seed-OSS's config states head_dim, which the converter always writes.
+void write_seed_oss(const ModelGeometry& g, std::vector<gguf::KeyValue>& keys) {
+  write_head_size(g, kSeedOssFamily, keys, /*always=*/true);
+}
+
+constexpr std::string_view kSeedOssOptional[] = {"attn_q.bias", "attn_k.bias", "attn_v.bias"};
+// EXAONE 3.5's llama3 RoPE scaling: the converter writes the factors.
+constexpr std::string_view kExaoneOptional[] = {"rope_freqs.weight"};
+
+}  // namespace
+
+const Family kMistral3Family{.arch = "mistral3",
+                             .neox_rope = false,
+                             .make = make,
+                             .read_hparams = read_mistral3,
+                             .tensors = tensors,
+                             .write_hparams = write_mistral3};
+const Family kSeedOssFamily{.arch = "seed_oss",
+                            .neox_rope = true,
+                            .make = make,
+                            .read_hparams = read_common,
+                            .tensors = tensors,
+                            .write_hparams = write_seed_oss,
+                            .converted_optional = kSeedOssOptional};
+const Family kExaoneFamily{.arch = "exaone",
+                           .neox_rope = true,
+                           .make = make,
+                           .read_hparams = read_common,
+                           .tensors = tensors,
+                           .converted_optional = kExaoneOptional};
+const Family kSmolLm3Family{.arch = "smollm3",
+                            .neox_rope = false,
+                            .make = make,
+                            .read_hparams = read_smollm3,
+                            .tensors = tensors};
+
+}  // namespace cortiq

@@ -1,0 +1,138 @@
+// BigCode's StarCoder2 (`starcoder2`; also IBM's Granite Code 20B/34B): a
+// pre-norm decoder with layer norms (weight and bias), biases on every
+// projection, NeoX RoPE and an ungated GELU feed-forward:
+//
+//   x = token_embd[token]
+//   for each layer:
+//     x += attention(layer_norm(x) * attn_norm + attn_norm_b)
+//                            Q/K/V biases (optional), output bias
+//     x += down(gelu(up(h) + up_b)) + down_b,
+//          h = layer_norm(x) * ffn_norm + ffn_norm_b
+//   logits = output(layer_norm(x) * output_norm + output_norm_b)
+//
+// llama.cpp shapes the attention output [n_embd, n_embd] (heads tile
+// n_embd) and applies no FFN scales (build_ffn gets NULL for them).
+#include <memory>
+
+#include "formats/gguf/gguf_file.hpp"
+#include "kernels/cpu/activations.hpp"
+#include "model/arch/arch.hpp"
+#include "model/arch_spec.hpp"
+#include "model/blocks/attention.hpp"
+#include "model/blocks/embedding.hpp"
+#include "model/blocks/ffn.hpp"
+#include "model/blocks/norm.hpp"
+#include "model/decoder_model.hpp"
+#include "model/rope_setup.hpp"
+#include "model/weights.hpp"
+
+namespace cortiq {
+
+namespace {
+
+struct StarCoder2Layer {
+  Norm attn_norm;
+  AttentionWeights attn;
+  Norm ffn_norm;
+  FfnWeights ffn;
+};
+
+struct StarCoder2Weights {
+  TokenEmbedding embedding;
+  OutputHead head;
+  RopeTables rope;
+  std::vector<StarCoder2Layer> layers;
+
+  void visit(TensorVisitor& v, const ModelHParams& hp) {
+    embedding.visit(v, hp);
+    head.visit(v, hp, embedding, OutputMatrix::own_or_tied, OutputBias::none, NormKind::layer);
+    for (int64_t il = 0; il < hp.n_layer; ++il) {
+      StarCoder2Layer& layer = layers.emplace_back();
+      layer.attn_norm.visit(v, layer_tensor_name(il, "attn_norm"), hp.n_embd, NormKind::layer,
+                            hp.norm_eps);
+      layer.attn.visit(v, hp, il, {.output_bias_required = true});
+      layer.ffn_norm.visit(v, layer_tensor_name(il, "ffn_norm"), hp.n_embd, NormKind::layer,
+                           hp.norm_eps);
+      layer.ffn.visit(v, hp, il,
+                      {.gated = false, .biases_required = true, .scales_applied = false});
+    }
+  }
+};
+
+class StarCoder2Model final : public DecoderModel {
+ public:
+  StarCoder2Model(ModelHParams hp, WeightBinder& binder) : DecoderModel(std::move(hp), binder) {
+    w_.visit(binder, hparams_);
+    w_.rope.setup(hparams_);
+  }
+
+ private:
+  void run_layers(std::span<const BatchRow> rows, std::span<const int32_t> cells, KvCache& cache,
+                  ForwardContext& ctx, std::span<float> logits) const override {
+    const auto& h = hparams_;
+    auto& buf = ctx.buffers;
+    const auto n = rows.size();
+    const auto width = n * static_cast<size_t>(h.n_embd);
+    auto x = ForwardBuffers::take(buf.residual, width);
+    auto normed = ForwardBuffers::take(buf.normed, width);
+    auto branch = ForwardBuffers::take(buf.proj, width);
+    w_.embedding.embed(h, rows, x, buf);
+    const AttentionPass pass{rows, cells, w_.rope.for_rows(rows, buf)};
+    for (int64_t il = 0; il < h.n_layer; ++il) {
+      const StarCoder2Layer& layer = w_.layers[static_cast<size_t>(il)];
+      layer.attn_norm.apply(x, normed);
+      attention(layer.attn, h, il, pass, cache, ctx, normed, branch);
+      kernels::add_inplace(x, branch);
+      layer.ffn_norm.apply(x, normed);
+      ffn(layer.ffn, FfnActivation::gelu, h, il, static_cast<int64_t>(n), ctx, normed, branch);
+      kernels::add_inplace(x, branch);
+    }
+    w_.head.apply(h, rows, x, ctx, logits);
+  }
+
+  StarCoder2Weights w_;
+};
+
+std::unique_ptr<DecoderModel> make(ModelHParams hp, WeightBinder& binder) {
+  return std::make_unique<StarCoder2Model>(std::move(hp), binder);
+}
+
+std::vector<TensorSpec> tensors(const ModelHParams& hp) {
+  TensorSpecCollector collector;
+  StarCoder2Weights weights;
+  weights.visit(collector, hp);
+  return collector.take();
+}
+
+void read_starcoder2(const HParamReader& keys, ModelHParams& hp) {
+  // Required, as in llama.cpp.
+  if (!keys.has("attention.layer_norm_epsilon")) {
+    keys.invalid("missing key " + keys.key("attention.layer_norm_epsilon"));
+  }
+  hp.norm_eps = keys.float_or("attention.layer_norm_epsilon", 0.0f);
+  hp.uses_rms_norm = false;
+  if (!(hp.norm_eps > 0.0f)) keys.invalid("attention.layer_norm_epsilon must be positive");
+  // llama.cpp scales the scores by 1/sqrt(head size) whatever attention.scale says.
+  hp.attention_scale = 0.0f;
+}
+
+void write_starcoder2(const ModelGeometry& g, std::vector<gguf::KeyValue>& keys) {
+  keys.push_back(
+      {"starcoder2.attention.layer_norm_epsilon", gguf::Value(static_cast<float>(g.rms_eps))});
+}
+
+// StarCoder2's checkpoints have Q/K/V biases.
+constexpr std::string_view kStarCoder2Optional[] = {"attn_q.bias", "attn_k.bias", "attn_v.bias"};
+
+}  // namespace
+
+const Family kStarCoder2Family{.arch = "starcoder2",
+                               .neox_rope = true,
+                               .make = make,
+                               .read_hparams = read_starcoder2,
+                               .tensors = tensors,
+                               .write_hparams = write_starcoder2,
+                               .fixed_head_dim = true,
+                               .converted_optional = kStarCoder2Optional};
+
+}  // namespace cortiq

@@ -1,0 +1,24 @@
+#include "model/blocks/norm.hpp"
+
+#include "kernels/cpu/norm.hpp"
+
+namespace cortiq {
+
+void Norm::visit(TensorVisitor& v, const std::string& name, int64_t width, NormKind norm_kind,
+                 float norm_eps, bool bias_required) {
+  kind = norm_kind;
+  eps = norm_eps;
+  v.vector(weight, name + ".weight", width, TensorKind::norm);
+  if (kind == NormKind::layer)
+    v.vector(bias, name + ".bias", width, TensorKind::bias, bias_required);
+}
+
+void Norm::apply(std::span<const float> x, std::span<float> out) const {
+  if (kind == NormKind::rms) {
+    kernels::rms_norm_rows(x, weight, eps, out, weight.size());
+  } else {
+    kernels::layer_norm_rows(x, weight, bias, eps, out, weight.size());
+  }
+}
+
+}  // namespace cortiq

@@ -1,0 +1,30 @@
+// A normalisation with its weights, as a family places it: RMS norm
+// (weight) or layer norm (weight and bias), over rows of its width.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "model/tensor_table.hpp"
+
+namespace cortiq {
+
+enum class NormKind : uint8_t { rms, layer };
+
+struct Norm {
+  NormKind kind = NormKind::rms;
+  float eps = 1e-5f;
+  std::vector<float> weight;
+  std::vector<float> bias;  // layer norm only
+
+  // NAME.weight, and NAME.bias for a layer norm (required unless the
+  // family's files may lack it).
+  void visit(TensorVisitor& v, const std::string& name, int64_t width, NormKind norm_kind,
+             float norm_eps, bool bias_required = true);
+  // out = norm(x) row by row; out may alias x.
+  void apply(std::span<const float> x, std::span<float> out) const;
+};
+
+}  // namespace cortiq
