@@ -25,6 +25,7 @@
 #include "kernels/cpu/activations.hpp"
 #include "kernels/cpu/norm.hpp"
 #include "model/arch/arch.hpp"
+#include "model/arch/family_support.hpp"
 #include "model/arch_spec.hpp"
 #include "model/blocks/attention.hpp"
 #include "model/blocks/embedding.hpp"
@@ -88,51 +89,29 @@ class GemmaModel final : public DecoderModel {
   void run_layers(std::span<const BatchRow> rows, std::span<const int32_t> cells, KvCache& cache,
                   ForwardContext& ctx, std::span<float> logits) const override {
     const auto& h = hparams_;
-    auto& buf = ctx.buffers;
     const auto n = rows.size();
-    const auto width = n * static_cast<size_t>(h.n_embd);
-    auto x = ForwardBuffers::take(buf.residual, width);
-    auto normed = ForwardBuffers::take(buf.normed, width);
-    auto branch = ForwardBuffers::take(buf.proj, width);
-    w_.embedding.embed(h, rows, x, buf);
-    const AttentionPass pass{rows, cells, w_.rope.for_rows(rows, buf)};
+    const auto [x, normed, branch, pass] = start_layers(h, rows, cells, ctx, w_.embedding, w_.rope);
     for (int64_t il = 0; il < h.n_layer; ++il) {
       const GemmaLayer& layer = w_.layers[static_cast<size_t>(il)];
-      rms_norm(x, layer.attn_norm, normed);
+      rms_norm(h, x, layer.attn_norm, normed);
       attention(layer.attn, h, il, pass, cache, ctx, normed, branch);
       add_post_normed(x, branch, layer.attn_post_norm);
-      rms_norm(x, layer.ffn_norm, normed);
+      rms_norm(h, x, layer.ffn_norm, normed);
       ffn(layer.ffn, FfnActivation::geglu, h, il, static_cast<int64_t>(n), ctx, normed, branch);
       add_post_normed(x, branch, layer.ffn_post_norm);
     }
     w_.head.apply(h, rows, x, ctx, logits);
   }
 
-  void rms_norm(std::span<const float> x, std::span<const float> weight,
-                std::span<float> out) const {
-    kernels::rms_norm_rows(x, weight, hparams_.rms_eps, out, static_cast<size_t>(hparams_.n_embd));
-  }
-
   // x += rms_norm(branch) * post_norm, or x += branch without a post norm.
   void add_post_normed(std::span<float> x, std::span<float> branch,
                        std::span<const float> post_norm) const {
-    if (!post_norm.empty()) rms_norm(branch, post_norm, branch);
+    if (!post_norm.empty()) rms_norm(hparams_, branch, post_norm, branch);
     kernels::add_inplace(x, branch);
   }
 
   GemmaWeights w_;
 };
-
-std::unique_ptr<DecoderModel> make(ModelHParams hp, WeightBinder& binder) {
-  return std::make_unique<GemmaModel>(std::move(hp), binder);
-}
-
-std::vector<TensorSpec> tensors(const ModelHParams& hp) {
-  TensorSpecCollector collector;
-  GemmaWeights weights;
-  weights.visit(collector, hp);
-  return collector.take();
-}
 
 void read_common(ModelHParams& hp) {
   hp.embedding_scale = std::sqrt(static_cast<float>(hp.n_embd));
@@ -201,20 +180,20 @@ void write_gemma3(const ModelGeometry& g, std::vector<gguf::KeyValue>& keys) {
 
 const Family kGemmaFamily{.arch = "gemma",
                           .neox_rope = true,
-                          .make = make,
+                          .make = make_model<GemmaModel>,
                           .read_hparams = read_gemma,
-                          .tensors = tensors};
+                          .tensors = tensors_of<GemmaWeights>};
 const Family kGemma2Family{.arch = "gemma2",
                            .neox_rope = true,
-                           .make = make,
+                           .make = make_model<GemmaModel>,
                            .read_hparams = read_gemma2,
-                           .tensors = tensors,
+                           .tensors = tensors_of<GemmaWeights>,
                            .write_hparams = write_gemma2};
 const Family kGemma3Family{.arch = "gemma3",
                            .neox_rope = true,
-                           .make = make,
+                           .make = make_model<GemmaModel>,
                            .read_hparams = read_gemma3,
-                           .tensors = tensors,
+                           .tensors = tensors_of<GemmaWeights>,
                            .write_hparams = write_gemma3};
 
 }  // namespace cortiq

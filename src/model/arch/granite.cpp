@@ -26,6 +26,7 @@
 #include "kernels/cpu/activations.hpp"
 #include "kernels/cpu/norm.hpp"
 #include "model/arch/arch.hpp"
+#include "model/arch/family_support.hpp"
 #include "model/arch_spec.hpp"
 #include "model/blocks/attention.hpp"
 #include "model/blocks/embedding.hpp"
@@ -79,29 +80,18 @@ class GraniteModel final : public DecoderModel {
   void run_layers(std::span<const BatchRow> rows, std::span<const int32_t> cells, KvCache& cache,
                   ForwardContext& ctx, std::span<float> logits) const override {
     const auto& h = hparams_;
-    auto& buf = ctx.buffers;
     const auto n = rows.size();
-    const auto width = n * static_cast<size_t>(h.n_embd);
-    auto x = ForwardBuffers::take(buf.residual, width);
-    auto normed = ForwardBuffers::take(buf.normed, width);
-    auto branch = ForwardBuffers::take(buf.proj, width);
-    w_.embedding.embed(h, rows, x, buf);
-    const AttentionPass pass{rows, cells, w_.rope.for_rows(rows, buf)};
+    const auto [x, normed, branch, pass] = start_layers(h, rows, cells, ctx, w_.embedding, w_.rope);
     for (int64_t il = 0; il < h.n_layer; ++il) {
       const GraniteLayer& layer = w_.layers[static_cast<size_t>(il)];
-      rms_norm(x, layer.attn_norm, normed);
+      rms_norm(h, x, layer.attn_norm, normed);
       attention(layer.attn, h, il, pass, cache, ctx, normed, branch);
       add_scaled(x, branch);
-      rms_norm(x, layer.ffn_norm, normed);
+      rms_norm(h, x, layer.ffn_norm, normed);
       ffn(layer.ffn, FfnActivation::swiglu, h, il, static_cast<int64_t>(n), ctx, normed, branch);
       add_scaled(x, branch);
     }
     w_.head.apply(h, rows, x, ctx, logits);
-  }
-
-  void rms_norm(std::span<const float> x, std::span<const float> weight,
-                std::span<float> out) const {
-    kernels::rms_norm_rows(x, weight, hparams_.rms_eps, out, static_cast<size_t>(hparams_.n_embd));
   }
 
   // x += residual_scale * branch: llama.cpp's ggml_scale of the branch, then the add.
@@ -114,17 +104,6 @@ class GraniteModel final : public DecoderModel {
 
   GraniteWeights w_;
 };
-
-std::unique_ptr<DecoderModel> make(ModelHParams hp, WeightBinder& binder) {
-  return std::make_unique<GraniteModel>(std::move(hp), binder);
-}
-
-std::vector<TensorSpec> tensors(const ModelHParams& hp) {
-  TensorSpecCollector collector;
-  GraniteWeights weights;
-  weights.visit(collector, hp);
-  return collector.take();
-}
 
 // llama.cpp asserts what its graph assumes (a fully rotated head, equal K
 // and V heads) and reads the norm epsilon as required.
@@ -202,15 +181,15 @@ void write_minicpm(const ModelGeometry& g, std::vector<gguf::KeyValue>& keys) {
 
 const Family kGraniteFamily{.arch = "granite",
                             .neox_rope = false,
-                            .make = make,
+                            .make = make_model<GraniteModel>,
                             .read_hparams = read_granite,
-                            .tensors = tensors,
+                            .tensors = tensors_of<GraniteWeights>,
                             .write_hparams = write_granite};
 const Family kMinicpmFamily{.arch = "minicpm",
                             .neox_rope = false,
-                            .make = make,
+                            .make = make_model<GraniteModel>,
                             .read_hparams = read_minicpm,
-                            .tensors = tensors,
+                            .tensors = tensors_of<GraniteWeights>,
                             .write_hparams = write_minicpm};
 
 }  // namespace cortiq

@@ -20,6 +20,7 @@
 #include "kernels/cpu/activations.hpp"
 #include "kernels/cpu/norm.hpp"
 #include "model/arch/arch.hpp"
+#include "model/arch/family_support.hpp"
 #include "model/arch_spec.hpp"
 #include "model/blocks/attention.hpp"
 #include "model/blocks/classifier.hpp"
@@ -90,44 +91,22 @@ class LlamaModel final : public DecoderModel {
   void run_layers(std::span<const BatchRow> rows, std::span<const int32_t> cells, KvCache& cache,
                   ForwardContext& ctx, std::span<float> logits) const override {
     const auto& h = hparams_;
-    auto& buf = ctx.buffers;
     const auto n = rows.size();
-    const auto width = n * static_cast<size_t>(h.n_embd);
-    auto x = ForwardBuffers::take(buf.residual, width);
-    auto normed = ForwardBuffers::take(buf.normed, width);
-    auto branch = ForwardBuffers::take(buf.proj, width);
-    w_.embedding.embed(h, rows, x, buf);
-    const AttentionPass pass{rows, cells, w_.rope.for_rows(rows, buf)};
+    const auto [x, normed, branch, pass] = start_layers(h, rows, cells, ctx, w_.embedding, w_.rope);
     for (int64_t il = 0; il < h.n_layer; ++il) {
       const LlamaLayer& layer = w_.layers[static_cast<size_t>(il)];
-      rms_norm(x, layer.attn_norm, normed);
+      rms_norm(h, x, layer.attn_norm, normed);
       attention(layer.attn, h, il, pass, cache, ctx, normed, branch);
       kernels::add_inplace(x, branch);
-      rms_norm(x, layer.ffn_norm, normed);
+      rms_norm(h, x, layer.ffn_norm, normed);
       ffn(layer.ffn, FfnActivation::swiglu, h, il, static_cast<int64_t>(n), ctx, normed, branch);
       kernels::add_inplace(x, branch);
     }
     w_.head.apply(h, rows, x, ctx, logits);
   }
 
-  void rms_norm(std::span<const float> x, std::span<const float> weight,
-                std::span<float> out) const {
-    kernels::rms_norm_rows(x, weight, hparams_.rms_eps, out, static_cast<size_t>(hparams_.n_embd));
-  }
-
   LlamaWeights w_;
 };
-
-std::unique_ptr<DecoderModel> make(ModelHParams hp, WeightBinder& binder) {
-  return std::make_unique<LlamaModel>(std::move(hp), binder);
-}
-
-std::vector<TensorSpec> tensors(const ModelHParams& hp) {
-  TensorSpecCollector collector;
-  LlamaWeights weights;
-  weights.visit(collector, hp);
-  return collector.take();
-}
 
 // Qwen3's converter always states the head size.
 void write_qwen3_hparams(const ModelGeometry& g, std::vector<gguf::KeyValue>& keys) {
@@ -138,18 +117,21 @@ constexpr std::string_view kQwen2Optional[] = {"attn_q.bias", "attn_k.bias", "at
 
 }  // namespace
 
-const Family kLlamaFamily{.arch = "llama", .neox_rope = false, .make = make, .tensors = tensors};
+const Family kLlamaFamily{.arch = "llama",
+                          .neox_rope = false,
+                          .make = make_model<LlamaModel>,
+                          .tensors = tensors_of<LlamaWeights>};
 // llama.cpp's qwen2 shapes attn_output as [n_embd, n_embd]: heads must tile n_embd.
 const Family kQwen2Family{.arch = "qwen2",
                           .neox_rope = true,
-                          .make = make,
-                          .tensors = tensors,
+                          .make = make_model<LlamaModel>,
+                          .tensors = tensors_of<LlamaWeights>,
                           .fixed_head_dim = true,
                           .converted_optional = kQwen2Optional};
 const Family kQwen3Family{.arch = "qwen3",
                           .neox_rope = true,
-                          .make = make,
-                          .tensors = tensors,
+                          .make = make_model<LlamaModel>,
+                          .tensors = tensors_of<LlamaWeights>,
                           .write_hparams = write_qwen3_hparams};
 
 }  // namespace cortiq

@@ -33,6 +33,7 @@
 #include "kernels/cpu/activations.hpp"
 #include "kernels/cpu/norm.hpp"
 #include "model/arch/arch.hpp"
+#include "model/arch/family_support.hpp"
 #include "model/arch_spec.hpp"
 #include "model/blocks/attention.hpp"
 #include "model/blocks/embedding.hpp"
@@ -119,22 +120,16 @@ class VariantModel final : public DecoderModel {
   void run_layers(std::span<const BatchRow> rows, std::span<const int32_t> cells, KvCache& cache,
                   ForwardContext& ctx, std::span<float> logits) const override {
     const auto& h = hparams_;
-    auto& buf = ctx.buffers;
     const auto n = rows.size();
-    const auto width = n * static_cast<size_t>(h.n_embd);
-    auto x = ForwardBuffers::take(buf.residual, width);
-    auto normed = ForwardBuffers::take(buf.normed, width);
-    auto branch = ForwardBuffers::take(buf.proj, width);
-    w_.embedding.embed(h, rows, x, buf);
-    const AttentionPass pass{rows, cells, w_.rope.for_rows(rows, buf)};
+    const auto [x, normed, branch, pass] = start_layers(h, rows, cells, ctx, w_.embedding, w_.rope);
     std::vector<ModelHParams> tempered;
     const std::vector<Run> runs = temperature_runs(rows, tempered);
     for (int64_t il = 0; il < h.n_layer; ++il) {
       const VariantLayer& layer = w_.layers[static_cast<size_t>(il)];
-      rms_norm(x, layer.attn_norm, normed);
+      rms_norm(h, x, layer.attn_norm, normed);
       for (const Run& run : runs) attend_run(layer, il, pass, run, cache, ctx, normed, branch);
       kernels::add_inplace(x, branch);
-      rms_norm(x, layer.ffn_norm, normed);
+      rms_norm(h, x, layer.ffn_norm, normed);
       ffn(layer.ffn, FfnActivation::swiglu, h, il, static_cast<int64_t>(n), ctx, normed, branch);
       kernels::add_inplace(x, branch);
     }
@@ -196,25 +191,9 @@ class VariantModel final : public DecoderModel {
               branch.subspan(run.begin * e, count * e));
   }
 
-  void rms_norm(std::span<const float> x, std::span<const float> weight,
-                std::span<float> out) const {
-    kernels::rms_norm_rows(x, weight, hparams_.rms_eps, out, static_cast<size_t>(hparams_.n_embd));
-  }
-
   VariantWeights w_;
   float temperature_beta_ = 0.0f;  // mistral3's attention.temperature_scale; 0: off
 };
-
-std::unique_ptr<DecoderModel> make(ModelHParams hp, WeightBinder& binder) {
-  return std::make_unique<VariantModel>(std::move(hp), binder);
-}
-
-std::vector<TensorSpec> tensors(const ModelHParams& hp) {
-  TensorSpecCollector collector;
-  VariantWeights weights;
-  weights.visit(collector, hp);
-  return collector.take();
-}
 
 // What all four graphs assume (llama.cpp asserts it; a file breaking it is
 // refused here instead), and the attention scale they use.
@@ -276,27 +255,27 @@ constexpr std::string_view kExaoneOptional[] = {"rope_freqs.weight"};
 
 const Family kMistral3Family{.arch = "mistral3",
                              .neox_rope = false,
-                             .make = make,
+                             .make = make_model<VariantModel>,
                              .read_hparams = read_mistral3,
-                             .tensors = tensors,
+                             .tensors = tensors_of<VariantWeights>,
                              .write_hparams = write_mistral3};
 const Family kSeedOssFamily{.arch = "seed_oss",
                             .neox_rope = true,
-                            .make = make,
+                            .make = make_model<VariantModel>,
                             .read_hparams = read_common,
-                            .tensors = tensors,
+                            .tensors = tensors_of<VariantWeights>,
                             .write_hparams = write_seed_oss,
                             .converted_optional = kSeedOssOptional};
 const Family kExaoneFamily{.arch = "exaone",
                            .neox_rope = true,
-                           .make = make,
+                           .make = make_model<VariantModel>,
                            .read_hparams = read_common,
-                           .tensors = tensors,
+                           .tensors = tensors_of<VariantWeights>,
                            .converted_optional = kExaoneOptional};
 const Family kSmolLm3Family{.arch = "smollm3",
                             .neox_rope = false,
-                            .make = make,
+                            .make = make_model<VariantModel>,
                             .read_hparams = read_smollm3,
-                            .tensors = tensors};
+                            .tensors = tensors_of<VariantWeights>};
 
 }  // namespace cortiq

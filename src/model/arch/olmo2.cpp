@@ -26,6 +26,7 @@
 #include "kernels/cpu/activations.hpp"
 #include "kernels/cpu/norm.hpp"
 #include "model/arch/arch.hpp"
+#include "model/arch/family_support.hpp"
 #include "model/arch_spec.hpp"
 #include "model/blocks/attention.hpp"
 #include "model/blocks/embedding.hpp"
@@ -84,13 +85,8 @@ class PostNormModel final : public DecoderModel {
   void run_layers(std::span<const BatchRow> rows, std::span<const int32_t> cells, KvCache& cache,
                   ForwardContext& ctx, std::span<float> logits) const override {
     const auto& h = hparams_;
-    auto& buf = ctx.buffers;
     const auto n = rows.size();
-    const auto width = n * static_cast<size_t>(h.n_embd);
-    auto x = ForwardBuffers::take(buf.residual, width);
-    auto branch = ForwardBuffers::take(buf.proj, width);
-    w_.embedding.embed(h, rows, x, buf);
-    const AttentionPass pass{rows, cells, w_.rope.for_rows(rows, buf)};
+    const auto [x, normed, branch, pass] = start_layers(h, rows, cells, ctx, w_.embedding, w_.rope);
     for (int64_t il = 0; il < h.n_layer; ++il) {
       const PostNormLayer& layer = w_.layers[static_cast<size_t>(il)];
       attention(layer.attn, h, il, pass, cache, ctx, x, branch);
@@ -112,17 +108,6 @@ class PostNormModel final : public DecoderModel {
 
   PostNormWeights w_;
 };
-
-std::unique_ptr<DecoderModel> make(ModelHParams hp, WeightBinder& binder) {
-  return std::make_unique<PostNormModel>(std::move(hp), binder);
-}
-
-std::vector<TensorSpec> tensors(const ModelHParams& hp) {
-  TensorSpecCollector collector;
-  PostNormWeights weights;
-  weights.visit(collector, hp);
-  return collector.take();
-}
 
 // What both graphs assume (llama.cpp asserts it or shapes its tensors so):
 // heads of n_embd / n_head, rotated in full, and the norm epsilon given.
@@ -214,16 +199,16 @@ void write_exaone4(const ModelGeometry& g, std::vector<gguf::KeyValue>& keys) {
 
 const Family kOlmo2Family{.arch = "olmo2",
                           .neox_rope = true,
-                          .make = make,
+                          .make = make_model<PostNormModel>,
                           .read_hparams = read_olmo2,
-                          .tensors = tensors,
+                          .tensors = tensors_of<PostNormWeights>,
                           .write_hparams = write_olmo2,
                           .fixed_head_dim = true};
 const Family kExaone4Family{.arch = "exaone4",
                             .neox_rope = true,
-                            .make = make,
+                            .make = make_model<PostNormModel>,
                             .read_hparams = read_exaone4,
-                            .tensors = tensors,
+                            .tensors = tensors_of<PostNormWeights>,
                             .write_hparams = write_exaone4,
                             .fixed_head_dim = true};
 

@@ -17,6 +17,7 @@
 #include "formats/gguf/gguf_file.hpp"
 #include "kernels/cpu/activations.hpp"
 #include "model/arch/arch.hpp"
+#include "model/arch/family_support.hpp"
 #include "model/arch_spec.hpp"
 #include "model/blocks/attention.hpp"
 #include "model/blocks/embedding.hpp"
@@ -70,14 +71,8 @@ class StarCoder2Model final : public DecoderModel {
   void run_layers(std::span<const BatchRow> rows, std::span<const int32_t> cells, KvCache& cache,
                   ForwardContext& ctx, std::span<float> logits) const override {
     const auto& h = hparams_;
-    auto& buf = ctx.buffers;
     const auto n = rows.size();
-    const auto width = n * static_cast<size_t>(h.n_embd);
-    auto x = ForwardBuffers::take(buf.residual, width);
-    auto normed = ForwardBuffers::take(buf.normed, width);
-    auto branch = ForwardBuffers::take(buf.proj, width);
-    w_.embedding.embed(h, rows, x, buf);
-    const AttentionPass pass{rows, cells, w_.rope.for_rows(rows, buf)};
+    const auto [x, normed, branch, pass] = start_layers(h, rows, cells, ctx, w_.embedding, w_.rope);
     for (int64_t il = 0; il < h.n_layer; ++il) {
       const StarCoder2Layer& layer = w_.layers[static_cast<size_t>(il)];
       layer.attn_norm.apply(x, normed);
@@ -92,17 +87,6 @@ class StarCoder2Model final : public DecoderModel {
 
   StarCoder2Weights w_;
 };
-
-std::unique_ptr<DecoderModel> make(ModelHParams hp, WeightBinder& binder) {
-  return std::make_unique<StarCoder2Model>(std::move(hp), binder);
-}
-
-std::vector<TensorSpec> tensors(const ModelHParams& hp) {
-  TensorSpecCollector collector;
-  StarCoder2Weights weights;
-  weights.visit(collector, hp);
-  return collector.take();
-}
 
 void read_starcoder2(const HParamReader& keys, ModelHParams& hp) {
   // Required, as in llama.cpp.
@@ -128,9 +112,9 @@ constexpr std::string_view kStarCoder2Optional[] = {"attn_q.bias", "attn_k.bias"
 
 const Family kStarCoder2Family{.arch = "starcoder2",
                                .neox_rope = true,
-                               .make = make,
+                               .make = make_model<StarCoder2Model>,
                                .read_hparams = read_starcoder2,
-                               .tensors = tensors,
+                               .tensors = tensors_of<StarCoder2Weights>,
                                .write_hparams = write_starcoder2,
                                .fixed_head_dim = true,
                                .converted_optional = kStarCoder2Optional};

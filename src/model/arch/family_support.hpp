@@ -1,0 +1,63 @@
+// What the family files share beyond the blocks: the factory and the tensor
+// list of a family's Weights struct (Family::make and Family::tensors), and
+// the start of every forward pass (the embedded rows, the scratch rows a
+// layer's norms and branches write, and what every layer's attention shares).
+#pragma once
+
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "kernels/cpu/norm.hpp"
+#include "model/blocks/attention.hpp"
+#include "model/blocks/embedding.hpp"
+#include "model/decoder_model.hpp"
+#include "model/hparams.hpp"
+#include "model/rope_setup.hpp"
+#include "model/tensor_table.hpp"
+#include "model/weights.hpp"
+
+namespace cortiq {
+
+// Family::make for a DecoderModel subclass constructed from (hparams, binder).
+template <class Model>
+std::unique_ptr<DecoderModel> make_model(ModelHParams hparams, WeightBinder& binder) {
+  return std::make_unique<Model>(std::move(hparams), binder);
+}
+
+// Family::tensors: the tensors a Weights struct visits, for gen-model.
+template <class Weights>
+std::vector<TensorSpec> tensors_of(const ModelHParams& hparams) {
+  TensorSpecCollector collector;
+  Weights weights;
+  weights.visit(collector, hparams);
+  return collector.take();
+}
+
+// The residual stream of a forward pass and its scratch rows, all
+// [rows][n_embd]: x holds the embedded tokens, normed and branch are for a
+// layer's norm output and branch output.
+struct LayerStream {
+  std::span<float> x, normed, branch;
+  AttentionPass pass;
+};
+
+inline LayerStream start_layers(const ModelHParams& hp, std::span<const BatchRow> rows,
+                                std::span<const int32_t> cells, ForwardContext& ctx,
+                                const TokenEmbedding& embedding, const RopeTables& rope) {
+  auto& buf = ctx.buffers;
+  const size_t width = rows.size() * static_cast<size_t>(hp.n_embd);
+  LayerStream s{ForwardBuffers::take(buf.residual, width), ForwardBuffers::take(buf.normed, width),
+                ForwardBuffers::take(buf.proj, width),
+                AttentionPass{rows, cells, rope.for_rows(rows, buf)}};
+  embedding.embed(hp, rows, s.x, buf);
+  return s;
+}
+
+// out = rms_norm(x) * weight, row by row (n_embd wide).
+inline void rms_norm(const ModelHParams& hp, std::span<const float> x,
+                     std::span<const float> weight, std::span<float> out) {
+  kernels::rms_norm_rows(x, weight, hp.rms_eps, out, static_cast<size_t>(hp.n_embd));
+}
+
+}  // namespace cortiq
