@@ -127,6 +127,94 @@ TEST(ModelLoad, AnUnusedTensorIsRefusedByName) {
   EXPECT_NE(load_error(dir / "c.gguf").find("mystery.weight"), std::string::npos);
 }
 
+// Copies `from` into `to` with each layer's attn_{q,k,v}.weight (and their
+// biases, when there) concatenated into attn_qkv.weight (.bias), as a
+// converter that fuses them writes it: rows Q, then K, then V.
+void fuse_qkv(const std::filesystem::path& from, const std::filesystem::path& to) {
+  const gguf::GgufFile file = gguf::GgufFile::open(from);
+  gguf::GgufWriter writer;
+  for (const gguf::KeyValue& kv : file.metadata()) writer.set(kv.key, kv.value);
+  std::vector<std::vector<std::byte>> data;
+  const auto part = [&](const std::string& prefix, std::string_view m, const char* suffix) {
+    return file.find_tensor(prefix + std::string(m) + suffix);
+  };
+  for (const gguf::TensorInfo& t : file.tensors()) {
+    const auto dot = t.name.find(".attn_");
+    const bool qkv_part =
+        t.name.starts_with("blk.") && dot != std::string::npos &&
+        (t.name.ends_with(".weight") || t.name.ends_with(".bias")) &&
+        (t.name.substr(dot, 8) == ".attn_q." || t.name.substr(dot, 8) == ".attn_k." ||
+         t.name.substr(dot, 8) == ".attn_v.");
+    if (!qkv_part) {
+      writer.add_tensor(t.name, t.type, t.shape);
+      data.emplace_back(t.data.begin(), t.data.end());
+      continue;
+    }
+    if (t.name.substr(dot, 8) != ".attn_q.") continue;  // written with Q
+    const std::string prefix = t.name.substr(0, dot + 1);
+    const char* suffix = t.name.ends_with(".weight") ? ".weight" : ".bias";
+    std::vector<int64_t> shape = t.shape;
+    std::vector<std::byte> bytes;
+    for (const std::string_view m : {"attn_q", "attn_k", "attn_v"}) {
+      const gguf::TensorInfo* p = part(prefix, m, suffix);
+      EXPECT_NE(p, nullptr);
+      if (m != "attn_q") shape.back() += p->shape.back();
+      bytes.insert(bytes.end(), p->data.begin(), p->data.end());
+    }
+    writer.add_tensor(prefix + "attn_qkv" + suffix, t.type, shape);
+    data.push_back(std::move(bytes));
+  }
+  writer.begin(to);
+  for (const auto& d : data) writer.write_tensor_data(d);
+  writer.finish();
+}
+
+// llama.cpp's create_tensor_qkv / build_qkv: a file with attn_qkv.weight
+// (and bias) instead of Q/K/V gives the logits of the same weights split.
+TEST(ModelLoad, FusedQkvGivesTheLogitsOfSplitQkv) {
+  test::TempDir dir;
+  for (const std::string_view arch : {"llama", "qwen2"}) {
+    SCOPED_TRACE(std::string(arch));
+    RandomModelOptions o = small_model(arch);
+    for (const GgmlType type : {GgmlType::F32, GgmlType::Q8_0}) {
+      o.weight_type = type;
+      write_random_model(o, dir / "split.gguf");
+      fuse_qkv(dir / "split.gguf", dir / "fused.gguf");
+      ASSERT_NE(gguf::GgufFile::open(dir / "fused.gguf").find_tensor("blk.1.attn_qkv.weight"),
+                nullptr);
+      EXPECT_EQ(gguf::GgufFile::open(dir / "fused.gguf").find_tensor("blk.1.attn_k.weight"),
+                nullptr);
+      if (arch == "qwen2") {
+        EXPECT_NE(gguf::GgufFile::open(dir / "fused.gguf").find_tensor("blk.0.attn_qkv.bias"),
+                  nullptr);
+      }
+      LoadOptions load;
+      load.kv_type = KvType::f32;
+      const std::vector<TokenId> ids = {1, 5, 9, 13, 17, 21, 25};
+      Session split(Model::load(dir / "split.gguf", load));
+      Session fused(Model::load(dir / "fused.gguf", load));
+      const auto a = split.evaluate(ids, 3);
+      const auto b = fused.evaluate(ids, 3);
+      ASSERT_EQ(a.size(), b.size());
+      for (size_t i = 0; i < a.size(); ++i) ASSERT_NEAR(a[i], b[i], 1e-6) << i;
+    }
+  }
+  // With the fused projection, the split ones' scales are not read (llama.cpp
+  // reads attn_q.scale only for attn_q.weight): such a file is refused.
+  write_random_model(small_model("llama"), dir / "split.gguf");
+  fuse_qkv(dir / "split.gguf", dir / "fused.gguf");
+  rewrite(dir / "fused.gguf", dir / "extra.gguf", "", {"blk.0.attn_q.scale", {1}});
+  EXPECT_NE(load_error(dir / "extra.gguf").find("blk.0.attn_q.scale"), std::string::npos);
+  // Its own scale multiplies the product.
+  rewrite(dir / "fused.gguf", dir / "scaled.gguf", "", {"blk.0.attn_qkv.scale", {1}, {1.5f}});
+  LoadOptions load;
+  load.kv_type = KvType::f32;
+  const std::vector<TokenId> ids = {1, 5, 9};
+  Session plain(Model::load(dir / "fused.gguf", load));
+  Session scaled(Model::load(dir / "scaled.gguf", load));
+  EXPECT_NE(plain.evaluate(ids, 3), scaled.evaluate(ids, 3));
+}
+
 TEST(ModelLoad, AMissingTensorIsNamed) {
   test::TempDir dir;
   write_random_model(small_model("gemma2"), dir / "a.gguf");

@@ -12,21 +12,29 @@ namespace {
 
 // In the order the docs list them; one line per architecture name.
 constexpr const Family* kFamilies[] = {
-    &kLlamaFamily,       // llama.cpp
-    &kQwen2Family,       // llama.cpp
-    &kQwen3Family,       // llama.cpp
-    &kGemmaFamily,       // gemma.cpp
-    &kGemma2Family,      // gemma.cpp
-    &kGemma3Family,      // gemma.cpp
-    &kMistral3Family,    // llama_variants.cpp
-    &kSeedOssFamily,     // llama_variants.cpp
-    &kExaoneFamily,      // llama_variants.cpp
-    &kSmolLm3Family,     // llama_variants.cpp
-    &kGraniteFamily,     // granite.cpp
-    &kMinicpmFamily,     // granite.cpp
-    &kOlmo2Family,       // olmo2.cpp
-    &kExaone4Family,     // olmo2.cpp
-    &kStarCoder2Family,  // starcoder2.cpp
+    &kLlamaFamily,          // llama.cpp
+    &kQwen2Family,          // llama.cpp
+    &kQwen3Family,          // llama.cpp
+    &kGemmaFamily,          // gemma.cpp
+    &kGemma2Family,         // gemma.cpp
+    &kGemma3Family,         // gemma.cpp
+    &kMistral3Family,       // llama_variants.cpp
+    &kSeedOssFamily,        // llama_variants.cpp
+    &kExaoneFamily,         // llama_variants.cpp
+    &kSmolLm3Family,        // llama_variants.cpp
+    &kGraniteFamily,        // granite.cpp
+    &kMinicpmFamily,        // granite.cpp
+    &kOlmo2Family,          // olmo2.cpp
+    &kExaone4Family,        // olmo2.cpp
+    &kStarCoder2Family,     // starcoder2.cpp
+    &kOrionFamily,          // llama_copies.cpp
+    &kInternLm2Family,      // llama_copies.cpp
+    &kXverseFamily,         // llama_copies.cpp
+    &kBaichuanFamily,       // llama_copies.cpp
+    &kPanguEmbeddedFamily,  // llama_copies.cpp
+    &kPlamoFamily,          // llama_copies.cpp
+    &kNanbeigeFamily,       // nanbeige.cpp
+    &kCodeShellFamily,      // codeshell.cpp
 };
 
 }  // namespace

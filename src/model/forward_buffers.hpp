@@ -19,6 +19,7 @@ struct ForwardBuffers {
   std::vector<float> residual;  // [rows][n_embd]: the stream the blocks add to
   std::vector<float> normed;    // [rows][n_embd]
   std::vector<float> q, k, v;   // [rows][q/k/v width]
+  std::vector<float> qkv;       // [rows][q + k + v width]: a fused attn_qkv product
   std::vector<float> attn_out;  // [rows][q width]
   std::vector<float> proj;      // [rows][n_embd]: a block's output before the residual add
   std::vector<float> gate, up;  // [rows][n_ff]

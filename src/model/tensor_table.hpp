@@ -48,6 +48,12 @@ class TensorVisitor {
   // of ignoring it in silence.
   virtual void without_effect(const std::string& name, int64_t n, TensorKind kind) = 0;
   void scale_without_effect(const std::string& name) { without_effect(name, 1, TensorKind::scale); }
+
+  // Whether the file has the tensor, for the choices llama.cpp makes on
+  // presence (attn_qkv.weight instead of attn_{q,k,v}.weight). The loader
+  // answers from the file; gen-model answers `written`, what the family's
+  // converter writes.
+  virtual bool has(const std::string& name, bool written) = 0;
 };
 
 // Collects the visited tensors as specs (shapes only; nothing is bound).
@@ -59,6 +65,7 @@ class TensorSpecCollector final : public TensorVisitor {
               bool required) override;
   void scale(float& value, const std::string& name) override;
   void without_effect(const std::string& name, int64_t n, TensorKind kind) override;
+  bool has(const std::string& name, bool written) override;
 
   std::vector<TensorSpec> take() { return std::move(specs_); }
 

@@ -33,4 +33,18 @@ extern const Family kExaone4Family;
 // starcoder2.cpp
 extern const Family kStarCoder2Family;
 
+// llama_copies.cpp
+extern const Family kOrionFamily;
+extern const Family kInternLm2Family;
+extern const Family kXverseFamily;
+extern const Family kBaichuanFamily;
+extern const Family kPanguEmbeddedFamily;
+extern const Family kPlamoFamily;
+
+// nanbeige.cpp
+extern const Family kNanbeigeFamily;
+
+// codeshell.cpp
+extern const Family kCodeShellFamily;
+
 }  // namespace cortiq

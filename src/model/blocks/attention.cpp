@@ -17,6 +17,42 @@ void AttentionWeights::visit(TensorVisitor& v, const ModelHParams& hp, int64_t l
                              AttentionTensors extra) {
   const LayerSpec& l = hp.layer(layer);
   const auto name = [&](std::string_view what) { return layer_tensor_name(layer, what); };
+  // llama.cpp's create_tensor_qkv: attn_qkv.weight when the file has it
+  // (with its optional bias; the generic pass reads its .scale and
+  // .input_scale), else Q/K/V with theirs. Families whose graph projects
+  // without build_qkv (OLMo2) never read the fused one.
+  const bool fused = extra.qkv_biases_and_scales_applied &&
+                     v.has(name("attn_qkv.weight"), extra.fused_qkv_written);
+  if (fused) {
+    const int64_t width = l.q_width() + l.k_width() + l.v_width();
+    v.matrix(wqkv, name("attn_qkv.weight"), hp.n_embd, width);
+    v.vector(bqkv, name("attn_qkv.bias"), width, TensorKind::bias, false);
+    v.matrix(wo, name("attn_output.weight"), l.attn_out_width(), hp.n_embd);
+    if (extra.output_bias || extra.output_bias_required) {
+      v.vector(bo, name("attn_output.bias"), hp.n_embd, TensorKind::bias,
+               extra.output_bias_required);
+    }
+    v.scale(qkv_scale, name("attn_qkv.scale"));
+    v.scale(o_scale, name("attn_output.scale"));
+    for (const char* input : {"attn_qkv", "attn_output"}) {
+      v.scale_without_effect(name(std::string(input) + ".input_scale"));
+    }
+  } else {
+    visit_separate_qkv(v, hp, layer, extra);
+  }
+  if (extra.qk_norm != QkNorm::none) {
+    const bool required = extra.qk_norm == QkNorm::required;
+    v.vector(q_norm, name("attn_q_norm.weight"), extra.qk_norm_whole ? l.q_width() : l.head_dim_k,
+             TensorKind::norm, required);
+    v.vector(k_norm, name("attn_k_norm.weight"), extra.qk_norm_whole ? l.k_width() : l.head_dim_k,
+             TensorKind::norm, required);
+  }
+}
+
+void AttentionWeights::visit_separate_qkv(TensorVisitor& v, const ModelHParams& hp, int64_t layer,
+                                          AttentionTensors extra) {
+  const LayerSpec& l = hp.layer(layer);
+  const auto name = [&](std::string_view what) { return layer_tensor_name(layer, what); };
   v.matrix(wq, name("attn_q.weight"), hp.n_embd, l.q_width());
   v.matrix(wk, name("attn_k.weight"), hp.n_embd, l.k_width());
   v.matrix(wv, name("attn_v.weight"), hp.n_embd, l.v_width());
@@ -46,13 +82,6 @@ void AttentionWeights::visit(TensorVisitor& v, const ModelHParams& hp, int64_t l
   for (const char* input : {"attn_q", "attn_k", "attn_v", "attn_output"}) {
     v.scale_without_effect(name(std::string(input) + ".input_scale"));
   }
-  if (extra.qk_norm != QkNorm::none) {
-    const bool required = extra.qk_norm == QkNorm::required;
-    v.vector(q_norm, name("attn_q_norm.weight"), extra.qk_norm_whole ? l.q_width() : l.head_dim_k,
-             TensorKind::norm, required);
-    v.vector(k_norm, name("attn_k_norm.weight"), extra.qk_norm_whole ? l.k_width() : l.head_dim_k,
-             TensorKind::norm, required);
-  }
 }
 
 namespace {
@@ -77,17 +106,34 @@ void project_qkv(const AttentionWeights& w, const ModelHParams& hp, const LayerS
   auto& buf = ctx.buffers;
   const auto n = static_cast<int64_t>(pass.rows.size());
   const auto rows = pass.rows.size();
-  const kernels::MatmulOutput qkv[] = {
-      {&w.wq, q, layer.q_width()}, {&w.wk, k, layer.k_width()}, {&w.wv, v, layer.v_width()}};
-  kernels::matmul_shared_input(qkv, normed, n, ctx.pool, buf.matmul);
-  apply_scale(q, w.q_scale);
-  apply_scale(k, w.k_scale);
-  apply_scale(v, w.v_scale);
-  kernels::add_bias_rows(q, w.bq);
-  kernels::add_bias_rows(k, w.bk);
-  kernels::add_bias_rows(v, w.bv);
   const auto qw = static_cast<size_t>(layer.q_width());
   const auto kw = static_cast<size_t>(layer.k_width());
+  const auto vw = static_cast<size_t>(layer.v_width());
+  if (!w.wqkv.empty()) {
+    // build_qkv's fused path: one product, its scale and bias, then Q, K
+    // and V are views of each row (copied out here).
+    const auto width = qw + kw + vw;
+    auto fused = ForwardBuffers::take(buf.qkv, rows * width);
+    kernels::matmul(w.wqkv, normed, n, fused, static_cast<int64_t>(width), ctx.pool, buf.matmul);
+    apply_scale(fused, w.qkv_scale);
+    kernels::add_bias_rows(fused, w.bqkv);
+    for (size_t r = 0; r < rows; ++r) {
+      const auto row = fused.subspan(r * width, width);
+      std::ranges::copy(row.first(qw), q.subspan(r * qw, qw).begin());
+      std::ranges::copy(row.subspan(qw, kw), k.subspan(r * kw, kw).begin());
+      std::ranges::copy(row.subspan(qw + kw, vw), v.subspan(r * vw, vw).begin());
+    }
+  } else {
+    const kernels::MatmulOutput qkv[] = {
+        {&w.wq, q, layer.q_width()}, {&w.wk, k, layer.k_width()}, {&w.wv, v, layer.v_width()}};
+    kernels::matmul_shared_input(qkv, normed, n, ctx.pool, buf.matmul);
+    apply_scale(q, w.q_scale);
+    apply_scale(k, w.k_scale);
+    apply_scale(v, w.v_scale);
+    kernels::add_bias_rows(q, w.bq);
+    kernels::add_bias_rows(k, w.bk);
+    kernels::add_bias_rows(v, w.bv);
+  }
   const RopeTable* rope =
       layer.rope == RopeSlot::none ? nullptr : &pass.rope[static_cast<size_t>(layer.rope)];
   for (size_t r = 0; r < rows; ++r) {

@@ -39,17 +39,30 @@ struct AttentionTensors {
   // false: Q/K/V biases and scales are read but applied nowhere (OLMo2's
   // graph projects Q/K/V without build_qkv).
   bool qkv_biases_and_scales_applied = true;
+  // gen-model writes attn_qkv.weight (and its bias) instead of Q/K/V, as the
+  // family's converter does (Phi-3). The loader follows the file either way
+  // (llama.cpp's create_tensor_qkv), when the family's graph uses build_qkv.
+  bool fused_qkv_written = false;
 };
 
 struct AttentionWeights {
   kernels::WeightView wq, wk, wv, wo;
   std::vector<float> bq, bk, bv, bo;                         // empty when the file has none
   float q_scale = 1, k_scale = 1, v_scale = 1, o_scale = 1;  // NAME.scale, 1 when absent
+  // attn_qkv.{weight,bias,scale} when the file has the fused projection
+  // (then wq/wk/wv are empty): rows Q, then K, then V.
+  kernels::WeightView wqkv;
+  std::vector<float> bqkv;
+  float qkv_scale = 1;
   std::vector<float> q_norm, k_norm;  // RMS norm weights (per head or whole row), or empty
 
-  // blk.N.attn_{q,k,v,output}.weight, the optional Q/K/V biases and every
-  // scale, and what `extra` allows.
+  // blk.N.attn_{q,k,v,output}.weight (or attn_qkv.weight instead of Q/K/V),
+  // the optional Q/K/V biases and every scale, and what `extra` allows.
   void visit(TensorVisitor& v, const ModelHParams& hp, int64_t layer, AttentionTensors extra);
+
+ private:
+  void visit_separate_qkv(TensorVisitor& v, const ModelHParams& hp, int64_t layer,
+                          AttentionTensors extra);
 };
 
 // What every layer's attention shares within one forward pass.
