@@ -34,7 +34,7 @@ constexpr const Family* kFamilies[] = {
     &kPanguEmbeddedFamily,  // llama_copies.cpp
     &kPlamoFamily,          // llama_copies.cpp
     &kNanbeigeFamily,       // nanbeige.cpp
-    &kCodeShellFamily,      // codeshell.cpp
+    &kCodeShellFamily,      // starcoder2.cpp
 };
 
 }  // namespace

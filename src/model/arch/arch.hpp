@@ -32,6 +32,7 @@ extern const Family kExaone4Family;
 
 // starcoder2.cpp
 extern const Family kStarCoder2Family;
+extern const Family kCodeShellFamily;
 
 // llama_copies.cpp
 extern const Family kOrionFamily;
@@ -43,8 +44,5 @@ extern const Family kPlamoFamily;
 
 // nanbeige.cpp
 extern const Family kNanbeigeFamily;
-
-// codeshell.cpp
-extern const Family kCodeShellFamily;
 
 }  // namespace cortiq
