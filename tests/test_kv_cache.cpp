@@ -452,6 +452,117 @@ bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
+// Layer 0 attends to every position, layer 1 to a window: given n_ubatch,
+// layer 1 keeps only what its window (and a cut of up to n_ubatch
+// positions) still needs.
+constexpr int64_t kWindow = 6;
+constexpr int64_t kUbatch = 3;
+
+KvCacheShape windowed_shape(int64_t n_cells, int32_t n_seq, int32_t block_size) {
+  KvCacheShape shape = small_shape(n_cells, n_seq, block_size);
+  shape.layers[1].window = kWindow;
+  shape.n_ubatch = kUbatch;
+  return shape;
+}
+
+// The rows the cache must still hold: all of layer 0, and layer 1's from
+// `window_from` on.
+void expect_window_rows(const KvCache& cache, int32_t seq, int64_t window_from) {
+  const auto hashes = prefix_hashes(cache.tokens(seq));
+  const auto length = static_cast<int64_t>(hashes.size());
+  for (int64_t layer = 0; layer < kLayers; ++layer) {
+    const auto keys = cache.keys(layer, seq);
+    const auto values = cache.values(layer, seq);
+    ASSERT_EQ(keys.cells.size(), hashes.size());
+    const int64_t first = layer == 0 ? 0 : window_from;
+    for (int64_t p = first; p < length; ++p) {
+      const auto expected = rows_for(hashes[static_cast<size_t>(p)], layer);
+      const auto pos = static_cast<size_t>(p);
+      ASSERT_EQ(read_row(keys, pos, kKeyWidth), expected.k) << "layer " << layer << " pos " << p;
+      ASSERT_EQ(read_row(values, pos, kValueWidth), expected.v)
+          << "layer " << layer << " pos " << p;
+    }
+  }
+}
+
+TEST(KvCacheWindow, WindowLayersTakeTheirWindowNotTheContext) {
+  KvCacheShape whole = windowed_shape(1024, 2, 4);
+  whole.n_ubatch = 0;
+  const KvCacheShape bounded = windowed_shape(1024, 2, 4);
+  EXPECT_EQ(whole.bounded_window(), 0);
+  EXPECT_EQ(bounded.bounded_window(), kWindow);
+  // Per sequence: 5 + 3 kept, 3 + 3 for the next pass -> 4 blocks of 4.
+  EXPECT_EQ(KvWindowRows::blocks_per_sequence(kWindow, kUbatch, 4), 4);
+  const uint64_t row = (kKeyWidth + kValueWidth) * sizeof(float);
+  EXPECT_EQ(KvCache::bytes_needed(whole), 2 * 1024 * row);
+  EXPECT_EQ(KvCache::bytes_needed(bounded), (1024 + 2 * 4 * 4) * row);
+  // A window as wide as the context saves nothing: kept whole.
+  EXPECT_EQ(windowed_shape(16, 2, 4).bounded_window(), 0);
+}
+
+TEST(KvCacheWindow, RandomPassesKeepEveryRowAWindowStillSees) {
+  KvCache cache(windowed_shape(512, 2, 4));
+  ASSERT_EQ(cache.max_append(), kUbatch);
+  std::mt19937 rng(11);
+  std::vector<std::vector<TokenId>> expected(2);
+  // Per sequence, the first position layer 1 must still hold: what the
+  // window and a cut of n_ubatch need after the last pass, or more.
+  std::vector<int64_t> held_from(2, 0);
+  for (int step = 0; step < 600; ++step) {
+    const auto seq = static_cast<int32_t>(rng() % 2);
+    auto& tokens = expected[static_cast<size_t>(seq)];
+    auto& held = held_from[static_cast<size_t>(seq)];
+    const auto length = static_cast<int64_t>(tokens.size());
+    if (rng() % 5 == 0 && length > 0) {
+      const auto cut = static_cast<int64_t>(rng() % static_cast<uint32_t>(length));
+      // A cut is served while the window rows before it are there: always
+      // for one of up to n_ubatch positions after a pass.
+      if (std::max<int64_t>(0, cut - kWindow + 1) >= held) {
+        EXPECT_TRUE(cache.can_truncate(seq, cut)) << "cut " << cut << " of " << length;
+      }
+      if (cache.can_truncate(seq, cut)) {
+        cache.truncate(seq, cut);
+        tokens.resize(static_cast<size_t>(cut));
+      } else {
+        const Snapshot before(cache);
+        EXPECT_THROW(cache.truncate(seq, cut), Error);
+        EXPECT_TRUE(Snapshot(cache) == before);
+      }
+    } else if (length + kUbatch <= 200) {
+      std::vector<TokenId> more(1 + rng() % kUbatch);
+      for (auto& t : more) t = static_cast<TokenId>(rng() % 5);
+      append_and_write(cache, seq, more);
+      cache.commit(seq);
+      tokens.insert(tokens.end(), more.begin(), more.end());
+      held = std::max(held, static_cast<int64_t>(tokens.size()) - kWindow + 1 - kUbatch);
+    } else {
+      cache.clear(seq);
+      tokens.clear();
+      held = 0;
+    }
+    ASSERT_TRUE(std::ranges::equal(cache.tokens(seq), tokens));
+    expect_window_rows(cache, seq, held);
+  }
+  // A pass far longer than n_ubatch does not fit a sequence's share.
+  cache.clear_all();
+  const std::vector<TokenId> too_many(
+      KvWindowRows::blocks_per_sequence(kWindow, kUbatch, 4) * 4 + 1, 1);
+  EXPECT_THROW(cache.append(0, too_many), Error);
+  EXPECT_EQ(cache.length(0), 0);
+}
+
+TEST(KvCacheWindow, NoPrefixCacheWhenWindowRowsAreBounded) {
+  KvCache cache(windowed_shape(64, 2, 4));
+  const std::vector<TokenId> tokens = {1, 2, 3};
+  for (int i = 0; i < 4; ++i) {
+    append_and_write(cache, 0, tokens);
+    cache.commit(0);
+  }
+  const std::vector<TokenId> prompt(cache.tokens(0).begin(), cache.tokens(0).end());
+  EXPECT_EQ(cache.cached_prefix_length(prompt), 0);
+  EXPECT_EQ(cache.attach_prefix(1, prompt), 0);
+}
+
 TEST(KvCachePrefix, AttachedPrefixGivesTheSameLogitsBitForBit) {
   const auto model = test::load_test_model({});
   KvCache cache(model->decoder().kv_cache_shape(256, 2, KvType::f32));

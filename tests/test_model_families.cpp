@@ -5,6 +5,7 @@
 // file; and every family keeps batch invariance across its window edges.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <functional>
 
@@ -17,6 +18,7 @@
 #include "model/decoder_model.hpp"
 #include "model/family.hpp"
 #include "model/random_model.hpp"
+#include "runtime/kv_cache.hpp"
 #include "test_support.hpp"
 
 namespace cortiq {
@@ -419,6 +421,60 @@ TEST(FamilyBatchInvariance, EveryFamilyAcrossItsWindowEdges) {
       EXPECT_EQ(std::max_element(row, row + n_vocab) - row, result.tokens[i]) << "token " << i;
     }
   }
+}
+
+// A prefill chunk shorter than the window bounds the window layers' KV rows
+// by the window (plus the chunk), not the context. The logits stay those of
+// a cache kept whole, bit for bit: across the window edge, and across turns
+// whose reused history is kept, cut shallow (kept) or cut below what the
+// window layers still hold (forwarded again).
+TEST(FamilyBatchInvariance, BoundedWindowsGiveTheLogitsOfAWholeCache) {
+  std::vector<TokenId> ids(64);
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<TokenId>(3 + (i * 37) % 600);
+  int windowed = 0;
+  for (const Family* family : families()) {
+    SCOPED_TRACE(std::string(family->arch));
+    const test::TestModelSpec spec{.arch = std::string(family->arch)};
+    const auto whole = test::load_test_model(spec, 2, KvType::f16);  // chunk 512: kept whole
+    const auto& layers = whole->hparams().layers;
+    if (std::none_of(layers.begin(), layers.end(), [](const LayerSpec& l) { return l.window; })) {
+      continue;
+    }
+    ++windowed;
+    constexpr int64_t kChunk = 4;
+    const auto bounded = test::load_test_model(spec, 2, KvType::f16, kChunk);
+    KvCacheShape shape = bounded->decoder().kv_cache_shape(spec.n_ctx, 1, KvType::f16);
+    const uint64_t whole_bytes = KvCache::bytes_needed(shape);
+    shape.n_ubatch = kChunk;
+    EXPECT_LT(KvCache::bytes_needed(shape), whole_bytes);
+
+    const auto one_chunk = Session(whole).evaluate(ids, 64);
+    EXPECT_TRUE(bitwise_equal(Session(bounded).evaluate(ids, 64), one_chunk));
+
+    GenerateOptions greedy;
+    greedy.sampling.temperature = 0;
+    greedy.max_tokens = 4;
+    greedy.ignore_eos = true;
+    Session turns(bounded);
+    // Each turn's reply is the one a fresh session with a whole cache gives.
+    const auto turn = [&](std::span<const TokenId> prompt, int64_t expected_cached) {
+      const auto result = turns.generate(prompt, greedy);
+      EXPECT_EQ(result.cached_tokens, expected_cached);
+      EXPECT_EQ(result.tokens, Session(whole).generate(prompt, greedy).tokens);
+    };
+    const auto ids_span = std::span<const TokenId>(ids);
+    turn(ids_span.first(40), 0);
+    std::vector<TokenId> prompt(turns.history().begin(), turns.history().end());
+    prompt.insert(prompt.end(), ids.begin() + 40, ids.begin() + 50);
+    turn(prompt, static_cast<int64_t>(turns.history().size()));  // kept whole
+    prompt.assign(turns.history().begin(), turns.history().end() - 2);
+    prompt.insert(prompt.end(), ids.begin() + 50, ids.begin() + 54);
+    turn(prompt, static_cast<int64_t>(turns.history().size()) - 2);  // a shallow cut
+    prompt.assign(ids.begin(), ids.begin() + 8);
+    prompt.insert(prompt.end(), ids.begin() + 54, ids.end());
+    turn(prompt, 0);  // below what the window layers hold: forwarded again
+  }
+  EXPECT_GT(windowed, 0);
 }
 
 }  // namespace

@@ -122,6 +122,37 @@ TEST(ServerScheduler, SeededOutputIsTheSameAloneAndNextTo31Others) {
   for (const auto& f : all.finished) EXPECT_EQ(f.end, ChoiceEnd::length);
 }
 
+// Gemma 2's sliding-window layers (16 positions in the test model) keep
+// only their window and a step of rows per sequence: sequences interleaved
+// in steps of 8 rows still give a Session's tokens, and a second run of the
+// same prompt (no prefix cache for such a model) gives them again.
+TEST(ServerScheduler, SlidingWindowModelKeepsOnlyItsWindowAndGivesASessionsTokens) {
+  test::TestModelSpec gemma2 = spec();
+  gemma2.arch = "gemma2";
+  const auto model = test::load_test_model(gemma2);
+  Metrics metrics;
+  SchedulerOptions options;
+  options.parallel = 4;
+  options.step_rows = 8;
+  Scheduler scheduler(model, options, metrics);
+  std::vector<GenerationJob> jobs;
+  for (int i = 0; i < 4; ++i) {
+    GenerationJob job = job_of(prompt_of(40 + 11 * i, i + 5), 7 + i, 20);
+    job.choice = i;
+    jobs.push_back(std::move(job));
+  }
+  const auto copies = jobs;
+  auto stream = std::make_shared<RequestStream>();
+  scheduler.submit(std::move(jobs), stream);
+  const auto all = collect(*stream, 4);
+  for (size_t i = 0; i < copies.size(); ++i) {
+    EXPECT_EQ(all.tokens[i], session_tokens(model, copies[i])) << "sequence " << i;
+  }
+  GenerationJob again = copies[2];
+  again.choice = 0;
+  EXPECT_EQ(run_alone(scheduler, again), all.tokens[2]);
+}
+
 TEST(ServerScheduler, PrefixCacheHitReusesBlocksAndKeepsTheTokens) {
   const auto model = test::load_test_model(spec());
   Metrics metrics;

@@ -206,6 +206,11 @@ class Session {
   void check_prompt(std::span<const TokenId> prompt) const;
   // check_prompt, and the ids fit in the context after the history.
   void check_extension(std::span<const TokenId> ids) const;
+  // Keeps the first `rows` positions of the history (forwarding them again
+  // when the cache can no longer cut there).
+  void cut_history(int64_t rows);
+  // Rows per forward pass for a requested chunk size (0: the model's).
+  size_t chunk_rows(int64_t requested) const;
   // Forwards ids after the history in chunks; the logits of the rows from
   // first_row on land in *logits (when given), those of the last row in
   // last_logits_. Returns false when cancelled between chunks.

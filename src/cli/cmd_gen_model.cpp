@@ -49,6 +49,8 @@ ArgParser gen_model_parser() {
       .option("--ctx", "N", "context length", std::to_string(d.n_ctx))
       .option("--rope-base", "F", "RoPE frequency base", "10000")
       .option("--rms-eps", "F", "RMS norm epsilon", "1e-5")
+      .option("--sliding-window", "N",
+              "sliding-window families' window (default: 16, so short sequences cross it)")
       .flag("--tied", "no output.weight: the token embedding doubles as the output matrix")
       .flag("--untied", "write a separate output.weight (default)")
       .flag("--all-tensors",
@@ -70,6 +72,8 @@ ModelGeometry geometry_from(const ParsedArgs& args) {
   g.n_ctx = args.get_int("ctx", 1, kMaxDim * 16);
   g.rope_base = args.get_double("rope-base");
   g.rms_eps = args.get_double("rms-eps");
+  if (args.has("sliding-window"))
+    g.sliding_window = args.get_int("sliding-window", 1, kMaxDim * 16);
   if (args.has("tied") && args.has("untied"))
     throw UsageError("--tied and --untied exclude each other");
   g.tied = args.has("tied");

@@ -9,8 +9,11 @@
 #include "base/error.hpp"
 #include "base/json_writer.hpp"
 #include "base/strings.hpp"
+#include "cortiq/cortiq.hpp"
+#include "model/decoder_model.hpp"
 #include "model/family.hpp"
 #include "model/hparams.hpp"
+#include "runtime/kv_cache.hpp"
 
 namespace cortiq::cli {
 
@@ -267,12 +270,32 @@ const char* rope_slot_name(RopeSlot slot) {
   return "?";
 }
 
-// Bytes of keys and values one position takes in an f16 cache, all layers.
-uint64_t kv_bytes_per_position(const ModelHParams& hp) {
-  uint64_t bytes = 0;
-  for (const LayerSpec& s : hp.layers)
-    bytes += 2 * static_cast<uint64_t>(s.k_width() + s.v_width());
-  return bytes;
+// The f16 KV cache of one sequence: bytes per position over all layers,
+// and what the trained context takes — with sliding-window layers kept
+// whole, and bounded by their window as a session keeps them.
+std::string kv_cache_text(const ModelHParams& hp) {
+  KvCacheShape shape = kv_cache_shape_of(hp, std::max<int64_t>(hp.n_ctx_train, 1), 1, KvType::f16);
+  uint64_t per_position = 0;
+  for (const KvLayerShape& layer : shape.layers) {
+    per_position += 2 * static_cast<uint64_t>(layer.k_width + layer.v_width);
+  }
+  std::string out =
+      strfmt("  KV cache       %s bytes per position (f16), %s at the trained context %lld\n",
+             with_commas(per_position).c_str(),
+             human_bytes(per_position * static_cast<uint64_t>(hp.n_ctx_train)).c_str(),
+             static_cast<long long>(hp.n_ctx_train));
+  shape.n_ubatch = kDefaultChunkSize;
+  if (const int64_t window = shape.bounded_window()) {
+    out += strfmt(
+        "                 %s there as a session keeps it: the window layers hold %lld "
+        "positions (window %lld, chunk %lld), not the context\n",
+        human_bytes(KvCache::bytes_needed(shape)).c_str(),
+        static_cast<long long>(
+            KvWindowRows::blocks_per_sequence(window, kDefaultChunkSize, shape.block_size) *
+            shape.block_size),
+        static_cast<long long>(window), static_cast<long long>(kDefaultChunkSize));
+  }
+  return out;
 }
 
 // How the engine reads the file: its family and each layer's description.
@@ -303,11 +326,7 @@ std::string model_text(const gguf::GgufFile& file) {
                   static_cast<long long>(s.head_dim_k), static_cast<long long>(s.n_ff),
                   window.c_str(), rope_slot_name(s.rope));
   }
-  const uint64_t per_position = kv_bytes_per_position(hp);
-  out += strfmt("  KV cache       %s bytes per position (f16), %s at the trained context %lld\n",
-                with_commas(per_position).c_str(),
-                human_bytes(per_position * static_cast<uint64_t>(hp.n_ctx_train)).c_str(),
-                static_cast<long long>(hp.n_ctx_train));
+  out += kv_cache_text(hp);
   return out;
 }
 

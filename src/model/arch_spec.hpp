@@ -6,6 +6,7 @@
 // metadata, so what is written is what the loader reads.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -28,8 +29,14 @@ struct ModelGeometry {
   double rope_base = 10000.0;
   double rms_eps = 1e-5;
   bool tied = false;  // no output.weight: the token embedding is reused
+  // Sliding-window families' window; 0: 16 positions (at most the
+  // context), so that the goldens' sequences cross the window's edge.
+  int64_t sliding_window = 0;
 
   int64_t resolved_head_dim() const { return head_dim != 0 ? head_dim : n_embd / n_head; }
+  int64_t resolved_sliding_window() const {
+    return sliding_window > 0 ? sliding_window : std::min<int64_t>(n_ctx, 16);
+  }
 };
 
 // Which optional tensors a spec holds: those a converted checkpoint of the

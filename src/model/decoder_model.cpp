@@ -83,17 +83,22 @@ DecoderModel::DecoderModel(ModelHParams hparams, WeightBinder& binder)
   binder.pack_into(&packed_weights_);
 }
 
-KvCacheShape DecoderModel::kv_cache_shape(int64_t n_cells, int32_t n_seq, KvType type,
-                                          int32_t block_size) const {
+KvCacheShape kv_cache_shape_of(const ModelHParams& hp, int64_t n_cells, int32_t n_seq, KvType type,
+                               int32_t block_size) {
   KvCacheShape shape;
-  for (const LayerSpec& layer : hparams_.layers) {
-    shape.layers.push_back({layer.k_width(), layer.v_width()});
+  for (const LayerSpec& layer : hp.layers) {
+    shape.layers.push_back({layer.k_width(), layer.v_width(), layer.window});
   }
   shape.n_cells = n_cells;
   shape.n_seq = n_seq;
   shape.type = type;
   shape.block_size = block_size;
   return shape;
+}
+
+KvCacheShape DecoderModel::kv_cache_shape(int64_t n_cells, int32_t n_seq, KvType type,
+                                          int32_t block_size) const {
+  return kv_cache_shape_of(hparams_, n_cells, n_seq, type, block_size);
 }
 
 std::unique_ptr<DecoderModel> load_decoder_model(const gguf::GgufFile& file) {

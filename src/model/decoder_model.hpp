@@ -35,7 +35,9 @@ class DecoderModel {
 
   // The KV cache this model needs for n_cells positions over n_seq
   // sequences: one row of keys and one of values per layer and position,
-  // each layer's widths its own. Callers never build the shape themselves.
+  // each layer's widths and window its own. Callers never build the shape
+  // themselves; they set its n_ubatch (their prefill chunk) to bound the
+  // sliding-window layers' rows by the window.
   KvCacheShape kv_cache_shape(int64_t n_cells, int32_t n_seq, KvType type,
                               int32_t block_size = 16) const;
 
@@ -63,6 +65,11 @@ class DecoderModel {
   // family's WeightBinder fills it.
   kernels::PackedWeightStore packed_weights_;
 };
+
+// The KV cache shape of a model with these hyper-parameters
+// (DecoderModel::kv_cache_shape), for reports that do not load the weights.
+KvCacheShape kv_cache_shape_of(const ModelHParams& hp, int64_t n_cells, int32_t n_seq, KvType type,
+                               int32_t block_size = 16);
 
 // Binds the weights of a parsed GGUF to the family of its
 // general.architecture. The file must outlive the model (weights are views

@@ -59,39 +59,76 @@ KvCacheShape KvCacheShape::uniform(int64_t n_layer, int64_t k_width, int64_t v_w
   return shape;
 }
 
+int64_t KvCacheShape::bounded_window() const {
+  int64_t window = 0;
+  for (const KvLayerShape& layer : layers) window = std::max(window, layer.window);
+  if (n_ubatch <= 0 || window <= 0 || block_size <= 0 || n_seq <= 0) return 0;
+  const int64_t window_blocks =
+      n_seq * KvWindowRows::blocks_per_sequence(window, n_ubatch, block_size);
+  const int64_t full_blocks = (n_cells + block_size - 1) / block_size;
+  return window_blocks < full_blocks ? window : 0;
+}
+
+namespace {
+
+// Cells allocated for the full layers and for the bounded window layers.
+struct CellCounts {
+  int64_t full = 0;
+  int64_t window = 0;
+};
+
+CellCounts cell_counts(const KvCacheShape& s) {
+  CellCounts counts{static_cast<int64_t>(block_count(s)) * s.block_size, 0};
+  if (const int64_t window = s.bounded_window()) {
+    counts.window = s.n_seq * KvWindowRows::blocks_per_sequence(window, s.n_ubatch, s.block_size) *
+                    s.block_size;
+  }
+  return counts;
+}
+
+}  // namespace
+
 uint64_t KvCache::bytes_needed(const KvCacheShape& s) {
   const uint64_t elem = s.type == KvType::f16 ? 2 : 4;
-  const uint64_t cells =
-      static_cast<uint64_t>(block_count(s)) * static_cast<uint64_t>(s.block_size);
-  uint64_t widths = 0;
-  for (const KvLayerShape& layer : s.layers) {
-    widths += static_cast<uint64_t>(layer.k_width + layer.v_width);
+  const CellCounts cells = cell_counts(s);
+  uint64_t bytes = 0;
+  for (int64_t il = 0; il < s.n_layer(); ++il) {
+    const KvLayerShape& layer = s.layers[static_cast<size_t>(il)];
+    const int64_t n = s.is_bounded(il) ? cells.window : cells.full;
+    bytes += static_cast<uint64_t>(n) * static_cast<uint64_t>(layer.k_width + layer.v_width);
   }
-  return cells * widths * elem;
+  return bytes * elem;
 }
 
 KvCache::KvCache(const KvCacheShape& shape)
     : shape_(shape), pool_(block_count(shape), shape.block_size) {
-  const auto cells = static_cast<size_t>(n_cells_allocated());
+  const CellCounts cells = cell_counts(shape_);
   size_t k_bytes = 0, v_bytes = 0;
-  for (const KvLayerShape& layer : shape_.layers) {
+  for (int64_t il = 0; il < shape_.n_layer(); ++il) {
+    const KvLayerShape& layer = shape_.layers[static_cast<size_t>(il)];
     LayerStorage storage;
+    storage.in_window_rows = shape_.is_bounded(il);
     storage.k_offset = k_bytes;
     storage.v_offset = v_bytes;
     storage.k_row_bytes = static_cast<size_t>(layer.k_width) * element_bytes();
     storage.v_row_bytes = static_cast<size_t>(layer.v_width) * element_bytes();
-    k_bytes += cells * storage.k_row_bytes;
-    v_bytes += cells * storage.v_row_bytes;
+    const auto n = static_cast<size_t>(storage.in_window_rows ? cells.window : cells.full);
+    k_bytes += n * storage.k_row_bytes;
+    v_bytes += n * storage.v_row_bytes;
     storage_.push_back(storage);
   }
   try {
     k_data_.resize(k_bytes);
     v_data_.resize(v_bytes);
+    if (const int64_t window = shape_.bounded_window()) {
+      window_.emplace(shape_.n_seq, window, shape_.n_ubatch, shape_.block_size, cells.full);
+      window_cell_.assign(static_cast<size_t>(cells.full), 0);
+    }
     sequences_.resize(static_cast<size_t>(shape_.n_seq));
     // Reserved once, so the decode path never grows them.
     for (auto& s : sequences_) {
-      s.tokens.reserve(cells);
-      s.cells.reserve(cells);
+      s.tokens.reserve(static_cast<size_t>(cells.full));
+      s.cells.reserve(static_cast<size_t>(cells.full));
       s.blocks.reserve(static_cast<size_t>(n_blocks()));
       s.chain.reserve(static_cast<size_t>(n_blocks()));
     }
@@ -148,6 +185,12 @@ std::span<const int32_t> KvCache::append(int32_t seq, std::span<const TokenId> t
                static_cast<long long>(n), static_cast<long long>(needed),
                static_cast<long long>(n_available_blocks()), static_cast<long long>(n_blocks())));
   }
+  if (window_ && !window_->can_append(seq, n)) {
+    throw Error(strfmt(
+        "KV cache: %lld more positions for sequence %d do not fit the sliding-window layers' "
+        "rows (sized for %lld per forward pass)",
+        static_cast<long long>(n), seq, static_cast<long long>(window_->n_ubatch())));
+  }
   const size_t start = s.cells.size();
   const auto per_block = static_cast<size_t>(block_size());
   for (const TokenId token : tokens) {
@@ -156,11 +199,23 @@ std::span<const int32_t> KvCache::append(int32_t seq, std::span<const TokenId> t
     s.cells.push_back(s.blocks.back() * block_size() + static_cast<int32_t>(offset));
     s.tokens.push_back(token);
   }
+  if (window_) {
+    window_->append(seq, n);
+    const auto window_cells = window_->cells(seq);
+    for (size_t p = start; p < s.cells.size(); ++p) {
+      window_cell_[static_cast<size_t>(s.cells[p])] = window_cells[p];
+    }
+  }
   return std::span<const int32_t>(s.cells).subspan(start);
 }
 
 void KvCache::commit(int32_t seq) {
   Sequence& s = sequences_[index_of(seq)];
+  if (window_) {
+    // No prefix cache: a reused prefix would lack the released window rows.
+    window_->release_unseen(seq);
+    return;
+  }
   const auto per_block = static_cast<size_t>(block_size());
   const size_t n_full = s.tokens.size() / per_block;
   for (size_t i = s.chain.size(); i < n_full; ++i) {
@@ -200,10 +255,21 @@ int64_t KvCache::cached_prefix_length(std::span<const TokenId> tokens) const {
   return walk_cached_prefix(pool_, tokens, [](int32_t, uint64_t, std::span<const TokenId>) {});
 }
 
+bool KvCache::can_truncate(int32_t seq, int64_t length) const {
+  index_of(seq);
+  return !window_ || window_->can_truncate(seq, length);
+}
+
 void KvCache::truncate(int32_t seq, int64_t length) {
   Sequence& s = sequences_[index_of(seq)];
   const auto kept = static_cast<size_t>(std::max<int64_t>(length, 0));
   if (kept >= s.tokens.size()) return;
+  if (!can_truncate(seq, length)) {
+    throw Error(strfmt(
+        "KV cache: sequence %d cannot be cut back to %lld positions: its sliding-window layers "
+        "keep only the positions from %lld on (forward the sequence again instead)",
+        seq, static_cast<long long>(length), static_cast<long long>(window_->first_held(seq))));
+  }
   const auto per_block = static_cast<size_t>(block_size());
   const size_t kept_blocks = (kept + per_block - 1) / per_block;
   const size_t rows_in_cut_block = kept % per_block;  // 0: the cut is on a block boundary
@@ -225,6 +291,7 @@ void KvCache::truncate(int32_t seq, int64_t length) {
     // Its tail is about to be overwritten: the registered content is gone.
     pool_.unregister(cut_block);
   }
+  if (window_) window_->truncate(seq, length);
 }
 
 bool KvCache::frees_a_block(std::span<const int32_t> blocks) const {
@@ -256,6 +323,7 @@ void KvCache::copy_block_rows(int32_t from_block, int32_t to_block, int64_t n_ro
   const int32_t to_cell = to_block * block_size();
   for (int64_t layer = 0; layer < shape_.n_layer(); ++layer) {
     const LayerStorage& storage = storage_[static_cast<size_t>(layer)];
+    if (storage.in_window_rows) continue;  // never shared: no prefix cache with them
     const auto n = static_cast<size_t>(n_rows);
     std::memcpy(k_row(layer, to_cell), k_row(layer, from_cell), n * storage.k_row_bytes);
     std::memcpy(v_row(layer, to_cell), v_row(layer, from_cell), n * storage.v_row_bytes);
@@ -270,16 +338,19 @@ void KvCache::clear_all() {
     s.chain.clear();
   }
   pool_.reset();
+  if (window_) window_->clear_all();
 }
 
 std::byte* KvCache::k_row(int64_t layer, int32_t cell) {
   const LayerStorage& storage = storage_[static_cast<size_t>(layer)];
-  return k_data_.data() + storage.k_offset + static_cast<size_t>(cell) * storage.k_row_bytes;
+  return k_data_.data() + storage.k_offset +
+         static_cast<size_t>(layer_cell(storage, cell)) * storage.k_row_bytes;
 }
 
 std::byte* KvCache::v_row(int64_t layer, int32_t cell) {
   const LayerStorage& storage = storage_[static_cast<size_t>(layer)];
-  return v_data_.data() + storage.v_offset + static_cast<size_t>(cell) * storage.v_row_bytes;
+  return v_data_.data() + storage.v_offset +
+         static_cast<size_t>(layer_cell(storage, cell)) * storage.v_row_bytes;
 }
 
 void KvCache::store(std::byte* dst, std::span<const float> row, int64_t width) {
@@ -299,16 +370,21 @@ void KvCache::store_v(int64_t layer, int32_t cell, std::span<const float> row) {
   store(v_row(layer, cell), row, shape_.layers[static_cast<size_t>(layer)].v_width);
 }
 
+std::span<const int32_t> KvCache::layer_cells(const LayerStorage& storage, int32_t seq) const {
+  if (storage.in_window_rows) return window_->cells(static_cast<int32_t>(index_of(seq)));
+  return sequences_[index_of(seq)].cells;
+}
+
 kernels::KvRowsView KvCache::keys(int64_t layer, int32_t seq) const {
   const LayerStorage& storage = storage_[static_cast<size_t>(layer)];
   return {k_data_.data() + storage.k_offset, storage.k_row_bytes, shape_.type == KvType::f16,
-          sequences_[index_of(seq)].cells};
+          layer_cells(storage, seq)};
 }
 
 kernels::KvRowsView KvCache::values(int64_t layer, int32_t seq) const {
   const LayerStorage& storage = storage_[static_cast<size_t>(layer)];
   return {v_data_.data() + storage.v_offset, storage.v_row_bytes, shape_.type == KvType::f16,
-          sequences_[index_of(seq)].cells};
+          layer_cells(storage, seq)};
 }
 
 }  // namespace cortiq

@@ -18,16 +18,24 @@
 // attention reads positions [0, pos] of the row's sequence, and the pass
 // commits the sequences once the batch succeeded.
 //
+// Sliding-window layers: given n_ubatch, the rows of layers that attend to a
+// window keep only what the window still sees (KvWindowRows), so their
+// memory is bounded by the window, not the context. The prefix cache then
+// stays off (a reused prefix would lack those rows), and a cut below what
+// they still hold is refused (can_truncate): the caller forwards again.
+//
 // Not thread-safe: one owner thread drives it.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
 #include "kernels/cpu/attention.hpp"
 #include "runtime/kv_block_pool.hpp"
+#include "runtime/kv_window_rows.hpp"
 #include "tokenizer/vocab.hpp"
 
 namespace cortiq {
@@ -35,10 +43,12 @@ namespace cortiq {
 enum class KvType { f32, f16 };
 
 // One layer's rows: n_head_kv * head_dim_k keys and n_head_kv * head_dim_v
-// values per position (layers may differ).
+// values per position (layers may differ), and the layer's sliding window
+// (a row at position p sees [p - window + 1, p]; 0 = every position).
 struct KvLayerShape {
   int64_t k_width = 0;
   int64_t v_width = 0;
+  int64_t window = 0;
 };
 
 // Built by DecoderModel::kv_cache_shape from the model's layers.
@@ -50,8 +60,21 @@ struct KvCacheShape {
   int32_t n_seq = 1;  // sequences that can live in the cache at once
   KvType type = KvType::f16;
   int32_t block_size = 16;  // positions per block
+  // The most positions one forward pass appends to a sequence (the prefill
+  // chunk). Given, sliding-window layers keep window - 1 + n_ubatch
+  // positions per sequence (in whole blocks) instead of n_cells; 0 keeps
+  // them whole.
+  int64_t n_ubatch = 0;
 
   int64_t n_layer() const { return static_cast<int64_t>(layers.size()); }
+  // The window that bounds the window layers' rows: the widest layer
+  // window, or 0 when every layer is kept whole (no n_ubatch, no window
+  // layer, or a window too wide to save anything).
+  int64_t bounded_window() const;
+  bool is_bounded(int64_t layer) const {
+    return bounded_window() > 0 && layers[static_cast<size_t>(layer)].window > 0;
+  }
+
   // Every layer alike (tests, tools).
   static KvCacheShape uniform(int64_t n_layer, int64_t k_width, int64_t v_width, int64_t n_cells,
                               int32_t n_seq = 1, KvType type = KvType::f16,
@@ -81,6 +104,9 @@ class KvCache {
   // New blocks appending n tokens to the sequence takes, after the room
   // left in its last block.
   int64_t blocks_needed(int32_t seq, int64_t n) const;
+  // The most positions one pass may append to a sequence (0: no limit):
+  // n_ubatch when window layers are bounded.
+  int64_t max_append() const { return window_ ? window_->n_ubatch() : 0; }
 
   int64_t length(int32_t seq) const;
   // The cell of every position of the sequence, in position order.
@@ -105,15 +131,20 @@ class KvCache {
   int64_t attach_prefix(int32_t seq, std::span<const TokenId> tokens);
   // What attach_prefix would attach, changing nothing.
   int64_t cached_prefix_length(std::span<const TokenId> tokens) const;
+  // Whether truncate(seq, length) can keep every row the positions after
+  // the cut will see (false only when bounded window layers released them).
+  bool can_truncate(int32_t seq, int64_t length) const;
   // Cuts the sequence back to its first `length` positions. A cut inside a
   // shared block copies that block, and throws cortiq::Error, changing
-  // nothing, when no block is available for the copy.
+  // nothing, when no block is available for the copy or when
+  // !can_truncate(seq, length).
   void truncate(int32_t seq, int64_t length);
   void clear(int32_t seq) { truncate(seq, 0); }
   // Every sequence empty, every block free, the prefix cache forgotten.
   void clear_all();
 
-  // Stores one row of keys / values (the layer's k_width / v_width floats) in a cell.
+  // Stores one row of keys / values (the layer's k_width / v_width floats)
+  // at the position append() gave `cell`.
   void store_k(int64_t layer, int32_t cell, std::span<const float> row);
   void store_v(int64_t layer, int32_t cell, std::span<const float> row);
 
@@ -147,14 +178,21 @@ class KvCache {
   void replace_last_block_with_copy(Sequence& s, size_t n_rows);
   void copy_block_rows(int32_t from_block, int32_t to_block, int64_t n_rows);
   size_t element_bytes() const { return shape_.type == KvType::f16 ? 2 : 4; }
-  int64_t n_cells_allocated() const { return n_blocks() * block_size(); }
   std::byte* k_row(int64_t layer, int32_t cell);
   std::byte* v_row(int64_t layer, int32_t cell);
-  // Byte offsets of each layer's rows in k_data_ / v_data_.
+  // Byte offsets of each layer's rows in k_data_ / v_data_, and whether
+  // they live in the window rows' cells.
   struct LayerStorage {
     size_t k_offset = 0, v_offset = 0;
     size_t k_row_bytes = 0, v_row_bytes = 0;
+    bool in_window_rows = false;
   };
+  // The cell of the layer's rows for the position append() gave `cell`.
+  int32_t layer_cell(const LayerStorage& storage, int32_t cell) const {
+    return storage.in_window_rows ? window_cell_[static_cast<size_t>(cell)] : cell;
+  }
+  // The cell of each position of the sequence in the layer's rows.
+  std::span<const int32_t> layer_cells(const LayerStorage& storage, int32_t seq) const;
   void store(std::byte* dst, std::span<const float> row, int64_t width);
 
   KvCacheShape shape_;
@@ -163,6 +201,10 @@ class KvCache {
   std::vector<std::byte> k_data_;  // [layer][cell][the layer's k_width]
   std::vector<std::byte> v_data_;  // [layer][cell][the layer's v_width]
   std::vector<Sequence> sequences_;
+  // The bounded window layers' cells, and for each cell append() gives (the
+  // full layers' cell of a position) the window rows' cell of that position.
+  std::optional<KvWindowRows> window_;
+  std::vector<int32_t> window_cell_;
 };
 
 }  // namespace cortiq

@@ -108,7 +108,8 @@ std::shared_ptr<const Model> Model::load(const std::filesystem::path& path,
     }
     model->calibration_temperature_ = *value;
   }
-  const KvCacheShape kv = model->decoder_->kv_cache_shape(model->context_, 1, options.kv_type);
+  KvCacheShape kv = model->decoder_->kv_cache_shape(model->context_, 1, options.kv_type);
+  kv.n_ubatch = options.chunk_size;  // as a Session sizes it
   check_memory(file, KvCache::bytes_needed(kv));
   if (options.progress) touch_weights(file, model->decoder_->packed_weights(), options.progress);
   model->pool_ = std::make_unique<ThreadPool>(options.threads);

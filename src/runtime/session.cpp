@@ -40,8 +40,11 @@ double Timings::decode_tokens_per_second() const {
 Session::Session(std::shared_ptr<const Model> model) : model_(std::move(model)) {
   if (!model_) throw Error("Session: no model");
   const auto& hp = model_->hparams();
-  cache_ = std::make_unique<KvCache>(
-      model_->decoder().kv_cache_shape(model_->context_length(), 1, model_->options().kv_type));
+  KvCacheShape shape =
+      model_->decoder().kv_cache_shape(model_->context_length(), 1, model_->options().kv_type);
+  // Sliding-window layers keep their window plus one chunk, not the context.
+  shape.n_ubatch = model_->options().chunk_size;
+  cache_ = std::make_unique<KvCache>(shape);
   buffers_ = std::make_unique<ForwardBuffers>();
   last_logits_.resize(static_cast<size_t>(hp.n_vocab));
 }
@@ -83,8 +86,23 @@ size_t Session::reuse_prefix(std::span<const TokenId> prompt) {
   while (common < limit && cached[common] == prompt[common]) ++common;
   // The last prompt token is always forwarded: its logits start the reply.
   if (common == prompt.size()) --common;
+  // Sliding-window layers may no longer hold what the rows after a deep cut
+  // see: the prompt is forwarded again from the start.
+  if (!cache_->can_truncate(0, static_cast<int64_t>(common))) common = 0;
   cache_->truncate(0, static_cast<int64_t>(common));
   return common;
+}
+
+void Session::cut_history(int64_t rows) {
+  if (cache_->can_truncate(0, rows)) {
+    cache_->truncate(0, rows);
+    return;
+  }
+  // Sliding-window layers released rows the positions after the cut see:
+  // the kept history is forwarded again.
+  const std::vector<TokenId> kept(history().begin(), history().begin() + rows);
+  reset();
+  prefill(kept, 0, kept.size(), nullptr);
 }
 
 void Session::forward_rows(std::span<const TokenId> ids, size_t first_wanted,
@@ -98,10 +116,17 @@ void Session::forward_rows(std::span<const TokenId> ids, size_t first_wanted,
   model_->decoder().forward(rows_, *cache_, ctx, logits);
 }
 
+size_t Session::chunk_rows(int64_t requested) const {
+  int64_t rows = requested > 0 ? requested : model_->options().chunk_size;
+  // The cache's sliding-window rows are sized for the model's chunk.
+  if (const int64_t most = cache_->max_append(); most > 0) rows = std::min(rows, most);
+  return static_cast<size_t>(rows);
+}
+
 bool Session::prefill(std::span<const TokenId> ids, int64_t chunk_size, size_t first_row,
                       std::vector<float>* logits) {
   const auto n_vocab = static_cast<size_t>(model_->n_vocab());
-  const auto chunk = static_cast<size_t>(chunk_size);
+  const size_t chunk = chunk_rows(chunk_size);
   for (size_t start = 0; start < ids.size(); start += chunk) {
     if (cancelled()) return false;
     const auto part = ids.subspan(start, std::min(chunk, ids.size() - start));
@@ -139,7 +164,6 @@ std::vector<float> Session::extend(std::span<const TokenId> ids, int64_t chunk_s
   if (want_logits && first_row > ids.size()) {
     throw Error(strfmt("first logits row %zu is past the %zu tokens", first_row, ids.size()));
   }
-  if (chunk_size <= 0) chunk_size = model_->options().chunk_size;
   std::vector<float> logits;  // allocated only after the checks
   if (want_logits) logits.resize((ids.size() - first_row) * static_cast<size_t>(model_->n_vocab()));
   cancel_requested_.store(false);
@@ -165,9 +189,8 @@ std::vector<float> Session::evaluate(std::span<const TokenId> ids, int64_t chunk
 
 std::vector<float> Session::embeddings(std::span<const TokenId> ids, int64_t chunk_size) {
   check_extension(ids);
-  if (chunk_size <= 0) chunk_size = model_->options().chunk_size;
   const auto n_embd = static_cast<size_t>(model_->hparams().n_embd);
-  const auto chunk = static_cast<size_t>(chunk_size);
+  const size_t chunk = chunk_rows(chunk_size);
   std::vector<float> hidden(ids.size() * n_embd);
   try {
     for (size_t start = 0; start < ids.size(); start += chunk) {
@@ -194,7 +217,7 @@ Session::NllSum Session::nll(std::span<const TokenId> ids, size_t from, int64_t 
     from = std::max<size_t>(from, 1);
   } else if (from == 0) {
     fed.push_back(history().back());
-    cache_->truncate(0, cache_rows() - 1);
+    cut_history(cache_rows() - 1);
     lead = 1;
   }
   fed.insert(fed.end(), ids.begin(), ids.end());
@@ -249,8 +272,7 @@ GenerateResult Session::generate(std::span<const TokenId> prompt, const Generate
     const size_t reused = reuse_prefix(prompt);
     result.cached_tokens = static_cast<int64_t>(reused);
     const size_t before = history().size();
-    const bool prefilled =
-        prefill(prompt.subspan(reused), model_->options().chunk_size, 0, nullptr);
+    const bool prefilled = prefill(prompt.subspan(reused), 0, 0, nullptr);
     result.timings.prefill_tokens = static_cast<int64_t>(history().size() - before);
     result.timings.prefill_seconds = prefill_timer.seconds();
     if (!prefilled) {
@@ -361,7 +383,7 @@ void Session::decode_loop(Sampler& sampler, LoopDetector* loops, const GenerateO
     if (options.confidence) result.confidence.resize(loop_keep);
     const auto kept_rows =
         static_cast<int64_t>(result.prompt_tokens) + static_cast<int64_t>(loop_keep) - 1;
-    cache_->truncate(0, kept_rows);
+    cut_history(kept_rows);
   }
   // Release what the loop detector still holds (all of it unless the user
   // stopped), then whatever the decoder and the stop matcher hold back.

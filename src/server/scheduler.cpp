@@ -149,8 +149,11 @@ Scheduler::Scheduler(std::shared_ptr<const Model> model, SchedulerOptions option
                static_cast<long long>(options_.kv_cells), static_cast<long long>(context_)));
   }
   if (options_.step_rows <= 0) options_.step_rows = model_->options().chunk_size;
-  const KvCacheShape shape = model_->decoder().kv_cache_shape(
+  KvCacheShape shape = model_->decoder().kv_cache_shape(
       options_.kv_cells, options_.parallel + 1, model_->options().kv_type, options_.block_size);
+  // A step appends at most step_rows rows to a sequence: sliding-window
+  // layers keep their window plus that, not the context.
+  shape.n_ubatch = options_.step_rows;
   engine_ = std::make_unique<Engine>(shape);
   publish_state();
   worker_ = std::thread([this] { run(); });
