@@ -14,7 +14,10 @@
 // model) divide the frequencies; llama.cpp takes the long ones when its
 // context per sequence exceeds rope.scaling.original_context_length, so
 // Cortiq decides by the context it loads the model with (LoadOptions::
-// context). The converter's magnitude correction is rope.scaling.attn_factor.
+// context; llama.cpp rounds its context up to a multiple of 256 first, so
+// the two differ only for a context within 256 below an original length
+// that is not such a multiple). The converter's magnitude correction is
+// rope.scaling.attn_factor.
 // attention.sliding_window is read and, as in llama.cpp (which disabled
 // Phi's windows), has no effect: every layer attends to every position.
 // llama.cpp reads no output bias and no FFN scales for phi3.
