@@ -106,5 +106,14 @@ TEST(KernelActivations, GegluMultipliesTheGatedValueAndMayAlias) {
   EXPECT_EQ(gate, expected);
 }
 
+// ggml_relu then ggml_sqr (LLM_FFN_RELU_SQR): 0 for x <= 0 (and NaN), x*x above.
+TEST(KernelActivations, ReluSquaredZeroesNegativesAndSquaresTheRest) {
+  std::vector<float> x = {-2.0f, -0.0f, 0.0f, 0.5f, 3.0f, 1e20f, -1e-30f, std::nanf("")};
+  kernels::relu_sqr_inplace(x);
+  const std::vector<float> expected = {0.0f, 0.0f, 0.0f, 0.25f, 9.0f, 1e20f * 1e20f, 0.0f, 0.0f};
+  EXPECT_EQ(x, expected);
+  EXPECT_FALSE(std::signbit(x[1]));
+}
+
 }  // namespace
 }  // namespace cortiq::kernels

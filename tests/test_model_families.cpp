@@ -10,11 +10,13 @@
 #include <functional>
 
 #include "base/error.hpp"
+#include "base/thread_pool.hpp"
 #include "cortiq/cortiq.hpp"
 #include "engine_test_models.hpp"
 #include "formats/gguf/gguf_file.hpp"
 #include "formats/gguf/gguf_writer.hpp"
 #include "model/blocks/classifier.hpp"
+#include "model/blocks/ffn.hpp"
 #include "model/decoder_model.hpp"
 #include "model/family.hpp"
 #include "model/random_model.hpp"
@@ -475,6 +477,77 @@ TEST(FamilyBatchInvariance, BoundedWindowsGiveTheLogitsOfAWholeCache) {
     turn(prompt, 0);  // below what the window layers hold: forwarded again
   }
   EXPECT_GT(windowed, 0);
+}
+
+// Phi-3's LongRoPE: the long factors when the context per sequence exceeds
+// rope.scaling.original_context_length (gen-model: a quarter of the trained
+// context, 32 of 128 here), else the short ones; a file whose long factors
+// are its short ones gives, with a long context, the short-context logits.
+TEST(LongRope, Phi3ChoosesItsFactorsByTheContext) {
+  test::TempDir dir;
+  write_random_model(small_model("phi3", OptionalTensors::all), dir / "a.gguf");
+  std::vector<float> short_factors;
+  {
+    const gguf::GgufFile file = gguf::GgufFile::open(dir / "a.gguf");
+    const gguf::TensorInfo* t = file.find_tensor("rope_factors_short.weight");
+    ASSERT_NE(t, nullptr);
+    ASSERT_NE(file.find_tensor("rope_factors_long.weight"), nullptr);
+    short_factors.resize(t->data.size() / sizeof(float));
+    std::memcpy(short_factors.data(), t->data.data(), t->data.size());
+  }
+  rewrite(
+      dir / "a.gguf", dir / "b.gguf", "rope_factors_long.weight",
+      {"rope_factors_long.weight", {static_cast<int64_t>(short_factors.size())}, short_factors});
+  const std::vector<TokenId> ids = {1, 5, 9, 13, 17, 21, 25, 29};
+  const auto logits = [&](const std::filesystem::path& path, int64_t context) {
+    LoadOptions load;
+    load.kv_type = KvType::f32;
+    load.context = context;
+    Session session(Model::load(path, load));
+    return session.evaluate(ids, 4);
+  };
+  const auto short_ctx = logits(dir / "a.gguf", 32);
+  const auto long_ctx = logits(dir / "a.gguf", 33);
+  EXPECT_FALSE(bitwise_equal(short_ctx, long_ctx));
+  EXPECT_TRUE(bitwise_equal(logits(dir / "b.gguf", 33), short_ctx));
+  EXPECT_TRUE(bitwise_equal(logits(dir / "b.gguf", 32), short_ctx));
+}
+
+// Phi-3's fused ffn_up ([n_embd, 2 * n_ff]: gate rows, then up rows) gives
+// the SwiGLU of the same rows as separate gate and up matrices.
+TEST(FfnBlock, FusedGateUpEqualsSeparateGateAndUp) {
+  ModelHParams hp;
+  hp.n_embd = 8;
+  hp.layers.push_back(LayerSpec{.n_ff = 6});
+  const std::vector<float> gate = test::normal_values(1, 6 * 8);
+  const std::vector<float> up = test::normal_values(2, 6 * 8);
+  const std::vector<float> down = test::normal_values(3, 8 * 6);
+  std::vector<float> fused = gate;
+  fused.insert(fused.end(), up.begin(), up.end());
+  const auto view = [](const std::vector<float>& w, int64_t n_rows, int64_t n_cols) {
+    kernels::WeightView v;
+    v.type = GgmlType::F32;
+    v.n_rows = n_rows;
+    v.n_cols = n_cols;
+    v.row_bytes = static_cast<size_t>(n_cols) * sizeof(float);
+    v.data = reinterpret_cast<const std::byte*>(w.data());
+    return v;
+  };
+  FfnWeights separate, joined;
+  separate.gate = view(gate, 6, 8);
+  separate.up = view(up, 6, 8);
+  separate.down = view(down, 8, 6);
+  joined.up = view(fused, 12, 8);
+  joined.down = separate.down;
+  joined.fused_gate_up = true;
+  const std::vector<float> in = test::normal_values(4, 3 * 8);
+  ThreadPool pool(2);
+  ForwardBuffers buffers;
+  ForwardContext ctx{pool, buffers};
+  std::vector<float> a(3 * 8), b(3 * 8);
+  ffn(separate, FfnActivation::swiglu, hp, 0, 3, ctx, in, a);
+  ffn(joined, FfnActivation::swiglu, hp, 0, 3, ctx, in, b);
+  EXPECT_EQ(a, b);
 }
 
 }  // namespace

@@ -102,9 +102,17 @@ KvCacheShape DecoderModel::kv_cache_shape(int64_t n_cells, int32_t n_seq, KvType
 }
 
 std::unique_ptr<DecoderModel> load_decoder_model(const gguf::GgufFile& file) {
-  const Family& family = family_of(file);
-  ModelHParams hp = ModelHParams::from_gguf(file, family);
+  return load_decoder_model(file, read_decoder_hparams(file));
+}
+
+ModelHParams read_decoder_hparams(const gguf::GgufFile& file) {
+  ModelHParams hp = ModelHParams::from_gguf(file, family_of(file));
   resolve_vocab_size(file, hp);
+  return hp;
+}
+
+std::unique_ptr<DecoderModel> load_decoder_model(const gguf::GgufFile& file, ModelHParams hp) {
+  const Family& family = family_of(file);
   WeightBinder binder(file);
   auto model = family.make(std::move(hp), binder);
   binder.check_all_used(family.arch);

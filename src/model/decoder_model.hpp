@@ -76,5 +76,10 @@ KvCacheShape kv_cache_shape_of(const ModelHParams& hp, int64_t n_cells, int32_t 
 // into its mapping). Throws cortiq::Error for an unknown architecture, a
 // missing / misshapen tensor, or a tensor the family does not use.
 std::unique_ptr<DecoderModel> load_decoder_model(const gguf::GgufFile& file);
+// The same in two steps, for a caller that sets what the file does not say
+// (ModelHParams::n_ctx_seq): the hyper-parameters of the file's family, then
+// the model bound with them.
+ModelHParams read_decoder_hparams(const gguf::GgufFile& file);
+std::unique_ptr<DecoderModel> load_decoder_model(const gguf::GgufFile& file, ModelHParams hparams);
 
 }  // namespace cortiq

@@ -35,6 +35,16 @@ constexpr const Family* kFamilies[] = {
     &kPlamoFamily,          // llama_copies.cpp
     &kNanbeigeFamily,       // nanbeige.cpp
     &kCodeShellFamily,      // starcoder2.cpp
+    &kPhi3Family,           // phi3.cpp
+    &kPhi2Family,           // phi2.cpp
+    &kStableLmFamily,       // stablelm.cpp
+    &kCommandRFamily,       // command_r.cpp
+    &kCohere2Family,        // command_r.cpp
+    &kGlm4Family,           // glm4.cpp
+    &kChatGlmFamily,        // glm4.cpp
+    &kArceeFamily,          // arcee.cpp
+    &kNemotronFamily,       // nemotron.cpp
+    &kJais2Family,          // nemotron.cpp
 };
 
 }  // namespace

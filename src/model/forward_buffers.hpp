@@ -22,6 +22,7 @@ struct ForwardBuffers {
   std::vector<float> qkv;       // [rows][q + k + v width]: a fused attn_qkv product
   std::vector<float> attn_out;  // [rows][q width]
   std::vector<float> proj;      // [rows][n_embd]: a block's output before the residual add
+  std::vector<float> parallel;  // [rows][n_embd]: the FFN branch of a parallel-residual layer
   std::vector<float> gate, up;  // [rows][n_ff]
   // Per RoPE table (global, local): [rows][rope dims], cos/sin per row's position.
   std::array<std::vector<float>, 2> rope;

@@ -77,6 +77,10 @@ struct ModelHParams {
   int64_t head_dim_v = 0;  // ARCH.attention.value_length (default n_embd / n_head)
   int64_t n_ff = 0;
   int64_t n_ctx_train = 0;
+  // Not a file's value: the positions per sequence the runtime gives the
+  // model (the loader's context; 0 when unknown), for what llama.cpp
+  // decides by its context (Phi-3's LongRoPE factors).
+  int64_t n_ctx_seq = 0;
   float rms_eps = 1e-5f;
   float norm_eps = 1e-5f;  // ARCH.attention.layer_norm_epsilon, for the families with layer norms
   bool uses_rms_norm = true;     // false: rms_eps is not read (layer-norm families)

@@ -121,6 +121,8 @@ RandomModelSummary write_random_model(const RandomModelOptions& options,
   writer.set("general.file_type", gguf::Value(file_type_for_uniform_type(options.weight_type)));
   writer.set("general.quantization_version", gguf::Value(kQuantizationVersion));
   for (size_t i = 1; i < arch_keys.size(); ++i) writer.set(arch_keys[i].key, arch_keys[i].value);
+  // A family may name its files (Family::write_hparams); --name still wins.
+  if (!options.name.empty()) writer.set("general.name", gguf::Value(options.name));
   for (const gguf::KeyValue& kv : tokenizer.metadata) writer.set(kv.key, kv.value);
   if (!options.chat_template.empty()) {
     writer.set("tokenizer.chat_template", gguf::Value(options.chat_template));

@@ -55,12 +55,26 @@ void RopeTables::visit(TensorVisitor& v, const ModelHParams& hp) {
            /*required=*/false);
 }
 
+void RopeTables::visit_longrope(TensorVisitor& v, const ModelHParams& hp) {
+  longrope_ = true;
+  v.vector(long_factors_, "rope_factors_long.weight", hp.rope.n_dims / 2, TensorKind::norm,
+           /*required=*/false);
+  v.vector(short_factors_, "rope_factors_short.weight", hp.rope.n_dims / 2, TensorKind::norm,
+           /*required=*/false);
+}
+
 void RopeTables::setup(const ModelHParams& hp) {
   for (const LayerSpec& layer : hp.layers) {
     if (layer.rope != RopeSlot::none) slots_[static_cast<size_t>(layer.rope)].used = true;
   }
   auto& global = slots_[static_cast<size_t>(RopeSlot::global)];
   global.params = kernel_params(hp.rope);
+  if (longrope_) {
+    // llama.cpp compares its context per sequence with n_ctx_orig_yarn; an
+    // unknown context (0) is the trained one, as llama.cpp's default.
+    const int64_t n_ctx = hp.n_ctx_seq > 0 ? hp.n_ctx_seq : hp.n_ctx_train;
+    global.factors = n_ctx > hp.rope.n_ctx_orig ? long_factors_ : short_factors_;
+  }
   if (global.factors.empty() && hp.rope.scaling == RopeScalingType::llama3) {
     global.factors = llama3_freq_factors(hp.rope, hp.rope.n_dims);
   }

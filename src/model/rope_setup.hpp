@@ -34,6 +34,12 @@ class RopeTables {
   // rope_freqs.weight (optional): the global table's frequency factors, for
   // the families whose files may have them.
   void visit(TensorVisitor& v, const ModelHParams& hp);
+  // Phi-3's LongRoPE: rope_factors_long.weight and rope_factors_short.weight
+  // (both optional), of which setup() gives the global table the long ones
+  // when the model runs with more positions per sequence than it was first
+  // trained for (hp.n_ctx_seq > rope.scaling.original_context_length), else
+  // the short ones, as llama.cpp's get_rope_factors chooses.
+  void visit_longrope(TensorVisitor& v, const ModelHParams& hp);
   // Fills the parameters of the tables the layers use; after visit().
   void setup(const ModelHParams& hp);
   // The cos/sin of every row's position, for each table in use.
@@ -47,6 +53,8 @@ class RopeTables {
     bool used = false;
   };
   std::array<Slot, kRopeSlots> slots_;
+  std::vector<float> long_factors_, short_factors_;  // LongRoPE, when read
+  bool longrope_ = false;
 };
 
 // llama3's frequency factors (divisors of theta) for n_dims / 2 pairs.

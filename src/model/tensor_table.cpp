@@ -16,6 +16,11 @@ void TensorSpecCollector::vector(std::vector<float>&, const std::string& name, i
   specs_.push_back({name, {n}, kind, required});
 }
 
+void TensorSpecCollector::table(std::vector<float>&, const std::string& name, int64_t n_cols,
+                                int64_t n_rows, TensorKind kind, bool required) {
+  specs_.push_back({name, {n_cols, n_rows}, kind, required});
+}
+
 void TensorSpecCollector::scale(float&, const std::string& name) {
   specs_.push_back({name, {1}, TensorKind::scale, false});
 }

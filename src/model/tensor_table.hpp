@@ -37,6 +37,12 @@ class TensorVisitor {
   // A vector of n values as f32; an optional one that is absent leaves it empty.
   virtual void vector(std::vector<float>& values, const std::string& name, int64_t n,
                       TensorKind kind, bool required = true) = 0;
+  // A small table of n_rows rows of n_cols values (ggml shape {n_cols,
+  // n_rows}) read as f32, row after row, like a vector (StableLM's per-head
+  // Q/K norm weights, [head_dim, n_head]); an optional one that is absent
+  // leaves it empty.
+  virtual void table(std::vector<float>& values, const std::string& name, int64_t n_cols,
+                     int64_t n_rows, TensorKind kind, bool required = true) = 0;
   // An optional one-element scale; `value` stays 1 when absent.
   virtual void scale(float& value, const std::string& name) = 0;
 
@@ -63,6 +69,8 @@ class TensorSpecCollector final : public TensorVisitor {
               bool required) override;
   void vector(std::vector<float>& values, const std::string& name, int64_t n, TensorKind kind,
               bool required) override;
+  void table(std::vector<float>& values, const std::string& name, int64_t n_cols, int64_t n_rows,
+             TensorKind kind, bool required) override;
   void scale(float& value, const std::string& name) override;
   void without_effect(const std::string& name, int64_t n, TensorKind kind) override;
   bool has(const std::string& name, bool written) override;

@@ -94,6 +94,23 @@ void WeightBinder::vector(std::vector<float>& values, const std::string& name, i
   values = required ? vector(name, n) : optional_vector(name, n);
 }
 
+void WeightBinder::table(std::vector<float>& values, const std::string& name, int64_t n_cols,
+                         int64_t n_rows, TensorKind, bool required) {
+  values.clear();
+  if (!required && !has(name)) return;
+  // Read as values, never packed for the integer kernels.
+  kernels::PackedWeightStore* const packed = packed_;
+  packed_ = nullptr;
+  const auto view = matrix(name, n_cols, n_rows);
+  packed_ = packed;
+  values.resize(static_cast<size_t>(n_cols * n_rows));
+  for (int64_t r = 0; r < n_rows; ++r) {
+    dequantize_row(
+        view.type, view.row(r),
+        std::span(values).subspan(static_cast<size_t>(r * n_cols), static_cast<size_t>(n_cols)));
+  }
+}
+
 void WeightBinder::scale(float& value, const std::string& name) {
   value = has(name) ? vector(name, 1)[0] : 1.0f;
 }

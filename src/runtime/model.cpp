@@ -91,11 +91,15 @@ std::shared_ptr<const Model> Model::load(const std::filesystem::path& path,
   model->file_ = std::make_unique<gguf::GgufFile>(gguf::GgufFile::open(path));
   const auto& file = *model->file_;
   model->tokenizer_ = std::make_unique<Tokenizer>(Tokenizer::from_gguf(file));
-  model->decoder_ = load_decoder_model(file);
+  ModelHParams file_hp = read_decoder_hparams(file);
+  model->context_ =
+      options.context > 0
+          ? options.context
+          : std::max(std::min(file_hp.n_ctx_train, kDefaultContextCap), options.min_context);
+  // The model knows its context (Phi-3 chooses its LongRoPE factors by it).
+  file_hp.n_ctx_seq = model->context_;
+  model->decoder_ = load_decoder_model(file, std::move(file_hp));
   const auto& hp = model->decoder_->hparams();
-  model->context_ = options.context > 0 ? options.context
-                                        : std::max(std::min(hp.n_ctx_train, kDefaultContextCap),
-                                                   options.min_context);
   if (model->context_ > hp.n_ctx_train) {
     LOG_WARN("context %lld is longer than the model was trained for (%lld)",
              static_cast<long long>(model->context_), static_cast<long long>(hp.n_ctx_train));

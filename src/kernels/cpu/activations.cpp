@@ -98,6 +98,13 @@ void geglu(std::span<const float> gate, std::span<const float> up, std::span<flo
   }
 }
 
+void relu_sqr_inplace(std::span<float> x) {
+  for (float& v : x) {
+    const float r = v > 0.0f ? v : 0.0f;
+    v = r * r;
+  }
+}
+
 void add_inplace(std::span<float> x, std::span<const float> b) {
   assert(x.size() == b.size());
   for (size_t i = 0; i < x.size(); ++i) x[i] += b[i];

@@ -34,6 +34,9 @@ void gelu_inplace(std::span<float> x);
 // out[i] = gelu_tanh(gate[i]) * up[i] (GeGLU). out may alias gate or up.
 void geglu(std::span<const float> gate, std::span<const float> up, std::span<float> out);
 
+// x[i] = relu(x[i])^2 (ggml_relu then ggml_sqr: 0 for x <= 0 and NaN).
+void relu_sqr_inplace(std::span<float> x);
+
 // x[i] += b[i]. Sizes must agree.
 void add_inplace(std::span<float> x, std::span<const float> b);
 

@@ -45,4 +45,28 @@ extern const Family kPlamoFamily;
 // nanbeige.cpp
 extern const Family kNanbeigeFamily;
 
+// phi3.cpp
+extern const Family kPhi3Family;
+
+// phi2.cpp
+extern const Family kPhi2Family;
+
+// stablelm.cpp
+extern const Family kStableLmFamily;
+
+// command_r.cpp
+extern const Family kCommandRFamily;
+extern const Family kCohere2Family;
+
+// glm4.cpp
+extern const Family kGlm4Family;
+extern const Family kChatGlmFamily;
+
+// arcee.cpp
+extern const Family kArceeFamily;
+
+// nemotron.cpp
+extern const Family kNemotronFamily;
+extern const Family kJais2Family;
+
 }  // namespace cortiq

@@ -21,7 +21,7 @@ void AttentionWeights::visit(TensorVisitor& v, const ModelHParams& hp, int64_t l
   // (with its optional bias; the generic pass reads its .scale and
   // .input_scale), else Q/K/V with theirs. Families whose graph projects
   // without build_qkv (OLMo2) never read the fused one.
-  const bool fused = extra.qkv_biases_and_scales_applied &&
+  const bool fused = extra.qkv_biases_and_scales_applied && !extra.separate_qkv_with_biases &&
                      v.has(name("attn_qkv.weight"), extra.fused_qkv_written);
   if (fused) {
     const int64_t width = l.q_width() + l.k_width() + l.v_width();
@@ -40,7 +40,13 @@ void AttentionWeights::visit(TensorVisitor& v, const ModelHParams& hp, int64_t l
   } else {
     visit_separate_qkv(v, hp, layer, extra);
   }
-  if (extra.qk_norm != QkNorm::none) {
+  if (extra.qk_norm != QkNorm::none && extra.qk_layer_norm_per_head) {
+    qk_layer_norm = true;
+    const bool required = extra.qk_norm == QkNorm::required;
+    v.table(q_norm, name("attn_q_norm.weight"), l.head_dim_k, l.n_head, TensorKind::norm, required);
+    v.table(k_norm, name("attn_k_norm.weight"), l.head_dim_k, l.n_head_kv, TensorKind::norm,
+            required);
+  } else if (extra.qk_norm != QkNorm::none) {
     const bool required = extra.qk_norm == QkNorm::required;
     v.vector(q_norm, name("attn_q_norm.weight"), extra.qk_norm_whole ? l.q_width() : l.head_dim_k,
              TensorKind::norm, required);
@@ -58,9 +64,10 @@ void AttentionWeights::visit_separate_qkv(TensorVisitor& v, const ModelHParams& 
   v.matrix(wv, name("attn_v.weight"), hp.n_embd, l.v_width());
   v.matrix(wo, name("attn_output.weight"), l.attn_out_width(), hp.n_embd);
   if (extra.qkv_biases_and_scales_applied) {
-    v.vector(bq, name("attn_q.bias"), l.q_width(), TensorKind::bias, false);
-    v.vector(bk, name("attn_k.bias"), l.k_width(), TensorKind::bias, false);
-    v.vector(bv, name("attn_v.bias"), l.v_width(), TensorKind::bias, false);
+    const bool required = extra.separate_qkv_with_biases;
+    v.vector(bq, name("attn_q.bias"), l.q_width(), TensorKind::bias, required);
+    v.vector(bk, name("attn_k.bias"), l.k_width(), TensorKind::bias, required);
+    v.vector(bv, name("attn_v.bias"), l.v_width(), TensorKind::bias, required);
   } else {
     v.without_effect(name("attn_q.bias"), l.q_width(), TensorKind::bias);
     v.without_effect(name("attn_k.bias"), l.k_width(), TensorKind::bias);
@@ -95,6 +102,18 @@ void apply_scale(std::span<float> rows, float scale) {
 // projection (a weight as wide as the row), in place.
 void norm_heads(std::span<float> row, std::span<const float> weight, float eps) {
   if (!weight.empty()) kernels::rms_norm_rows(row, weight, eps, row, weight.size());
+}
+
+// Layer norm of each head_dim-wide head of `row` (no bias), each head with
+// its own weight row (`weight` as wide as the row), in place.
+void layer_norm_heads(std::span<float> row, std::span<const float> weight, int64_t head_dim,
+                      float eps) {
+  if (weight.empty()) return;
+  const auto width = static_cast<size_t>(head_dim);
+  for (size_t start = 0; start < row.size(); start += width) {
+    const auto head = row.subspan(start, width);
+    kernels::layer_norm(head, weight.subspan(start, width), {}, eps, head);
+  }
 }
 
 // Projects the normed rows to queries, keys and values, with scales, biases,
@@ -139,8 +158,13 @@ void project_qkv(const AttentionWeights& w, const ModelHParams& hp, const LayerS
   for (size_t r = 0; r < rows; ++r) {
     auto q_row = q.subspan(r * qw, qw);
     auto k_row = k.subspan(r * kw, kw);
-    norm_heads(q_row, w.q_norm, hp.rms_eps);
-    norm_heads(k_row, w.k_norm, hp.rms_eps);
+    if (w.qk_layer_norm) {
+      layer_norm_heads(q_row, w.q_norm, layer.head_dim_k, hp.norm_eps);
+      layer_norm_heads(k_row, w.k_norm, layer.head_dim_k, hp.norm_eps);
+    } else {
+      norm_heads(q_row, w.q_norm, hp.rms_eps);
+      norm_heads(k_row, w.k_norm, hp.rms_eps);
+    }
     if (rope == nullptr) continue;
     const auto dims = static_cast<size_t>(rope->params->n_dims);
     const auto cache = rope->cache.subspan(r * dims, dims);

@@ -36,6 +36,10 @@ struct AttentionTensors {
   bool output_bias_required = false;  // attn_output.bias, always there (StarCoder2)
   // attn_{q,k}_norm span the whole Q / K projection instead of one head (OLMo2).
   bool qk_norm_whole = false;
+  // attn_{q,k}_norm are layer norms without bias (hp.norm_eps) with one
+  // weight row per head: [head_dim, n_head] and [head_dim, n_head_kv]
+  // (StableLM 2 12B, Command R+).
+  bool qk_layer_norm_per_head = false;
   // false: Q/K/V biases and scales are read but applied nowhere (OLMo2's
   // graph projects Q/K/V without build_qkv).
   bool qkv_biases_and_scales_applied = true;
@@ -43,6 +47,9 @@ struct AttentionTensors {
   // family's converter does (Phi-3). The loader follows the file either way
   // (llama.cpp's create_tensor_qkv), when the family's graph uses build_qkv.
   bool fused_qkv_written = false;
+  // Q/K/V always separate, each with its bias (Jais-2: llama.cpp creates
+  // them directly, without create_tensor_qkv).
+  bool separate_qkv_with_biases = false;
 };
 
 struct AttentionWeights {
@@ -55,6 +62,7 @@ struct AttentionWeights {
   std::vector<float> bqkv;
   float qkv_scale = 1;
   std::vector<float> q_norm, k_norm;  // RMS norm weights (per head or whole row), or empty
+  bool qk_layer_norm = false;  // q_norm / k_norm: per-head layer norms, a weight row per head
 
   // blk.N.attn_{q,k,v,output}.weight (or attn_qkv.weight instead of Q/K/V),
   // the optional Q/K/V biases and every scale, and what `extra` allows.

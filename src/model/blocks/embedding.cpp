@@ -34,8 +34,9 @@ void OutputHead::visit(TensorVisitor& v, const ModelHParams& hp, const TokenEmbe
              /*required=*/matrix == OutputMatrix::own);
   }
   if (output.data == nullptr) output = embedding.table;
-  if (bias_kind == OutputBias::optional) {
-    v.vector(bias, "output.bias", hp.n_vocab, TensorKind::bias, /*required=*/false);
+  if (bias_kind != OutputBias::none) {
+    v.vector(bias, "output.bias", hp.n_vocab, TensorKind::bias,
+             /*required=*/bias_kind == OutputBias::required);
   }
 }
 

@@ -30,8 +30,9 @@ struct TokenEmbedding {
 // reuse the token embedding (llama.cpp's Gemma and Gemma 2 read none), or
 // must carry their own (OLMo2).
 enum class OutputMatrix : uint8_t { own_or_tied, always_tied, own };
-// Whether the family's lm_head may have a bias (output.bias: Qwen2).
-enum class OutputBias : uint8_t { none, optional };
+// Whether the family's lm_head may have a bias (output.bias: Qwen2), or
+// always has one (Phi-2).
+enum class OutputBias : uint8_t { none, optional, required };
 
 struct OutputHead {
   Norm norm;                   // output_norm: RMS norm, or layer norm with a bias

@@ -16,9 +16,11 @@ void apply_scale(std::span<float> rows, float scale) {
   if (scale != 1.0f) kernels::scale_inplace(rows, scale);
 }
 
-// down(gelu(up(x))) with biases and scales in llama.cpp's build_ffn order.
-void ungated_ffn(const FfnWeights& w, const ModelHParams& hp, int64_t n_ff, int64_t n_rows,
-                 ForwardContext& ctx, std::span<const float> in, std::span<float> out) {
+// down(act(up(x))) with biases and scales in llama.cpp's build_ffn order;
+// act is gelu or relu_sqr.
+void ungated_ffn(const FfnWeights& w, FfnActivation activation, const ModelHParams& hp,
+                 int64_t n_ff, int64_t n_rows, ForwardContext& ctx, std::span<const float> in,
+                 std::span<float> out) {
   auto& buf = ctx.buffers;
   const auto rows = static_cast<size_t>(n_rows);
   auto up = ForwardBuffers::take(buf.up, rows * static_cast<size_t>(n_ff));
@@ -28,12 +30,43 @@ void ungated_ffn(const FfnWeights& w, const ModelHParams& hp, int64_t n_ff, int6
   ctx.pool.parallel_for(
       static_cast<int64_t>(up.size()),
       [&](int64_t begin, int64_t end) {
-        kernels::gelu_inplace(
-            up.subspan(static_cast<size_t>(begin), static_cast<size_t>(end - begin)));
+        const auto part = up.subspan(static_cast<size_t>(begin), static_cast<size_t>(end - begin));
+        if (activation == FfnActivation::relu_sqr) {
+          kernels::relu_sqr_inplace(part);
+        } else {
+          kernels::gelu_inplace(part);
+        }
       },
       kActivationGrain);
   const auto out_rows = out.first(rows * static_cast<size_t>(hp.n_embd));
   kernels::matmul(w.down, up, n_rows, out_rows, hp.n_embd, ctx.pool, buf.matmul);
+  kernels::add_bias_rows(out_rows, w.down_b);
+  apply_scale(out_rows, w.down_scale);
+}
+
+// down(silu(g) * u) where each row of up(x) is [g | u] (Phi-3's fused
+// gate and up: ggml_swiglu of one tensor, bias and scale on the whole row).
+void fused_gate_up_ffn(const FfnWeights& w, const ModelHParams& hp, int64_t n_ff, int64_t n_rows,
+                       ForwardContext& ctx, std::span<const float> in, std::span<float> out) {
+  auto& buf = ctx.buffers;
+  const auto rows = static_cast<size_t>(n_rows);
+  const auto width = static_cast<size_t>(n_ff);
+  auto both = ForwardBuffers::take(buf.up, rows * 2 * width);
+  kernels::matmul(w.up, in, n_rows, both, 2 * n_ff, ctx.pool, buf.matmul);
+  kernels::add_bias_rows(both, w.up_b);
+  apply_scale(both, w.up_scale);
+  auto gated = ForwardBuffers::take(buf.gate, rows * width);
+  ctx.pool.parallel_for(
+      n_rows,
+      [&](int64_t begin, int64_t end) {
+        for (auto r = static_cast<size_t>(begin); r < static_cast<size_t>(end); ++r) {
+          const auto row = both.subspan(r * 2 * width, 2 * width);
+          kernels::swiglu(row.first(width), row.subspan(width), gated.subspan(r * width, width));
+        }
+      },
+      1);
+  const auto out_rows = out.first(rows * static_cast<size_t>(hp.n_embd));
+  kernels::matmul(w.down, gated, n_rows, out_rows, hp.n_embd, ctx.pool, buf.matmul);
   kernels::add_bias_rows(out_rows, w.down_b);
   apply_scale(out_rows, w.down_scale);
 }
@@ -43,13 +76,16 @@ void ungated_ffn(const FfnWeights& w, const ModelHParams& hp, int64_t n_ff, int6
 void FfnWeights::visit(TensorVisitor& v, const ModelHParams& hp, int64_t layer, FfnTensors extra) {
   const int64_t n_ff = hp.layer(layer).n_ff;
   const auto name = [&](std::string_view what) { return layer_tensor_name(layer, what); };
+  fused_gate_up = extra.fused_gate_up;
+  if (fused_gate_up) extra.gated = false;  // the gate is the first half of ffn_up
+  const int64_t up_rows = fused_gate_up ? 2 * n_ff : n_ff;
   if (extra.gated) v.matrix(gate, name("ffn_gate.weight"), hp.n_embd, n_ff);
-  v.matrix(up, name("ffn_up.weight"), hp.n_embd, n_ff);
+  v.matrix(up, name("ffn_up.weight"), hp.n_embd, up_rows);
   v.matrix(down, name("ffn_down.weight"), n_ff, hp.n_embd);
   if (extra.biases || extra.biases_required) {
     const bool required = extra.biases_required;
     if (extra.gated) v.vector(gate_b, name("ffn_gate.bias"), n_ff, TensorKind::bias, required);
-    v.vector(up_b, name("ffn_up.bias"), n_ff, TensorKind::bias, required);
+    v.vector(up_b, name("ffn_up.bias"), up_rows, TensorKind::bias, required);
     v.vector(down_b, name("ffn_down.bias"), hp.n_embd, TensorKind::bias, required);
   }
   for (const char* matrix : {"ffn_gate", "ffn_up", "ffn_down"}) {
@@ -70,8 +106,12 @@ void ffn(const FfnWeights& w, FfnActivation activation, const ModelHParams& hp, 
   auto& buf = ctx.buffers;
   const int64_t n_ff = hp.layer(layer).n_ff;
   const auto rows = static_cast<size_t>(n_rows);
-  if (activation == FfnActivation::gelu) {
-    ungated_ffn(w, hp, n_ff, n_rows, ctx, in, out);
+  if (activation == FfnActivation::gelu || activation == FfnActivation::relu_sqr) {
+    ungated_ffn(w, activation, hp, n_ff, n_rows, ctx, in, out);
+    return;
+  }
+  if (w.fused_gate_up) {
+    fused_gate_up_ffn(w, hp, n_ff, n_rows, ctx, in, out);
     return;
   }
   auto gate = ForwardBuffers::take(buf.gate, rows * static_cast<size_t>(n_ff));
@@ -100,6 +140,7 @@ void ffn(const FfnWeights& w, FfnActivation activation, const ModelHParams& hp, 
             kernels::geglu(g, u, g);
             break;
           case FfnActivation::gelu:
+          case FfnActivation::relu_sqr:
             break;  // ungated_ffn
         }
       },

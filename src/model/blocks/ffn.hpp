@@ -19,6 +19,8 @@ enum class FfnActivation : uint8_t {
   swiglu,  // down(silu(gate(x)) * up(x))
   geglu,   // down(gelu_tanh(gate(x)) * up(x)) (Gemma)
   gelu,    // down(gelu_tanh(up(x))), no gate (StarCoder2, GPT-2)
+  // down(relu(up(x))^2), no gate (Nemotron, Arcee: llama.cpp's LLM_FFN_RELU_SQR)
+  relu_sqr,
 };
 
 // What a family's FFN may carry beyond its three matrices, as llama.cpp
@@ -28,12 +30,17 @@ struct FfnTensors {
   bool biases = false;           // ffn_{gate,up,down}.bias
   bool biases_required = false;  // the biases must be there (StarCoder2)
   bool scales_applied = true;    // false: NAME.scale read but without effect (Qwen2, Gemma)
+  // No ffn_gate: ffn_up is [n_embd, 2 * n_ff], each row's first half the
+  // gate and its second half the up projection (Phi-3, GLM-4: llama.cpp's
+  // ggml_swiglu of one tensor). With FfnActivation::swiglu only.
+  bool fused_gate_up = false;
 };
 
 struct FfnWeights {
   kernels::WeightView gate, up, down;
   std::vector<float> gate_b, up_b, down_b;             // optional biases
   float gate_scale = 1, up_scale = 1, down_scale = 1;  // NAME.scale, 1 when absent
+  bool fused_gate_up = false;  // `up` holds gate and up (FfnTensors::fused_gate_up)
 
   // blk.N.ffn_{gate,up,down}.weight, their optional scales, and their
   // optional biases when the family has them (llama.cpp reads them for some).

@@ -11,7 +11,8 @@
 
 namespace cortiq {
 
-enum class NormKind : uint8_t { rms, layer };
+// layer_no_bias: a layer norm whose file has no bias (Command R).
+enum class NormKind : uint8_t { rms, layer, layer_no_bias };
 
 struct Norm {
   NormKind kind = NormKind::rms;
