@@ -35,6 +35,14 @@ constexpr const Family* kFamilies[] = {
     &kPlamoFamily,          // llama_copies.cpp
     &kNanbeigeFamily,       // nanbeige.cpp
     &kCodeShellFamily,      // starcoder2.cpp
+    &kGpt2Family,           // gpt2.cpp
+    &kStarCoderFamily,      // gpt2.cpp
+    &kBloomFamily,          // gpt2.cpp
+    &kMptFamily,            // gpt2.cpp
+    &kJaisFamily,           // gpt2.cpp
+    &kRefactFamily,         // refact.cpp
+    &kFalconFamily,         // falcon.cpp
+    &kGptNeoXFamily,        // gptneox.cpp
 };
 
 }  // namespace

@@ -28,12 +28,16 @@ struct FfnTensors {
   bool biases = false;           // ffn_{gate,up,down}.bias
   bool biases_required = false;  // the biases must be there (StarCoder2)
   bool scales_applied = true;    // false: NAME.scale read but without effect (Qwen2, Gemma)
+  // blk.N.ffn.act.scales, optional: the ungated GELU's output is divided by
+  // them (MPT's AWQ ScaleActivation).
+  bool act_scales = false;
 };
 
 struct FfnWeights {
   kernels::WeightView gate, up, down;
   std::vector<float> gate_b, up_b, down_b;             // optional biases
   float gate_scale = 1, up_scale = 1, down_scale = 1;  // NAME.scale, 1 when absent
+  std::vector<float> act_scales;                       // [n_ff] divisors, or empty
 
   // blk.N.ffn_{gate,up,down}.weight, their optional scales, and their
   // optional biases when the family has them (llama.cpp reads them for some).
