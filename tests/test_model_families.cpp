@@ -550,5 +550,80 @@ TEST(FfnBlock, FusedGateUpEqualsSeparateGateAndUp) {
   EXPECT_EQ(a, b);
 }
 
+// ALiBi instead of RoPE: llama.cpp fixes the max bias at 8 for BLOOM,
+// Refact and Baichuan 13B (40 layers); MPT and Jais read
+// attention.max_alibi_bias (gen-model writes 8). No layer of these rotates,
+// nor GPT-2's (learned positions) nor other Baichuan depths'.
+TEST(LayerSpecs, AlibiFamiliesReadTheirMaxBiasAndRotateNothing) {
+  test::TempDir dir;
+  const struct {
+    const char* arch;
+    int64_t layers;
+    float max_bias;
+  } cases[] = {{"bloom", 2, 8}, {"refact", 2, 8},    {"mpt", 2, 8},     {"jais", 2, 8},
+               {"gpt2", 2, 0},  {"baichuan", 40, 8}, {"baichuan", 2, 0}};
+  for (const auto& c : cases) {
+    SCOPED_TRACE(std::string(c.arch) + ", " + std::to_string(c.layers) + " layers");
+    auto options = small_model(c.arch);
+    options.geometry.n_layer = c.layers;
+    write_random_model(options, dir / "a.gguf");
+    const auto model = Model::load(dir / "a.gguf", {});
+    EXPECT_FLOAT_EQ(model->hparams().alibi_max_bias, c.max_bias);
+    for (const LayerSpec& layer : model->hparams().layers) EXPECT_EQ(layer.rope, RopeSlot::none);
+  }
+  write_random_model(small_model("bloom"), dir / "b.gguf");
+  std::string out;
+  ASSERT_EQ(test::run_cli("inspect " + (dir / "b.gguf").string(), &out), 0) << out;
+  EXPECT_NE(out.find("full attention, ALiBi (max bias 8)"), std::string::npos) << out;
+}
+
+// The logits of eight rows of the model at `path`.
+std::vector<float> logits_of(const std::filesystem::path& path) {
+  LoadOptions load;
+  load.kv_type = KvType::f32;
+  Session session(Model::load(path, load));
+  const std::vector<TokenId> ids = {1, 5, 9, 13, 17, 21, 25, 29};
+  return session.evaluate(ids, 8);
+}
+
+// Learned positions (GPT-2's position_embd, required; MPT's, optional):
+// the row's position picks the row of the table, so the same model without
+// them (MPT) or with a zero table gives other logits, and GPT-2 refuses a
+// file without it.
+TEST(ModelLoad, LearnedPositionsAreAddedAtEachRowsPosition) {
+  test::TempDir dir;
+  write_random_model(small_model("gpt2"), dir / "g.gguf");
+  rewrite(dir / "g.gguf", dir / "no_pos.gguf", "position_embd.weight");
+  const std::string error = load_error(dir / "no_pos.gguf");
+  EXPECT_NE(error.find("position_embd.weight"), std::string::npos) << error;
+  // A zero table: only the token embedding is left.
+  rewrite(dir / "g.gguf", dir / "zero.gguf", "position_embd.weight",
+          {"position_embd.weight", {64, 128}, std::vector<float>(64 * 128, 0.0f)});
+  EXPECT_FALSE(bitwise_equal(logits_of(dir / "g.gguf"), logits_of(dir / "zero.gguf")));
+
+  write_random_model(small_model("mpt", OptionalTensors::all), dir / "m.gguf");
+  rewrite(dir / "m.gguf", dir / "m_zero.gguf", "position_embd.weight",
+          {"position_embd.weight", {64, 128}, std::vector<float>(64 * 128, 0.0f)});
+  rewrite(dir / "m.gguf", dir / "m_none.gguf", "position_embd.weight");
+  // MPT without the table adds nothing: as a zero table.
+  EXPECT_TRUE(bitwise_equal(logits_of(dir / "m_zero.gguf"), logits_of(dir / "m_none.gguf")));
+  EXPECT_FALSE(bitwise_equal(logits_of(dir / "m.gguf"), logits_of(dir / "m_none.gguf")));
+}
+
+// MPT's attention.clamp_kqv clamps every Q/K/V value (0: no clamp): a clamp
+// beyond every value changes nothing, a tight one changes the logits.
+TEST(ModelLoad, MptClampKqvClampsTheProjections) {
+  test::TempDir dir;
+  write_random_model(small_model("mpt"), dir / "m.gguf");
+  const auto with_clamp = [&](float clamp, const char* name) {
+    rewrite(dir / "m.gguf", dir / name, "", {},
+            [&](gguf::GgufWriter& w) { w.set("mpt.attention.clamp_kqv", gguf::Value(clamp)); });
+    return logits_of(dir / name);
+  };
+  const auto none = with_clamp(0.0f, "none.gguf");
+  EXPECT_TRUE(bitwise_equal(with_clamp(1e30f, "wide.gguf"), none));
+  EXPECT_FALSE(bitwise_equal(with_clamp(0.05f, "tight.gguf"), none));
+}
+
 }  // namespace
 }  // namespace cortiq

@@ -114,7 +114,7 @@ TEST(ArchSpec, RejectsImpossibleGeometry) {
   EXPECT_THROW(validate_geometry(llama, g), Error);
   g.head_dim = 16;  // stated explicitly: fine for llama
   EXPECT_NO_THROW(validate_geometry(llama, g));
-  EXPECT_EQ(find_family("gpt2"), nullptr);
+  EXPECT_EQ(find_family("no-such-architecture"), nullptr);
 }
 
 TEST(BuiltinVocab, HasSpecialByteAndWordPieces) {

@@ -321,10 +321,14 @@ std::string model_text(const gguf::GgufFile& file) {
                                             static_cast<long long>(run.last));
     const std::string window =
         s.window > 0 ? strfmt("window %lld", static_cast<long long>(s.window)) : "full attention";
+    // ALiBi replaces RoPE in the layers that rotate nothing.
+    const std::string position = s.rope == RopeSlot::none && hp.alibi_max_bias > 0.0f
+                                     ? strfmt("ALiBi (max bias %g)", hp.alibi_max_bias)
+                                     : rope_slot_name(s.rope);
     out += strfmt("  %-14s %lld heads (%lld KV) x %lld, ff %lld, %s, %s\n", layers.c_str(),
                   static_cast<long long>(s.n_head), static_cast<long long>(s.n_head_kv),
                   static_cast<long long>(s.head_dim_k), static_cast<long long>(s.n_ff),
-                  window.c_str(), rope_slot_name(s.rope));
+                  window.c_str(), position.c_str());
   }
   out += kv_cache_text(hp);
   return out;

@@ -45,6 +45,14 @@ constexpr const Family* kFamilies[] = {
     &kArceeFamily,          // arcee.cpp
     &kNemotronFamily,       // nemotron.cpp
     &kJais2Family,          // nemotron.cpp
+    &kGpt2Family,           // gpt2.cpp
+    &kStarCoderFamily,      // gpt2.cpp
+    &kBloomFamily,          // gpt2.cpp
+    &kMptFamily,            // gpt2.cpp
+    &kJaisFamily,           // gpt2.cpp
+    &kRefactFamily,         // refact.cpp
+    &kFalconFamily,         // falcon.cpp
+    &kGptNeoXFamily,        // gptneox.cpp
 };
 
 }  // namespace

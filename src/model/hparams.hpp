@@ -101,6 +101,16 @@ struct ModelHParams {
   // The attention scale multiplies the queries after RoPE (Gemma's
   // ggml_scale of Qcur) instead of the scores.
   bool scale_queries = false;
+  // ALiBi's max bias (0 = off): each head's scores get slope_h * -(query
+  // position - key position), the slopes as ggml's soft_max_ext derives
+  // them. MPT and Jais read ARCH.attention.max_alibi_bias; llama.cpp fixes 8
+  // for BLOOM, Refact and Baichuan 13B. Such layers have RopeSlot::none.
+  float alibi_max_bias = 0.0f;
+  // Clamps every Q/K/V projection (after its bias) to [-clamp, clamp]
+  // (MPT: ARCH.attention.clamp_kqv; 0 = off).
+  float clamp_kqv = 0.0f;
+  // GPT-NeoX's use_parallel_residual: both branches from the layer input.
+  bool parallel_residual = false;
 
   // ARCH.classifier.output_labels: the labels of a classification head
   // (rerankers); its row count, 1 when the key is absent.

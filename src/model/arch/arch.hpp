@@ -69,4 +69,20 @@ extern const Family kArceeFamily;
 extern const Family kNemotronFamily;
 extern const Family kJais2Family;
 
+// gpt2.cpp
+extern const Family kGpt2Family;
+extern const Family kStarCoderFamily;
+extern const Family kBloomFamily;
+extern const Family kMptFamily;
+extern const Family kJaisFamily;
+
+// refact.cpp
+extern const Family kRefactFamily;
+
+// falcon.cpp
+extern const Family kFalconFamily;
+
+// gptneox.cpp
+extern const Family kGptNeoXFamily;
+
 }  // namespace cortiq

@@ -27,9 +27,9 @@
 // Except pangu, llama.cpp shapes attn_q and attn_output [n_embd, n_embd]
 // (heads tile n_embd). All graphs assert that RoPE turns the whole head and
 // that keys and values have one head size.
-// Baichuan 2 13B (40 layers) uses ALiBi with max bias 8 instead of RoPE,
-// which the attention block does not express: such a file is refused. Any
-// other layer count is llama.cpp's LLM_TYPE_UNKNOWN: no RoPE, no ALiBi.
+// Baichuan 13B (40 layers) uses ALiBi with max bias 8 (llama.cpp fixes it)
+// instead of RoPE. Any other layer count is llama.cpp's LLM_TYPE_UNKNOWN:
+// no RoPE, no ALiBi.
 #include <memory>
 
 #include "formats/gguf/gguf_file.hpp"
@@ -144,8 +144,8 @@ void read_rms(const HParamReader& keys, ModelHParams& hp) {
 // llama.cpp picks the position encoding by layer count (its model type).
 void read_baichuan(const HParamReader& keys, ModelHParams& hp) {
   read_common(keys, hp, /*layer_norm=*/false);
-  if (hp.n_layer == 40) keys.invalid("baichuan 13B (40 layers, ALiBi) is not supported");
-  if (hp.n_layer == 32) return;  // 7B: RoPE
+  if (hp.n_layer == 32) return;                    // 7B: RoPE
+  if (hp.n_layer == 40) hp.alibi_max_bias = 8.0f;  // 13B: ALiBi
   for (LayerSpec& layer : hp.layers) layer.rope = RopeSlot::none;
 }
 

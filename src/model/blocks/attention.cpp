@@ -21,12 +21,16 @@ void AttentionWeights::visit(TensorVisitor& v, const ModelHParams& hp, int64_t l
   // (with its optional bias; the generic pass reads its .scale and
   // .input_scale), else Q/K/V with theirs. Families whose graph projects
   // without build_qkv (OLMo2) never read the fused one.
-  const bool fused = extra.qkv_biases_and_scales_applied && !extra.separate_qkv_with_biases &&
-                     v.has(name("attn_qkv.weight"), extra.fused_qkv_written);
+  const bool fused = extra.fused_qkv_required ||
+                     (extra.qkv_biases_and_scales_applied && !extra.separate_qkv_with_biases &&
+                      v.has(name("attn_qkv.weight"), extra.fused_qkv_written));
   if (fused) {
     const int64_t width = l.q_width() + l.k_width() + l.v_width();
     v.matrix(wqkv, name("attn_qkv.weight"), hp.n_embd, width);
-    v.vector(bqkv, name("attn_qkv.bias"), width, TensorKind::bias, false);
+    if (extra.fused_qkv_bias != FusedQkvBias::none) {
+      v.vector(bqkv, name("attn_qkv.bias"), width, TensorKind::bias,
+               extra.fused_qkv_bias == FusedQkvBias::required);
+    }
     v.matrix(wo, name("attn_output.weight"), l.attn_out_width(), hp.n_embd);
     if (extra.output_bias || extra.output_bias_required) {
       v.vector(bo, name("attn_output.bias"), hp.n_embd, TensorKind::bias,
@@ -40,8 +44,16 @@ void AttentionWeights::visit(TensorVisitor& v, const ModelHParams& hp, int64_t l
   } else {
     visit_separate_qkv(v, hp, layer, extra);
   }
+  if (extra.qk_layer_norm_whole) {
+    // MPT's optional layer norms over the whole Q and K projections.
+    qk_norm_kind = QkNormKind::layer_whole;
+    v.vector(q_norm, name("attn_q_norm.weight"), l.q_width(), TensorKind::norm, false);
+    v.vector(q_norm_b, name("attn_q_norm.bias"), l.q_width(), TensorKind::bias, false);
+    v.vector(k_norm, name("attn_k_norm.weight"), l.k_width(), TensorKind::norm, false);
+    v.vector(k_norm_b, name("attn_k_norm.bias"), l.k_width(), TensorKind::bias, false);
+  }
   if (extra.qk_norm != QkNorm::none && extra.qk_layer_norm_per_head) {
-    qk_layer_norm = true;
+    qk_norm_kind = QkNormKind::layer_per_head;
     const bool required = extra.qk_norm == QkNorm::required;
     v.table(q_norm, name("attn_q_norm.weight"), l.head_dim_k, l.n_head, TensorKind::norm, required);
     v.table(k_norm, name("attn_k_norm.weight"), l.head_dim_k, l.n_head_kv, TensorKind::norm,
@@ -153,14 +165,27 @@ void project_qkv(const AttentionWeights& w, const ModelHParams& hp, const LayerS
     kernels::add_bias_rows(k, w.bk);
     kernels::add_bias_rows(v, w.bv);
   }
+  // build_qkv's clamp, after the bias (MPT's clip_qkv).
+  if (hp.clamp_kqv > 0.0f) {
+    for (const auto part : {q, k, v}) {
+      for (float& x : part) x = std::clamp(x, -hp.clamp_kqv, hp.clamp_kqv);
+    }
+  }
   const RopeTable* rope =
       layer.rope == RopeSlot::none ? nullptr : &pass.rope[static_cast<size_t>(layer.rope)];
   for (size_t r = 0; r < rows; ++r) {
     auto q_row = q.subspan(r * qw, qw);
     auto k_row = k.subspan(r * kw, kw);
-    if (w.qk_layer_norm) {
+    if (w.qk_norm_kind == AttentionWeights::QkNormKind::layer_per_head) {
       layer_norm_heads(q_row, w.q_norm, layer.head_dim_k, hp.norm_eps);
       layer_norm_heads(k_row, w.k_norm, layer.head_dim_k, hp.norm_eps);
+    } else if (w.qk_norm_kind == AttentionWeights::QkNormKind::layer_whole) {
+      // MPT: both norms when attn_q_norm is there (the K one perhaps
+      // without weight), neither otherwise.
+      if (!w.q_norm.empty()) {
+        kernels::layer_norm(q_row, w.q_norm, w.q_norm_b, hp.norm_eps, q_row);
+        kernels::layer_norm(k_row, w.k_norm, w.k_norm_b, hp.norm_eps, k_row);
+      }
     } else {
       norm_heads(q_row, w.q_norm, hp.rms_eps);
       norm_heads(k_row, w.k_norm, hp.rms_eps);
@@ -194,6 +219,7 @@ void attend(const ModelHParams& hp, const LayerSpec& layer, int64_t il, const At
   kernels::AttentionShape shape{layer.n_head, layer.n_head_kv, layer.head_dim_k, layer.head_dim_v,
                                 hp.scale_queries ? 1.0f : hp.kq_scale(layer)};
   shape.softcap = hp.attn_softcap;
+  shape.alibi_max_bias = hp.alibi_max_bias;
   int64_t max_kv = 0;
   for (const auto& row : pass.rows) max_kv = std::max<int64_t>(max_kv, row.pos + 1);
   // A tile's rows are consecutive positions of one sequence: with a window

@@ -3,7 +3,8 @@
 // Q and K (per head, or over the whole projection), RoPE from the layer's
 // table, the rows' keys and values into the cache, GQA attention over the
 // cache (causal, within the layer's sliding window), and the output
-// projection. It computes the branch only: the family places the norms
+// projection; optionally ALiBi instead of RoPE and a clamp of Q/K/V (the
+// model's alibi_max_bias, clamp_kqv). It computes the branch only: the family places the norms
 // around it and the residual add (pre-norm, post-norm, sandwich, parallel).
 #pragma once
 
@@ -26,6 +27,10 @@ class TensorVisitor;
 
 // Whether a family's layers carry RMS norms on Q and K (attn_{q,k}_norm).
 enum class QkNorm : uint8_t { none, optional, required };
+
+// Which fused attn_qkv.bias a family reads: optional (create_tensor_qkv),
+// required (GPT-2, BLOOM, ...) or none (Falcon's loader never creates it).
+enum class FusedQkvBias : uint8_t { optional, required, none };
 
 // The tensors a family's attention may carry beyond Q/K/V/output and their
 // optional Q/K/V biases and scales (which llama.cpp reads for every family):
@@ -50,6 +55,15 @@ struct AttentionTensors {
   // Q/K/V always separate, each with its bias (Jais-2: llama.cpp creates
   // them directly, without create_tensor_qkv).
   bool separate_qkv_with_biases = false;
+  // attn_qkv.weight is the only form the family's loader reads (llama.cpp
+  // creates ATTN_QKV itself for GPT-2, BLOOM, Falcon...): Q/K/V apart are
+  // refused. gen-model writes it.
+  bool fused_qkv_required = false;
+  FusedQkvBias fused_qkv_bias = FusedQkvBias::optional;
+  // attn_{q,k}_norm are optional layer norms over the whole projection, each
+  // with an optional bias, applied when attn_q_norm is there (MPT; then a
+  // missing attn_k_norm is a layer norm without weight). Not with qk_norm.
+  bool qk_layer_norm_whole = false;
 };
 
 struct AttentionWeights {
@@ -62,7 +76,12 @@ struct AttentionWeights {
   std::vector<float> bqkv;
   float qkv_scale = 1;
   std::vector<float> q_norm, k_norm;  // RMS norm weights (per head or whole row), or empty
-  bool qk_layer_norm = false;  // q_norm / k_norm: per-head layer norms, a weight row per head
+  // How q_norm / k_norm apply: RMS norms (per head, or over the whole row),
+  // layer norms with a weight row per head (StableLM 2 12B, Command R+), or
+  // layer norms over the whole projection with optional biases (MPT).
+  enum class QkNormKind : uint8_t { rms, layer_per_head, layer_whole };
+  QkNormKind qk_norm_kind = QkNormKind::rms;
+  std::vector<float> q_norm_b, k_norm_b;  // layer_whole's biases, or empty
 
   // blk.N.attn_{q,k,v,output}.weight (or attn_qkv.weight instead of Q/K/V),
   // the optional Q/K/V biases and every scale, and what `extra` allows.

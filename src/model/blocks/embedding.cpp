@@ -23,12 +23,28 @@ void TokenEmbedding::embed(const ModelHParams& hp, std::span<const BatchRow> row
     kernels::scale_inplace(x.first(rows.size() * static_cast<size_t>(hp.n_embd)),
                            hp.embedding_scale);
   }
+  if (positions.data != nullptr) {
+    // llama.cpp adds ggml_get_rows(pos_embd, inp_pos). The branch buffer
+    // (buf.proj) is free until the first layer; get_rows refuses a position
+    // beyond the table.
+    ids.clear();
+    for (const auto& row : rows) ids.push_back(row.pos);
+    const auto width = rows.size() * static_cast<size_t>(hp.n_embd);
+    const auto pos = ForwardBuffers::take(buf.proj, width);
+    kernels::get_rows(positions, ids, pos);
+    kernels::add_inplace(x.first(width), pos);
+  }
+}
+
+void TokenEmbedding::visit_positions(TensorVisitor& v, const ModelHParams& hp, bool required) {
+  v.matrix(positions, "position_embd.weight", hp.n_embd, hp.n_ctx_train, required);
 }
 
 void OutputHead::visit(TensorVisitor& v, const ModelHParams& hp, const TokenEmbedding& embedding,
-                       OutputMatrix matrix, OutputBias bias_kind, NormKind norm_kind) {
+                       OutputMatrix matrix, OutputBias bias_kind, NormKind norm_kind,
+                       bool norm_bias_required) {
   norm.visit(v, "output_norm", hp.n_embd, norm_kind,
-             norm_kind == NormKind::rms ? hp.rms_eps : hp.norm_eps);
+             norm_kind == NormKind::rms ? hp.rms_eps : hp.norm_eps, norm_bias_required);
   if (matrix != OutputMatrix::always_tied) {
     v.matrix(output, "output.weight", hp.n_embd, hp.n_vocab,
              /*required=*/matrix == OutputMatrix::own);

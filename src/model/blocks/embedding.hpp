@@ -19,9 +19,15 @@ class TensorVisitor;
 
 struct TokenEmbedding {
   kernels::WeightView table;  // token_embd.weight, [n_vocab][n_embd]
+  // position_embd.weight, [n_ctx_train][n_embd]: learned absolute positions
+  // (GPT-2, StarCoder, MPT's optional one); empty when the family has none.
+  kernels::WeightView positions;
 
   void visit(TensorVisitor& v, const ModelHParams& hp);
-  // x[r] = table[rows[r].token] * hp.embedding_scale (when set).
+  // position_embd.weight, for the families with learned positions.
+  void visit_positions(TensorVisitor& v, const ModelHParams& hp, bool required);
+  // x[r] = table[rows[r].token] * hp.embedding_scale (when set)
+  //        + positions[rows[r].pos] (when the file has them).
   void embed(const ModelHParams& hp, std::span<const BatchRow> rows, std::span<float> x,
              ForwardBuffers& buf) const;
 };
@@ -39,11 +45,12 @@ struct OutputHead {
   kernels::WeightView output;  // output.weight, or the token embedding when absent (tied)
   std::vector<float> bias;     // output.bias (optional, Qwen2)
 
-  // output_norm.weight, output.weight (optional: tied to `embedding`),
-  // output.bias (optional) as the family says.
+  // output_norm.weight (and .bias for a layer norm, optional when
+  // !norm_bias_required: MPT), output.weight (optional: tied to
+  // `embedding`), output.bias (optional) as the family says.
   void visit(TensorVisitor& v, const ModelHParams& hp, const TokenEmbedding& embedding,
              OutputMatrix matrix = OutputMatrix::own_or_tied, OutputBias bias = OutputBias::none,
-             NormKind norm_kind = NormKind::rms);
+             NormKind norm_kind = NormKind::rms, bool norm_bias_required = true);
   // Final norm and lm_head for the rows that want output (their normed
   // hidden states themselves when ctx.output is hidden), then the final
   // logit softcap. `logits` gets one row per marked row, in order.

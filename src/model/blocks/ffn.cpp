@@ -38,6 +38,11 @@ void ungated_ffn(const FfnWeights& w, FfnActivation activation, const ModelHPara
         }
       },
       kActivationGrain);
+  if (!w.act_scales.empty()) {
+    // build_ffn's ggml_div of the activation by ffn_act, row by row.
+    const auto n = static_cast<size_t>(n_ff);
+    for (size_t i = 0; i < up.size(); ++i) up[i] /= w.act_scales[i % n];
+  }
   const auto out_rows = out.first(rows * static_cast<size_t>(hp.n_embd));
   kernels::matmul(w.down, up, n_rows, out_rows, hp.n_embd, ctx.pool, buf.matmul);
   kernels::add_bias_rows(out_rows, w.down_b);
@@ -93,6 +98,9 @@ void FfnWeights::visit(TensorVisitor& v, const ModelHParams& hp, int64_t layer, 
     const std::string scale = name(std::string(matrix) + ".scale");
     if (!extra.scales_applied) v.scale_without_effect(scale);
     v.scale_without_effect(name(std::string(matrix) + ".input_scale"));
+  }
+  if (extra.act_scales) {
+    v.vector(act_scales, name("ffn.act.scales"), n_ff, TensorKind::norm, /*required=*/false);
   }
   if (extra.scales_applied) {
     if (extra.gated) v.scale(gate_scale, name("ffn_gate.scale"));

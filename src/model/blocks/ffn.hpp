@@ -34,13 +34,17 @@ struct FfnTensors {
   // gate and its second half the up projection (Phi-3, GLM-4: llama.cpp's
   // ggml_swiglu of one tensor). With FfnActivation::swiglu only.
   bool fused_gate_up = false;
+  // blk.N.ffn.act.scales, optional: the ungated GELU's output is divided by
+  // them (MPT's AWQ ScaleActivation).
+  bool act_scales = false;
 };
 
 struct FfnWeights {
   kernels::WeightView gate, up, down;
   std::vector<float> gate_b, up_b, down_b;             // optional biases
   float gate_scale = 1, up_scale = 1, down_scale = 1;  // NAME.scale, 1 when absent
-  bool fused_gate_up = false;  // `up` holds gate and up (FfnTensors::fused_gate_up)
+  bool fused_gate_up = false;     // `up` holds gate and up (FfnTensors::fused_gate_up)
+  std::vector<float> act_scales;  // [n_ff] divisors, or empty
 
   // blk.N.ffn_{gate,up,down}.weight, their optional scales, and their
   // optional biases when the family has them (llama.cpp reads them for some).
