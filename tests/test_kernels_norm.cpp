@@ -106,5 +106,28 @@ TEST(KernelActivations, GegluMultipliesTheGatedValueAndMayAlias) {
   EXPECT_EQ(gate, expected);
 }
 
+// ggml_clamp's MAX(MIN(x, hi), lo): values outside [lo, hi] go to the
+// edge, the rest stay; NaN compares false and ends at hi (OLMo's clamp_kqv).
+TEST(KernelActivations, ClampKeepsValuesWithinTheEdges) {
+  std::vector<float> x = {-3.0f, -0.5f, 0.0f, 0.25f, 0.5f, 7.0f, std::nanf("")};
+  kernels::clamp_inplace(x, -0.5f, 0.5f);
+  const std::vector<float> expected = {-0.5f, -0.5f, 0.0f, 0.25f, 0.5f, 0.5f, 0.5f};
+  EXPECT_EQ(x, expected);
+}
+
+// A layer norm without weight or bias (OLMo's): zero mean, unit variance.
+TEST(KernelLayerNorm, WithoutWeightOrBiasNormalisesEachRow) {
+  const std::vector<float> x = {1, 2, 3, 4, 10, 10, 10, 14};
+  std::vector<float> out(x.size());
+  kernels::layer_norm_rows(x, {}, {}, 1e-5f, out, 4);
+  for (size_t row = 0; row < 2; ++row) {
+    double mean = 0, var = 0;
+    for (size_t i = 0; i < 4; ++i) mean += out[row * 4 + i] / 4.0;
+    for (size_t i = 0; i < 4; ++i) var += (out[row * 4 + i] - mean) * (out[row * 4 + i] - mean) / 4;
+    EXPECT_NEAR(mean, 0.0, 1e-6);
+    EXPECT_NEAR(var, 1.0, 1e-4);
+  }
+}
+
 }  // namespace
 }  // namespace cortiq::kernels

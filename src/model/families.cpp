@@ -35,6 +35,14 @@ constexpr const Family* kFamilies[] = {
     &kPlamoFamily,          // llama_copies.cpp
     &kNanbeigeFamily,       // nanbeige.cpp
     &kCodeShellFamily,      // starcoder2.cpp
+    &kOlmoFamily,           // olmo.cpp
+    &kQwenFamily,           // qwen.cpp
+    &kHunyuanDenseFamily,   // hunyuan_dense.cpp
+    &kMaincoderFamily,      // hunyuan_dense.cpp
+    &kOpenElmFamily,        // openelm.cpp
+    &kQwen2VlFamily,        // qwen_vl.cpp
+    &kQwen3VlFamily,        // qwen_vl.cpp
+    &kDeciFamily,           // deci.cpp
 };
 
 }  // namespace

@@ -9,6 +9,7 @@
 // Blocks read the LayerSpec of their layer, never the globals.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -41,6 +42,10 @@ struct RopeHParams {
   // llama3 scaling given as keys (files usually carry rope_freqs.weight instead).
   float llama3_low_freq_factor = 1.0f;
   float llama3_high_freq_factor = 4.0f;
+  // M-RoPE for text positions (qwen2vl, qwen3vl: ARCH.rope.dimension_sections,
+  // pairs per section); all 0: plain RoPE.
+  std::array<int32_t, 4> mrope_sections{};
+  bool mrope_interleaved = false;  // Qwen3-VL's imrope
 };
 
 // Which RoPE table a layer's attention uses: the model's, the local one of
@@ -94,6 +99,9 @@ struct ModelHParams {
   float residual_scale = 0.0f;
   // Multiplies the logits after lm_head (Granite, MiniCPM: 1 / ARCH.logit_scale).
   float logit_scale = 0.0f;
+  // Q, K and V are clamped to [-c, c] after their projections and biases
+  // (ARCH.attention.clamp_kqv: OLMo; 0 = no clamp), as llama.cpp's build_qkv.
+  float clamp_kqv = 0.0f;
   // The attention scale multiplies the queries after RoPE (Gemma's
   // ggml_scale of Qcur) instead of the scores.
   bool scale_queries = false;

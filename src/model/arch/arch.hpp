@@ -45,4 +45,24 @@ extern const Family kPlamoFamily;
 // nanbeige.cpp
 extern const Family kNanbeigeFamily;
 
+// olmo.cpp
+extern const Family kOlmoFamily;
+
+// qwen.cpp
+extern const Family kQwenFamily;
+
+// hunyuan_dense.cpp
+extern const Family kHunyuanDenseFamily;
+extern const Family kMaincoderFamily;
+
+// openelm.cpp
+extern const Family kOpenElmFamily;
+
+// qwen_vl.cpp
+extern const Family kQwen2VlFamily;
+extern const Family kQwen3VlFamily;
+
+// deci.cpp
+extern const Family kDeciFamily;
+
 }  // namespace cortiq

@@ -21,18 +21,26 @@ void AttentionWeights::visit(TensorVisitor& v, const ModelHParams& hp, int64_t l
   // (with its optional bias; the generic pass reads its .scale and
   // .input_scale), else Q/K/V with theirs. Families whose graph projects
   // without build_qkv (OLMo2) never read the fused one.
-  const bool fused = extra.qkv_biases_and_scales_applied &&
-                     v.has(name("attn_qkv.weight"), extra.fused_qkv_written);
+  const bool fused =
+      extra.fused_qkv_required || (extra.qkv_biases_and_scales_applied &&
+                                   v.has(name("attn_qkv.weight"), extra.fused_qkv_written));
+  qk_norm_after_rope = extra.qk_norm_after_rope;
   if (fused) {
     const int64_t width = l.q_width() + l.k_width() + l.v_width();
     v.matrix(wqkv, name("attn_qkv.weight"), hp.n_embd, width);
-    v.vector(bqkv, name("attn_qkv.bias"), width, TensorKind::bias, false);
+    if (extra.qkv_biases_and_scales_applied) {
+      v.vector(bqkv, name("attn_qkv.bias"), width, TensorKind::bias, extra.fused_qkv_bias_required);
+    }
     v.matrix(wo, name("attn_output.weight"), l.attn_out_width(), hp.n_embd);
     if (extra.output_bias || extra.output_bias_required) {
       v.vector(bo, name("attn_output.bias"), hp.n_embd, TensorKind::bias,
                extra.output_bias_required);
     }
-    v.scale(qkv_scale, name("attn_qkv.scale"));
+    if (extra.qkv_biases_and_scales_applied) {
+      v.scale(qkv_scale, name("attn_qkv.scale"));
+    } else {
+      v.scale_without_effect(name("attn_qkv.scale"));
+    }
     v.scale(o_scale, name("attn_output.scale"));
     for (const char* input : {"attn_qkv", "attn_output"}) {
       v.scale_without_effect(name(std::string(input) + ".input_scale"));
@@ -117,6 +125,7 @@ void project_qkv(const AttentionWeights& w, const ModelHParams& hp, const LayerS
     kernels::matmul(w.wqkv, normed, n, fused, static_cast<int64_t>(width), ctx.pool, buf.matmul);
     apply_scale(fused, w.qkv_scale);
     kernels::add_bias_rows(fused, w.bqkv);
+    if (hp.clamp_kqv > 0.0f) kernels::clamp_inplace(fused, -hp.clamp_kqv, hp.clamp_kqv);
     for (size_t r = 0; r < rows; ++r) {
       const auto row = fused.subspan(r * width, width);
       std::ranges::copy(row.first(qw), q.subspan(r * qw, qw).begin());
@@ -133,19 +142,31 @@ void project_qkv(const AttentionWeights& w, const ModelHParams& hp, const LayerS
     kernels::add_bias_rows(q, w.bq);
     kernels::add_bias_rows(k, w.bk);
     kernels::add_bias_rows(v, w.bv);
+    if (hp.clamp_kqv > 0.0f) {
+      for (const std::span<float> m : {q, k, v}) {
+        kernels::clamp_inplace(m, -hp.clamp_kqv, hp.clamp_kqv);
+      }
+    }
   }
   const RopeTable* rope =
       layer.rope == RopeSlot::none ? nullptr : &pass.rope[static_cast<size_t>(layer.rope)];
   for (size_t r = 0; r < rows; ++r) {
     auto q_row = q.subspan(r * qw, qw);
     auto k_row = k.subspan(r * kw, kw);
-    norm_heads(q_row, w.q_norm, hp.rms_eps);
-    norm_heads(k_row, w.k_norm, hp.rms_eps);
-    if (rope == nullptr) continue;
-    const auto dims = static_cast<size_t>(rope->params->n_dims);
-    const auto cache = rope->cache.subspan(r * dims, dims);
-    kernels::rope_apply(q_row, layer.n_head, layer.head_dim_k, *rope->params, cache);
-    kernels::rope_apply(k_row, layer.n_head_kv, layer.head_dim_k, *rope->params, cache);
+    if (!w.qk_norm_after_rope) {
+      norm_heads(q_row, w.q_norm, hp.rms_eps);
+      norm_heads(k_row, w.k_norm, hp.rms_eps);
+    }
+    if (rope != nullptr) {
+      const auto dims = static_cast<size_t>(rope->params->n_dims);
+      const auto cache = rope->cache.subspan(r * dims, dims);
+      kernels::rope_apply(q_row, layer.n_head, layer.head_dim_k, *rope->params, cache);
+      kernels::rope_apply(k_row, layer.n_head_kv, layer.head_dim_k, *rope->params, cache);
+    }
+    if (w.qk_norm_after_rope) {
+      norm_heads(q_row, w.q_norm, hp.rms_eps);
+      norm_heads(k_row, w.k_norm, hp.rms_eps);
+    }
   }
   // Gemma scales the queries (ggml_scale after RoPE), not the scores.
   if (hp.scale_queries) kernels::scale_inplace(q, hp.kq_scale(layer));

@@ -43,6 +43,13 @@ struct AttentionTensors {
   // family's converter does (Phi-3). The loader follows the file either way
   // (llama.cpp's create_tensor_qkv), when the family's graph uses build_qkv.
   bool fused_qkv_written = false;
+  // attn_qkv.weight always there, never Q/K/V (Qwen 1, OpenELM); with
+  // qkv_biases_and_scales_applied false, no bias is read and the scale has
+  // no effect (OpenELM's graph projects with the bare matrix).
+  bool fused_qkv_required = false;
+  bool fused_qkv_bias_required = false;  // attn_qkv.bias always there (Qwen 1)
+  // The Q/K norms apply to the rotated heads (RoPE first: Hunyuan, Maincoder).
+  bool qk_norm_after_rope = false;
 };
 
 struct AttentionWeights {
@@ -55,6 +62,7 @@ struct AttentionWeights {
   std::vector<float> bqkv;
   float qkv_scale = 1;
   std::vector<float> q_norm, k_norm;  // RMS norm weights (per head or whole row), or empty
+  bool qk_norm_after_rope = false;    // AttentionTensors::qk_norm_after_rope
 
   // blk.N.attn_{q,k,v,output}.weight (or attn_qkv.weight instead of Q/K/V),
   // the optional Q/K/V biases and every scale, and what `extra` allows.
