@@ -448,6 +448,22 @@ TEST(LayerSpecs, LayersWithoutAttentionKeepNoCache) {
   }
 }
 
+// MiniCPM3's latent attention caches each head's full key (nope and rope
+// parts: attention.key_length) and value, not the compressed latent.
+TEST(LayerSpecs, LatentAttentionCachesEveryHeadsKeyAndValue) {
+  test::TempDir dir;
+  write_random_model(small_model("minicpm3"), dir / "m.gguf");
+  const auto model = Model::load(dir / "m.gguf", {});
+  const ModelHParams& hp = model->decoder().hparams();
+  EXPECT_EQ(hp.head_dim_k, 24);  // 16 nope + 8 rope
+  EXPECT_EQ(hp.rope.n_dims, 8);
+  const KvCacheShape shape = model->decoder().kv_cache_shape(32, 1, KvType::f32);
+  for (const KvLayerShape& layer : shape.layers) {
+    EXPECT_EQ(layer.k_width, 4 * 24);
+    EXPECT_EQ(layer.v_width, 4 * 16);
+  }
+}
+
 TEST(LayerSpecs, InspectShowsEachLayersDescriptionAndTheKvMemory) {
   test::TempDir dir;
   RandomModelOptions o = small_model("gemma2");

@@ -43,6 +43,7 @@ constexpr const Family* kFamilies[] = {
     &kQwen2VlFamily,        // qwen_vl.cpp
     &kQwen3VlFamily,        // qwen_vl.cpp
     &kDeciFamily,           // deci.cpp
+    &kMiniCpm3Family,       // minicpm3.cpp
 };
 
 }  // namespace

@@ -102,6 +102,9 @@ struct ModelHParams {
   // Q, K and V are clamped to [-c, c] after their projections and biases
   // (ARCH.attention.clamp_kqv: OLMo; 0 = no clamp), as llama.cpp's build_qkv.
   float clamp_kqv = 0.0f;
+  // Latent attention's ranks (ARCH.attention.q_lora_rank / kv_lora_rank: MiniCPM3).
+  int64_t q_lora_rank = 0;
+  int64_t kv_lora_rank = 0;
   // The attention scale multiplies the queries after RoPE (Gemma's
   // ggml_scale of Qcur) instead of the scores.
   bool scale_queries = false;

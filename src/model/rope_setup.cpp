@@ -59,6 +59,11 @@ void RopeTables::visit(TensorVisitor& v, const ModelHParams& hp) {
            /*required=*/false);
 }
 
+void RopeTables::visit_factors(TensorVisitor& v, const ModelHParams& hp, const std::string& name) {
+  auto& global = slots_[static_cast<size_t>(RopeSlot::global)];
+  v.vector(global.factors, name, hp.rope.n_dims / 2, TensorKind::norm, /*required=*/false);
+}
+
 void RopeTables::setup(const ModelHParams& hp) {
   for (const LayerSpec& layer : hp.layers) {
     if (layer.rope != RopeSlot::none) slots_[static_cast<size_t>(layer.rope)].used = true;

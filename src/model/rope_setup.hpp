@@ -8,6 +8,7 @@
 
 #include <array>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "kernels/cpu/rope.hpp"
@@ -34,6 +35,9 @@ class RopeTables {
   // rope_freqs.weight (optional): the global table's frequency factors, for
   // the families whose files may have them.
   void visit(TensorVisitor& v, const ModelHParams& hp);
+  // The global table's frequency factors from another optional tensor of
+  // rope.dimension_count / 2 values (MiniCPM3's rope_factors_short).
+  void visit_factors(TensorVisitor& v, const ModelHParams& hp, const std::string& name);
   // Fills the parameters of the tables the layers use; after visit().
   void setup(const ModelHParams& hp);
   // The cos/sin of every row's position, for each table in use.

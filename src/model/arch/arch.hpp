@@ -65,4 +65,7 @@ extern const Family kQwen3VlFamily;
 // deci.cpp
 extern const Family kDeciFamily;
 
+// minicpm3.cpp
+extern const Family kMiniCpm3Family;
+
 }  // namespace cortiq

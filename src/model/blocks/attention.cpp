@@ -236,6 +236,12 @@ void attend(const ModelHParams& hp, const LayerSpec& layer, int64_t il, const At
 
 }  // namespace
 
+void attend_over_cache(const ModelHParams& hp, int64_t layer, const AttentionPass& pass,
+                       const KvCache& cache, ForwardContext& ctx, std::span<const float> q,
+                       std::span<float> out) {
+  attend(hp, hp.layer(layer), layer, pass, cache, ctx, q, out);
+}
+
 void attention(const AttentionWeights& w, const ModelHParams& hp, int64_t layer,
                const AttentionPass& pass, KvCache& cache, ForwardContext& ctx,
                std::span<const float> in, std::span<float> out) {

@@ -86,4 +86,12 @@ void attention(const AttentionWeights& w, const ModelHParams& hp, int64_t layer,
                const AttentionPass& pass, KvCache& cache, ForwardContext& ctx,
                std::span<const float> in, std::span<float> out);
 
+// The attention of attention(), for queries already projected and rotated
+// whose keys and values are in the cache: q [rows][q width] -> out
+// [rows][attn_out width] (before the output projection). For other
+// attention blocks (latent attention).
+void attend_over_cache(const ModelHParams& hp, int64_t layer, const AttentionPass& pass,
+                       const KvCache& cache, ForwardContext& ctx, std::span<const float> q,
+                       std::span<float> out);
+
 }  // namespace cortiq
