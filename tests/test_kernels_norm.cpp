@@ -83,8 +83,8 @@ TEST(KernelActivations, SwigluAndAddInPlace) {
 // once per fp16 input, the result rounded to fp16; identity above 10, 0 below -10.
 TEST(KernelActivations, GeluTanhIsTheFp16Table) {
   const auto formula = [](float x) {
-    return 0.5f * x * (1.0f + std::tanh(0.79788456080286535587989211986876f * x *
-                                        (1.0f + 0.044715f * x * x)));
+    return 0.5f * x *
+           (1.0f + std::tanh(0.79788456080286535587989211986876f * x * (1.0f + 0.044715f * x * x)));
   };
   for (const float x : {-3.0f, -0.5f, 0.0f, 0.25f, 1.0f, 2.5f, 9.5f}) {
     const float h = fp16_to_fp32(fp32_to_fp16(x));
@@ -113,6 +113,29 @@ TEST(KernelActivations, ReluSquaredZeroesNegativesAndSquaresTheRest) {
   const std::vector<float> expected = {0.0f, 0.0f, 0.0f, 0.25f, 9.0f, 1e20f * 1e20f, 0.0f, 0.0f};
   EXPECT_EQ(x, expected);
   EXPECT_FALSE(std::signbit(x[1]));
+}
+
+// ggml_clamp's MAX(MIN(x, hi), lo): values outside [lo, hi] go to the
+// edge, the rest stay; NaN compares false and ends at hi (OLMo's clamp_kqv).
+TEST(KernelActivations, ClampKeepsValuesWithinTheEdges) {
+  std::vector<float> x = {-3.0f, -0.5f, 0.0f, 0.25f, 0.5f, 7.0f, std::nanf("")};
+  kernels::clamp_inplace(x, -0.5f, 0.5f);
+  const std::vector<float> expected = {-0.5f, -0.5f, 0.0f, 0.25f, 0.5f, 0.5f, 0.5f};
+  EXPECT_EQ(x, expected);
+}
+
+// A layer norm without weight or bias (OLMo's): zero mean, unit variance.
+TEST(KernelLayerNorm, WithoutWeightOrBiasNormalisesEachRow) {
+  const std::vector<float> x = {1, 2, 3, 4, 10, 10, 10, 14};
+  std::vector<float> out(x.size());
+  kernels::layer_norm_rows(x, {}, {}, 1e-5f, out, 4);
+  for (size_t row = 0; row < 2; ++row) {
+    double mean = 0, var = 0;
+    for (size_t i = 0; i < 4; ++i) mean += out[row * 4 + i] / 4.0;
+    for (size_t i = 0; i < 4; ++i) var += (out[row * 4 + i] - mean) * (out[row * 4 + i] - mean) / 4;
+    EXPECT_NEAR(mean, 0.0, 1e-6);
+    EXPECT_NEAR(var, 1.0, 1e-4);
+  }
 }
 
 }  // namespace

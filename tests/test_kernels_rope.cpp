@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <numbers>
 #include <vector>
@@ -158,6 +159,95 @@ TEST(KernelRope, YarnMatchesDirectFormula) {
   for (int i = 0; i < 32; ++i) {
     const double theta = 0.25 * 8 * std::pow(10000.0, -2.0 * i / 64);
     ASSERT_NEAR(linear[2 * i], 0.5 * std::cos(theta), 1e-6) << i;
+  }
+}
+
+// ggml_mrope_cache_init as written (sectors, per-section running thetas,
+// interleaved or in runs), for positions (t, h, w, e) without scaling.
+std::vector<float> ggml_mrope_cache(int32_t p_t, int32_t p_h, int32_t p_w, int32_t p_e,
+                                    const std::array<int32_t, 4>& s, bool imrope, int32_t n_dims,
+                                    float base) {
+  const float theta_scale = std::pow(base, -2.0f / static_cast<float>(n_dims));
+  float theta_t = static_cast<float>(p_t), theta_h = static_cast<float>(p_h);
+  float theta_w = static_cast<float>(p_w), theta_e = static_cast<float>(p_e);
+  const int32_t sect_dims = s[0] + s[1] + s[2] + s[3], sec_w = s[0] + s[1];
+  std::vector<float> cache(static_cast<size_t>(n_dims));
+  for (int32_t i0 = 0; i0 < n_dims; i0 += 2) {
+    const int32_t sector = (i0 / 2) % sect_dims;
+    float theta = theta_t;
+    if (imrope) {
+      if (sector % 3 == 1 && sector < 3 * s[1]) {
+        theta = theta_h;
+      } else if (sector % 3 == 2 && sector < 3 * s[2]) {
+        theta = theta_w;
+      } else if (sector % 3 == 0 && sector < 3 * s[0]) {
+        theta = theta_t;
+      } else {
+        theta = theta_e;
+      }
+    } else if (sector >= s[0] && sector < sec_w) {
+      theta = theta_h;
+    } else if (sector >= sec_w && sector < sec_w + s[2]) {
+      theta = theta_w;
+    } else if (sector >= sec_w + s[2]) {
+      theta = theta_e;
+    }
+    cache[static_cast<size_t>(i0)] = std::cos(theta);
+    cache[static_cast<size_t>(i0) + 1] = std::sin(theta);
+    theta_t *= theta_scale;
+    theta_h *= theta_scale;
+    theta_w *= theta_scale;
+    theta_e *= theta_scale;
+  }
+  return cache;
+}
+
+// Text positions (p, p, p, 0) through M-RoPE: Qwen2-VL's sections in runs
+// and Qwen3-VL's interleaved ones give ggml's cache bit for bit; the pairs
+// of the extra section (and, interleaved, those past a section's share)
+// stay unturned, every other pair turns as plain RoPE's.
+TEST(KernelRope, MropeForTextPositionsMatchesGgmlsSectors) {
+  struct Case {
+    std::array<int32_t, 4> sections;
+    MRope mrope;
+    int32_t n_dims;
+  };
+  for (const Case& c :
+       {Case{{16, 24, 24, 0}, MRope::sections, 128}, Case{{24, 20, 20, 0}, MRope::interleaved, 128},
+        Case{{2, 3, 2, 1}, MRope::sections, 16}, Case{{3, 2, 2, 1}, MRope::interleaved, 16},
+        Case{{2, 1, 1, 0}, MRope::sections, 24}}) {
+    RopeParams params;
+    params.n_dims = c.n_dims;
+    params.neox = true;
+    params.freq_base = 1000000.0f;
+    params.mrope = c.mrope;
+    params.mrope_sections = c.sections;
+    RopeParams plain = params;
+    plain.mrope = MRope::none;
+    for (const int32_t pos : {0, 1, 7, 300}) {
+      const auto cache = cache_for(pos, params);
+      const auto expected = ggml_mrope_cache(pos, pos, pos, 0, c.sections,
+                                             c.mrope == MRope::interleaved, c.n_dims, 1000000.0f);
+      const auto rope = cache_for(pos, plain);
+      for (int32_t i = 0; i < c.n_dims; ++i) {
+        const auto k = static_cast<size_t>(i);
+        ASSERT_EQ(cache[k], expected[k]) << "pair " << i / 2 << " pos " << pos;
+        if (mrope_text_pair_unturned(params, i / 2)) {
+          ASSERT_EQ(cache[k], i % 2 == 0 ? 1.0f : 0.0f);
+        } else {
+          ASSERT_EQ(cache[k], rope[k]);
+        }
+      }
+    }
+  }
+  // Qwen3-VL's [24, 20, 20]: of 64 pairs, 61 and 62 fall past the h and w
+  // shares and stay unturned.
+  RopeParams qwen3vl;
+  qwen3vl.n_dims = 128;
+  qwen3vl.mrope = MRope::interleaved;
+  qwen3vl.mrope_sections = {24, 20, 20, 0};
+  for (int32_t pair = 0; pair < 64; ++pair) {
+    EXPECT_EQ(mrope_text_pair_unturned(qwen3vl, pair), pair == 61 || pair == 62) << pair;
   }
 }
 

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <functional>
 
@@ -361,6 +362,116 @@ TEST(LayerSpecs, PerLayerHeadCountsAndWidthsSizeTheCache) {
   ASSERT_EQ(shape.n_layer(), 2);
   EXPECT_EQ(shape.layers[1].k_width, 32);
   EXPECT_EQ(shape.layers[1].v_width, 32);
+}
+
+// Copies a file under another architecture name (every ARCH.* key renamed),
+// with the Q/K norm weights set to 1 when `unit_qk_norms`.
+void copy_as(const std::filesystem::path& from, const std::filesystem::path& to,
+             const std::string& arch, bool unit_qk_norms) {
+  const gguf::GgufFile file = gguf::GgufFile::open(from);
+  const std::string old_prefix = file.architecture() + ".";
+  gguf::GgufWriter writer;
+  for (const gguf::KeyValue& kv : file.metadata()) {
+    if (kv.key == "general.architecture") {
+      writer.set(kv.key, gguf::Value(arch));
+    } else if (kv.key.starts_with(old_prefix)) {
+      writer.set(arch + "." + kv.key.substr(old_prefix.size()), kv.value);
+    } else {
+      writer.set(kv.key, kv.value);
+    }
+  }
+  std::vector<std::vector<std::byte>> data;
+  for (const gguf::TensorInfo& t : file.tensors()) {
+    writer.add_tensor(t.name, t.type, t.shape);
+    data.emplace_back(t.data.begin(), t.data.end());
+    if (unit_qk_norms &&
+        (t.name.ends_with("attn_q_norm.weight") || t.name.ends_with("attn_k_norm.weight"))) {
+      ASSERT_EQ(t.type, GgmlType::F32);
+      const std::vector<float> ones(data.back().size() / sizeof(float), 1.0f);
+      std::memcpy(data.back().data(), ones.data(), data.back().size());
+    }
+  }
+  writer.begin(to);
+  for (const auto& d : data) writer.write_tensor_data(d);
+  writer.finish();
+}
+
+// Q/K norms after RoPE (Hunyuan, Maincoder) against before (Qwen3), on the
+// same weights: RoPE turns each pair, so an RMS norm whose weight is 1
+// commutes with it and the order changes the last bits only; learned
+// weights scale single dimensions, which RoPE then mixes, so it matters.
+TEST(ModelLoad, QkNormsAfterRopeNormTheRotatedHeads) {
+  test::TempDir dir;
+  RandomModelOptions o = small_model("qwen3");
+  write_random_model(o, dir / "qwen3.gguf");
+  LoadOptions load;
+  load.kv_type = KvType::f32;
+  const std::vector<TokenId> ids = {1, 5, 9, 13, 17, 21, 25};
+  const auto logits = [&](const std::filesystem::path& path) {
+    Session s(Model::load(path, load));
+    return s.evaluate(ids, 7);
+  };
+  for (const bool unit : {true, false}) {
+    SCOPED_TRACE(unit ? "unit norm weights" : "learned norm weights");
+    copy_as(dir / "qwen3.gguf", dir / "before.gguf", "qwen3", unit);
+    copy_as(dir / "qwen3.gguf", dir / "after.gguf", "hunyuan-dense", unit);
+    const auto before = logits(dir / "before.gguf");
+    const auto after = logits(dir / "after.gguf");
+    ASSERT_EQ(before.size(), after.size());
+    double diff = 0, norm = 0;
+    for (size_t i = 0; i < before.size(); ++i) {
+      diff += (before[i] - after[i]) * (before[i] - after[i]);
+      norm += before[i] * before[i];
+    }
+    if (unit) {
+      EXPECT_LT(std::sqrt(diff / norm), 1e-5);
+    } else {
+      EXPECT_GT(std::sqrt(diff / norm), 1e-3);
+    }
+  }
+}
+
+// DeciLM's layers without attention, or with a linear map in its place,
+// keep nothing in the cache; the others their own widths.
+TEST(LayerSpecs, LayersWithoutAttentionKeepNoCache) {
+  test::TempDir dir;
+  RandomModelOptions o = small_model("deci");
+  o.geometry.n_layer = 4;  // attention, linear, none, attention without FFN
+  write_random_model(o, dir / "deci.gguf");
+  const auto model = Model::load(dir / "deci.gguf", {});
+  const KvCacheShape shape = model->decoder().kv_cache_shape(32, 1, KvType::f32);
+  ASSERT_EQ(shape.n_layer(), 4);
+  const int64_t widths[] = {32, 0, 0, 32};
+  for (size_t il = 0; il < 4; ++il) {
+    EXPECT_EQ(shape.layers[il].k_width, widths[il]) << il;
+    EXPECT_EQ(shape.layers[il].v_width, widths[il]) << il;
+  }
+  Session session(model);
+  const std::vector<TokenId> ids = {1, 5, 9};
+  const auto logits = session.evaluate(ids, 3);
+  for (const float v : logits) ASSERT_TRUE(std::isfinite(v));
+  // llama.cpp skips a layer without FFN whole (its graph continues before
+  // the layer's output): other attention weights there change nothing.
+  rewrite(dir / "deci.gguf", dir / "other.gguf", "blk.3.attn_q.weight",
+          {"blk.3.attn_q.weight", {64, 64}});
+  Session other(Model::load(dir / "other.gguf", {}));
+  EXPECT_EQ(other.evaluate(ids, 3), logits);
+}
+
+// MiniCPM3's latent attention caches each head's full key (nope and rope
+// parts: attention.key_length) and value, not the compressed latent.
+TEST(LayerSpecs, LatentAttentionCachesEveryHeadsKeyAndValue) {
+  test::TempDir dir;
+  write_random_model(small_model("minicpm3"), dir / "m.gguf");
+  const auto model = Model::load(dir / "m.gguf", {});
+  const ModelHParams& hp = model->decoder().hparams();
+  EXPECT_EQ(hp.head_dim_k, 24);  // 16 nope + 8 rope
+  EXPECT_EQ(hp.rope.n_dims, 8);
+  const KvCacheShape shape = model->decoder().kv_cache_shape(32, 1, KvType::f32);
+  for (const KvLayerShape& layer : shape.layers) {
+    EXPECT_EQ(layer.k_width, 4 * 24);
+    EXPECT_EQ(layer.v_width, 4 * 16);
+  }
 }
 
 TEST(LayerSpecs, InspectShowsEachLayersDescriptionAndTheKvMemory) {

@@ -53,6 +53,15 @@ constexpr const Family* kFamilies[] = {
     &kRefactFamily,         // refact.cpp
     &kFalconFamily,         // falcon.cpp
     &kGptNeoXFamily,        // gptneox.cpp
+    &kOlmoFamily,           // olmo.cpp
+    &kQwenFamily,           // qwen.cpp
+    &kHunyuanDenseFamily,   // hunyuan_dense.cpp
+    &kMaincoderFamily,      // hunyuan_dense.cpp
+    &kOpenElmFamily,        // openelm.cpp
+    &kQwen2VlFamily,        // qwen_vl.cpp
+    &kQwen3VlFamily,        // qwen_vl.cpp
+    &kDeciFamily,           // deci.cpp
+    &kMiniCpm3Family,       // minicpm3.cpp
 };
 
 }  // namespace

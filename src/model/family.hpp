@@ -42,6 +42,10 @@ struct Family {
   // gen-model: the head size must be n_embd / n_head (llama.cpp shapes some
   // families' output projection [n_embd, n_embd]).
   bool fixed_head_dim = false;
+  // A layer may lack parts (DeciLM / Nemotron): attention.head_count 0 (no
+  // attention), attention.head_count_kv 0 (a linear map in its place) or
+  // feed_forward_length 0 (no FFN). Otherwise every size must be positive.
+  bool layers_may_lack_parts = false;
   // gen-model: the optional tensors a converted checkpoint of this family
   // has (name suffixes, "attn_q.bias"); --all-tensors writes every one.
   std::span<const std::string_view> converted_optional;

@@ -21,6 +21,8 @@ struct ForwardBuffers {
   std::vector<float> q, k, v;   // [rows][q/k/v width]
   std::vector<float> qkv;       // [rows][q + k + v width]: a fused attn_qkv product
   std::vector<float> attn_out;  // [rows][q width]
+  // Latent attention's low-rank rows (compressed queries, latents, expansions).
+  std::vector<float> latent_a, latent_b;
   std::vector<float> proj;      // [rows][n_embd]: a block's output before the residual add
   std::vector<float> parallel;  // [rows][n_embd]: the FFN branch of a parallel-residual layer
   std::vector<float> gate, up;  // [rows][n_ff]

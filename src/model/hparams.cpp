@@ -182,7 +182,7 @@ int64_t read_vocab_size(const gguf::GgufFile& file, const HParamReader& keys) {
 }
 
 // Per-layer head counts and widths (a number, or an array of one per layer).
-void read_layers(const HParamReader& keys, ModelHParams& hp) {
+void read_layers(const HParamReader& keys, ModelHParams& hp, bool may_lack_parts) {
   const auto heads = keys.per_layer_uint("attention.head_count", hp.n_layer, 0);
   const auto kv_heads = keys.per_layer_uint("attention.head_count_kv", hp.n_layer, -1);
   const auto ffs = keys.per_layer_uint("feed_forward_length", hp.n_layer, 0);
@@ -192,10 +192,15 @@ void read_layers(const HParamReader& keys, ModelHParams& hp) {
     layer.n_head = heads[il];
     layer.n_head_kv = kv_heads[il] < 0 ? heads[il] : kv_heads[il];
     layer.n_ff = ffs[il];
-    if (layer.n_head <= 0 || layer.n_head_kv <= 0 || layer.n_ff <= 0) {
+    if (may_lack_parts) {
+      if (layer.n_head < 0 || layer.n_head_kv < 0 || layer.n_ff < 0 ||
+          (layer.n_head == 0 && layer.n_head_kv != 0)) {
+        keys.invalid("every size must be positive or 0, KV heads only with heads");
+      }
+    } else if (layer.n_head <= 0 || layer.n_head_kv <= 0 || layer.n_ff <= 0) {
       keys.invalid("every size must be positive");
     }
-    if (layer.n_head % layer.n_head_kv != 0) {
+    if (layer.n_head_kv > 0 && layer.n_head % layer.n_head_kv != 0) {
       keys.invalid(strfmt("%lld heads do not split into groups of %lld KV heads",
                           static_cast<long long>(layer.n_head),
                           static_cast<long long>(layer.n_head_kv)));
@@ -240,7 +245,7 @@ ModelHParams ModelHParams::from_gguf(const gguf::GgufFile& file, const Family& f
   if (hp.n_embd <= 0 || hp.n_layer <= 0 || hp.n_ctx_train <= 0) {
     keys.invalid("every size must be positive");
   }
-  read_layers(keys, hp);
+  read_layers(keys, hp, family.layers_may_lack_parts);
   if (const gguf::Value* labels = file.find(keys.key("classifier.output_labels"))) {
     const gguf::Array* array = labels->as_array();
     const auto* strings = array != nullptr ? array->as<std::string>() : nullptr;
@@ -249,7 +254,8 @@ ModelHParams ModelHParams::from_gguf(const gguf::GgufFile& file, const Family& f
     hp.classifier_labels = *strings;
   }
 
-  const int64_t default_head_dim = hp.n_embd % hp.n_head == 0 ? hp.n_embd / hp.n_head : 0;
+  const int64_t default_head_dim =
+      hp.n_head > 0 && hp.n_embd % hp.n_head == 0 ? hp.n_embd / hp.n_head : 0;
   hp.head_dim_k = keys.uint_or("attention.key_length", default_head_dim);
   hp.head_dim_v = keys.uint_or("attention.value_length", default_head_dim);
   if (hp.head_dim_k <= 0 || hp.head_dim_v <= 0) {

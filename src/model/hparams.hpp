@@ -9,6 +9,7 @@
 // Blocks read the LayerSpec of their layer, never the globals.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -41,6 +42,10 @@ struct RopeHParams {
   // llama3 scaling given as keys (files usually carry rope_freqs.weight instead).
   float llama3_low_freq_factor = 1.0f;
   float llama3_high_freq_factor = 4.0f;
+  // M-RoPE for text positions (qwen2vl, qwen3vl: ARCH.rope.dimension_sections,
+  // pairs per section); all 0: plain RoPE.
+  std::array<int32_t, 4> mrope_sections{};
+  bool mrope_interleaved = false;  // Qwen3-VL's imrope
 };
 
 // Which RoPE table a layer's attention uses: the model's, the local one of
@@ -98,6 +103,12 @@ struct ModelHParams {
   float residual_scale = 0.0f;
   // Multiplies the logits after lm_head (Granite, MiniCPM: 1 / ARCH.logit_scale).
   float logit_scale = 0.0f;
+  // Q, K and V are clamped to [-c, c] after their projections and biases
+  // (ARCH.attention.clamp_kqv: OLMo, MPT; 0 = no clamp), as llama.cpp's build_qkv.
+  float clamp_kqv = 0.0f;
+  // Latent attention's ranks (ARCH.attention.q_lora_rank / kv_lora_rank: MiniCPM3).
+  int64_t q_lora_rank = 0;
+  int64_t kv_lora_rank = 0;
   // The attention scale multiplies the queries after RoPE (Gemma's
   // ggml_scale of Qcur) instead of the scores.
   bool scale_queries = false;
@@ -106,9 +117,6 @@ struct ModelHParams {
   // them. MPT and Jais read ARCH.attention.max_alibi_bias; llama.cpp fixes 8
   // for BLOOM, Refact and Baichuan 13B. Such layers have RopeSlot::none.
   float alibi_max_bias = 0.0f;
-  // Clamps every Q/K/V projection (after its bias) to [-clamp, clamp]
-  // (MPT: ARCH.attention.clamp_kqv; 0 = off).
-  float clamp_kqv = 0.0f;
   // GPT-NeoX's use_parallel_residual: both branches from the layer input.
   bool parallel_residual = false;
 

@@ -44,6 +44,10 @@ kernels::RopeParams kernel_params(const RopeHParams& r) {
   p.beta_fast = r.beta_fast;
   p.beta_slow = r.beta_slow;
   p.n_ctx_orig = static_cast<int32_t>(r.n_ctx_orig);
+  if (r.mrope_sections != std::array<int32_t, 4>{}) {
+    p.mrope = r.mrope_interleaved ? kernels::MRope::interleaved : kernels::MRope::sections;
+    p.mrope_sections = r.mrope_sections;
+  }
   return p;
 }
 

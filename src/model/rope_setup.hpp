@@ -8,6 +8,7 @@
 
 #include <array>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "kernels/cpu/rope.hpp"
@@ -34,7 +35,7 @@ class RopeTables {
   // rope_freqs.weight (optional): the global table's frequency factors, for
   // the families whose files may have them.
   void visit(TensorVisitor& v, const ModelHParams& hp);
-  // Phi-3's LongRoPE: rope_factors_long.weight and rope_factors_short.weight
+  // LongRoPE (Phi-3, MiniCPM3): rope_factors_long.weight and rope_factors_short.weight
   // (both optional), of which setup() gives the global table the long ones
   // when the model runs with more positions per sequence than it was first
   // trained for (hp.n_ctx_seq > rope.scaling.original_context_length), else

@@ -15,8 +15,9 @@ namespace {
 // Validates the shape and returns the number of blocks it holds.
 int32_t block_count(const KvCacheShape& s) {
   bool positive = !s.layers.empty() && s.n_cells > 0 && s.n_seq > 0 && s.block_size > 0;
+  // A layer without attention (DeciLM's) keeps nothing: width 0.
   for (const KvLayerShape& layer : s.layers) {
-    positive = positive && layer.k_width > 0 && layer.v_width > 0;
+    positive = positive && layer.k_width >= 0 && layer.v_width >= 0;
   }
   if (!positive) throw Error("invalid KV cache shape: every size must be positive");
   const int64_t n_blocks = (s.n_cells + s.block_size - 1) / s.block_size;

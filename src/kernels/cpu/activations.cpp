@@ -114,6 +114,14 @@ void scale_inplace(std::span<float> x, float s) {
   for (float& v : x) v *= s;
 }
 
+void clamp_inplace(std::span<float> x, float lo, float hi) {
+  // ggml's MAX(MIN(x, hi), lo), comparison for comparison (NaN becomes hi).
+  for (float& v : x) {
+    v = v < hi ? v : hi;
+    v = v > lo ? v : lo;
+  }
+}
+
 void add_bias_rows(std::span<float> rows, std::span<const float> bias) {
   if (bias.empty()) return;
   assert(rows.size() % bias.size() == 0);

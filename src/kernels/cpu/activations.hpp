@@ -43,6 +43,9 @@ void add_inplace(std::span<float> x, std::span<const float> b);
 // x[i] *= s (ggml_mul by a one-element tensor, ggml_scale).
 void scale_inplace(std::span<float> x, float s);
 
+// x[i] = max(min(x[i], hi), lo), as ggml_clamp computes it (NaN becomes hi).
+void clamp_inplace(std::span<float> x, float lo, float hi);
+
 // Adds bias to each row of `rows` (rows.size() a multiple of bias.size());
 // an empty bias adds nothing.
 void add_bias_rows(std::span<float> rows, std::span<const float> bias);

@@ -47,6 +47,20 @@ float yarn_ramp(CorrDims dims, int32_t i0) {
 
 }  // namespace
 
+bool mrope_text_pair_unturned(const RopeParams& params, int32_t pair) {
+  if (params.mrope == MRope::none) return false;
+  const auto& s = params.mrope_sections;
+  const int32_t sector = pair % (s[0] + s[1] + s[2] + s[3]);
+  if (params.mrope == MRope::interleaved) {
+    // t, h, w in turn while each section lasts; the rest is extra.
+    const bool t = sector % 3 == 0 && sector < 3 * s[0];
+    const bool h = sector % 3 == 1 && sector < 3 * s[1];
+    const bool w = sector % 3 == 2 && sector < 3 * s[2];
+    return !(t || h || w);
+  }
+  return sector >= s[0] + s[1] + s[2];
+}
+
 void rope_cache(int32_t pos, const RopeParams& params, std::span<float> cache) {
   const int32_t n_dims = params.n_dims;
   assert(n_dims % 2 == 0 && cache.size() >= static_cast<size_t>(n_dims));
@@ -64,7 +78,9 @@ void rope_cache(int32_t pos, const RopeParams& params, std::span<float> cache) {
   float theta = static_cast<float>(pos);
   for (int32_t i0 = 0; i0 < n_dims; i0 += 2) {
     const float ff = params.freq_factors.empty() ? 1.0f : params.freq_factors[i0 / 2];
-    const float theta_extrap = theta / ff;
+    // M-RoPE's extra section: position 0 for text, whose theta stays 0.
+    const bool unturned = params.mrope != MRope::none && mrope_text_pair_unturned(params, i0 / 2);
+    const float theta_extrap = (unturned ? 0.0f : theta) / ff;
     const float theta_interp = params.freq_scale * theta_extrap;
     float rotated = theta_interp;
     if (params.ext_factor != 0.0f) {

@@ -8,10 +8,19 @@
 // attn_factor), as ggml's rope_yarn computes them in float.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <span>
 
 namespace cortiq::kernels {
+
+// M-RoPE (ggml_rope_multi) for text positions: the pairs of each head are
+// dealt to four position sections — time, height, width, extra — in runs
+// (`sections`: Qwen2-VL's mrope) or interleaved t, h, w, t, h, w...
+// (`interleaved`: Qwen3-VL's imrope). A text token's position is its
+// position in the first three and 0 in the extra one, so the pairs dealt to
+// the extra section do not turn; the others turn as NeoX RoPE's.
+enum class MRope : uint8_t { none, sections, interleaved };
 
 struct RopeParams {
   int32_t n_dims = 0;  // rotated dimensions per head (even, <= head_dim)
@@ -26,7 +35,14 @@ struct RopeParams {
   // Per-pair divisors of theta (llama3 scaling's rope_freqs.weight, n_dims/2
   // values), or empty.
   std::span<const float> freq_factors;
+  MRope mrope = MRope::none;
+  std::array<int32_t, 4> mrope_sections{};  // pairs per section (rope.dimension_sections)
 };
+
+// Whether pair i (0 <= i < n_dims / 2) belongs to M-RoPE's extra section,
+// which a text position leaves unturned (ggml_mrope_cache_init's sectors:
+// i modulo the sections' sum).
+bool mrope_text_pair_unturned(const RopeParams& params, int32_t pair);
 
 // cos/sin of every rotated pair for one position: cache holds n_dims floats,
 // (cos, sin) interleaved per pair, computed exactly as the peer's cache.

@@ -85,4 +85,27 @@ extern const Family kFalconFamily;
 // gptneox.cpp
 extern const Family kGptNeoXFamily;
 
+// olmo.cpp
+extern const Family kOlmoFamily;
+
+// qwen.cpp
+extern const Family kQwenFamily;
+
+// hunyuan_dense.cpp
+extern const Family kHunyuanDenseFamily;
+extern const Family kMaincoderFamily;
+
+// openelm.cpp
+extern const Family kOpenElmFamily;
+
+// qwen_vl.cpp
+extern const Family kQwen2VlFamily;
+extern const Family kQwen3VlFamily;
+
+// deci.cpp
+extern const Family kDeciFamily;
+
+// minicpm3.cpp
+extern const Family kMiniCpm3Family;
+
 }  // namespace cortiq

@@ -24,10 +24,12 @@ void AttentionWeights::visit(TensorVisitor& v, const ModelHParams& hp, int64_t l
   const bool fused = extra.fused_qkv_required ||
                      (extra.qkv_biases_and_scales_applied && !extra.separate_qkv_with_biases &&
                       v.has(name("attn_qkv.weight"), extra.fused_qkv_written));
+  qk_norm_after_rope = extra.qk_norm_after_rope;
   if (fused) {
     const int64_t width = l.q_width() + l.k_width() + l.v_width();
     v.matrix(wqkv, name("attn_qkv.weight"), hp.n_embd, width);
-    if (extra.fused_qkv_bias != FusedQkvBias::none) {
+    // OpenELM's graph projects with the bare matrix: no bias is read.
+    if (extra.qkv_biases_and_scales_applied && extra.fused_qkv_bias != FusedQkvBias::none) {
       v.vector(bqkv, name("attn_qkv.bias"), width, TensorKind::bias,
                extra.fused_qkv_bias == FusedQkvBias::required);
     }
@@ -36,7 +38,11 @@ void AttentionWeights::visit(TensorVisitor& v, const ModelHParams& hp, int64_t l
       v.vector(bo, name("attn_output.bias"), hp.n_embd, TensorKind::bias,
                extra.output_bias_required);
     }
-    v.scale(qkv_scale, name("attn_qkv.scale"));
+    if (extra.qkv_biases_and_scales_applied) {
+      v.scale(qkv_scale, name("attn_qkv.scale"));
+    } else {
+      v.scale_without_effect(name("attn_qkv.scale"));
+    }
     v.scale(o_scale, name("attn_output.scale"));
     for (const char* input : {"attn_qkv", "attn_output"}) {
       v.scale_without_effect(name(std::string(input) + ".input_scale"));
@@ -148,6 +154,7 @@ void project_qkv(const AttentionWeights& w, const ModelHParams& hp, const LayerS
     kernels::matmul(w.wqkv, normed, n, fused, static_cast<int64_t>(width), ctx.pool, buf.matmul);
     apply_scale(fused, w.qkv_scale);
     kernels::add_bias_rows(fused, w.bqkv);
+    if (hp.clamp_kqv > 0.0f) kernels::clamp_inplace(fused, -hp.clamp_kqv, hp.clamp_kqv);
     for (size_t r = 0; r < rows; ++r) {
       const auto row = fused.subspan(r * width, width);
       std::ranges::copy(row.first(qw), q.subspan(r * qw, qw).begin());
@@ -164,11 +171,10 @@ void project_qkv(const AttentionWeights& w, const ModelHParams& hp, const LayerS
     kernels::add_bias_rows(q, w.bq);
     kernels::add_bias_rows(k, w.bk);
     kernels::add_bias_rows(v, w.bv);
-  }
-  // build_qkv's clamp, after the bias (MPT's clip_qkv).
-  if (hp.clamp_kqv > 0.0f) {
-    for (const auto part : {q, k, v}) {
-      for (float& x : part) x = std::clamp(x, -hp.clamp_kqv, hp.clamp_kqv);
+    if (hp.clamp_kqv > 0.0f) {
+      for (const std::span<float> m : {q, k, v}) {
+        kernels::clamp_inplace(m, -hp.clamp_kqv, hp.clamp_kqv);
+      }
     }
   }
   const RopeTable* rope =
@@ -186,15 +192,21 @@ void project_qkv(const AttentionWeights& w, const ModelHParams& hp, const LayerS
         kernels::layer_norm(q_row, w.q_norm, w.q_norm_b, hp.norm_eps, q_row);
         kernels::layer_norm(k_row, w.k_norm, w.k_norm_b, hp.norm_eps, k_row);
       }
-    } else {
+    } else if (!w.qk_norm_after_rope) {
       norm_heads(q_row, w.q_norm, hp.rms_eps);
       norm_heads(k_row, w.k_norm, hp.rms_eps);
     }
-    if (rope == nullptr) continue;
-    const auto dims = static_cast<size_t>(rope->params->n_dims);
-    const auto cache = rope->cache.subspan(r * dims, dims);
-    kernels::rope_apply(q_row, layer.n_head, layer.head_dim_k, *rope->params, cache);
-    kernels::rope_apply(k_row, layer.n_head_kv, layer.head_dim_k, *rope->params, cache);
+    if (rope != nullptr) {
+      const auto dims = static_cast<size_t>(rope->params->n_dims);
+      const auto cache = rope->cache.subspan(r * dims, dims);
+      kernels::rope_apply(q_row, layer.n_head, layer.head_dim_k, *rope->params, cache);
+      kernels::rope_apply(k_row, layer.n_head_kv, layer.head_dim_k, *rope->params, cache);
+    }
+    // Hunyuan, Maincoder: the RMS norms see the rotated heads.
+    if (w.qk_norm_after_rope) {
+      norm_heads(q_row, w.q_norm, hp.rms_eps);
+      norm_heads(k_row, w.k_norm, hp.rms_eps);
+    }
   }
   // Gemma scales the queries (ggml_scale after RoPE), not the scores.
   if (hp.scale_queries) kernels::scale_inplace(q, hp.kq_scale(layer));
@@ -264,6 +276,12 @@ void attend(const ModelHParams& hp, const LayerSpec& layer, int64_t il, const At
 }
 
 }  // namespace
+
+void attend_over_cache(const ModelHParams& hp, int64_t layer, const AttentionPass& pass,
+                       const KvCache& cache, ForwardContext& ctx, std::span<const float> q,
+                       std::span<float> out) {
+  attend(hp, hp.layer(layer), layer, pass, cache, ctx, q, out);
+}
 
 void attention(const AttentionWeights& w, const ModelHParams& hp, int64_t layer,
                const AttentionPass& pass, KvCache& cache, ForwardContext& ctx,

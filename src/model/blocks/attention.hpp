@@ -64,6 +64,8 @@ struct AttentionTensors {
   // with an optional bias, applied when attn_q_norm is there (MPT; then a
   // missing attn_k_norm is a layer norm without weight). Not with qk_norm.
   bool qk_layer_norm_whole = false;
+  // The Q/K norms apply to the rotated heads (RoPE first: Hunyuan, Maincoder).
+  bool qk_norm_after_rope = false;
 };
 
 struct AttentionWeights {
@@ -82,6 +84,7 @@ struct AttentionWeights {
   enum class QkNormKind : uint8_t { rms, layer_per_head, layer_whole };
   QkNormKind qk_norm_kind = QkNormKind::rms;
   std::vector<float> q_norm_b, k_norm_b;  // layer_whole's biases, or empty
+  bool qk_norm_after_rope = false;        // AttentionTensors::qk_norm_after_rope
 
   // blk.N.attn_{q,k,v,output}.weight (or attn_qkv.weight instead of Q/K/V),
   // the optional Q/K/V biases and every scale, and what `extra` allows.
@@ -104,5 +107,13 @@ struct AttentionPass {
 void attention(const AttentionWeights& w, const ModelHParams& hp, int64_t layer,
                const AttentionPass& pass, KvCache& cache, ForwardContext& ctx,
                std::span<const float> in, std::span<float> out);
+
+// The attention of attention(), for queries already projected and rotated
+// whose keys and values are in the cache: q [rows][q width] -> out
+// [rows][attn_out width] (before the output projection). For other
+// attention blocks (latent attention).
+void attend_over_cache(const ModelHParams& hp, int64_t layer, const AttentionPass& pass,
+                       const KvCache& cache, ForwardContext& ctx, std::span<const float> q,
+                       std::span<float> out);
 
 }  // namespace cortiq

@@ -8,6 +8,8 @@ void Norm::visit(TensorVisitor& v, const std::string& name, int64_t width, NormK
                  float norm_eps, bool bias_required) {
   kind = norm_kind;
   eps = norm_eps;
+  this->width = width;
+  if (kind == NormKind::plain_layer) return;
   v.vector(weight, name + ".weight", width, TensorKind::norm);
   if (kind == NormKind::layer)
     v.vector(bias, name + ".bias", width, TensorKind::bias, bias_required);
@@ -16,6 +18,8 @@ void Norm::visit(TensorVisitor& v, const std::string& name, int64_t width, NormK
 void Norm::apply(std::span<const float> x, std::span<float> out) const {
   if (kind == NormKind::rms) {
     kernels::rms_norm_rows(x, weight, eps, out, weight.size());
+  } else if (kind == NormKind::plain_layer) {
+    kernels::layer_norm_rows(x, {}, {}, eps, out, static_cast<size_t>(width));
   } else {
     kernels::layer_norm_rows(x, weight, bias, eps, out, weight.size());
   }

@@ -12,13 +12,16 @@
 namespace cortiq {
 
 // layer_no_bias: a layer norm whose file has no bias (Command R).
-enum class NormKind : uint8_t { rms, layer, layer_no_bias };
+// plain_layer: a layer norm without weight or bias (OLMo's non-parametric
+// norm); it reads no tensors.
+enum class NormKind : uint8_t { rms, layer, layer_no_bias, plain_layer };
 
 struct Norm {
   NormKind kind = NormKind::rms;
   float eps = 1e-5f;
   std::vector<float> weight;
   std::vector<float> bias;  // layer norm only
+  int64_t width = 0;        // the rows' width (what plain_layer normalises over)
 
   // NAME.weight, and NAME.bias for a layer norm (required unless the
   // family's files may lack it).
