@@ -16,8 +16,9 @@
 //
 // llama.cpp scales the scores by 1/sqrt(head size) whatever attention.scale
 // says, reads no attention output bias and applies no FFN scales. glm4
-// files with multi-token prediction layers (nextn_predict_layers) or M-RoPE
-// sections (GLM-4V) are refused.
+// files with multi-token prediction layers (nextn_predict_layers) are
+// refused; with M-RoPE sections (GLM-4V) RoPE turns NeoX pairs, as
+// llama.cpp's MROPE type, the extra section's pairs unturned for text.
 #include <memory>
 
 #include "formats/gguf/gguf_file.hpp"
@@ -125,13 +126,14 @@ void read_glm4(const HParamReader& keys, ModelHParams& hp) {
   if (keys.uint_or("nextn_predict_layers", 0) > 0) {
     keys.invalid("multi-token prediction layers (nextn_predict_layers) are not supported");
   }
-  // llama.cpp uses M-RoPE when the first two sections are set (GLM-4V).
-  if (const gguf::Value* value = keys.file().find(keys.key("rope.dimension_sections"))) {
-    const gguf::Array* array = value->as_array();
-    const auto* sections = array != nullptr ? array->as<int32_t>() : nullptr;
-    if (sections == nullptr ||
-        (sections->size() >= 2 && (*sections)[0] > 0 && (*sections)[1] > 0)) {
-      keys.invalid("M-RoPE (rope.dimension_sections) is not supported");
+  // llama.cpp uses M-RoPE when the first two sections are set (GLM-4V):
+  // NeoX pairs then, the extra section's pairs unturned for text.
+  if (keys.has("rope.dimension_sections")) {
+    const auto sections = keys.per_layer_uint("rope.dimension_sections", 4, 0);
+    if (sections[0] > 0 && sections[1] > 0) {
+      for (size_t i = 0; i < 4; ++i) hp.rope.mrope_sections[i] = static_cast<int32_t>(sections[i]);
+      hp.rope.neox = true;
+      hp.rope_local = hp.rope;
     }
   }
 }
