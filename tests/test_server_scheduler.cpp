@@ -9,6 +9,7 @@
 
 #include "cortiq/cortiq.hpp"
 #include "engine_test_models.hpp"
+#include "model/family.hpp"
 #include "model/hparams.hpp"
 #include "scoring/embedding.hpp"
 #include "server/api_error.hpp"
@@ -151,6 +152,37 @@ TEST(ServerScheduler, SlidingWindowModelKeepsOnlyItsWindowAndGivesASessionsToken
   GenerationJob again = copies[2];
   again.choice = 0;
   EXPECT_EQ(run_alone(scheduler, again), all.tokens[2]);
+}
+
+// Every architecture through the scheduler's paged cache: two sequences in
+// steps of 16 rows, then the first prompt again (a prefix-cache hit where
+// the family allows one), each with a Session's tokens.
+TEST(ServerScheduler, EveryFamilyGivesASessionsTokens) {
+  for (const Family* family : families()) {
+    SCOPED_TRACE(std::string(family->arch));
+    test::TestModelSpec s = spec();
+    s.arch = std::string(family->arch);
+    const auto model = test::load_test_model(s);
+    Metrics metrics;
+    SchedulerOptions options;
+    options.parallel = 2;
+    options.step_rows = 16;
+    Scheduler scheduler(model, options, metrics);
+    std::vector<GenerationJob> jobs;
+    for (int i = 0; i < 2; ++i) {
+      GenerationJob job = job_of(prompt_of(37 + 5 * i, i + 3), 11 + i, 6);
+      job.choice = i;
+      jobs.push_back(std::move(job));
+    }
+    const auto copies = jobs;
+    auto stream = std::make_shared<RequestStream>();
+    scheduler.submit(std::move(jobs), stream);
+    const auto all = collect(*stream, 2);
+    for (size_t i = 0; i < copies.size(); ++i) {
+      EXPECT_EQ(all.tokens[i], session_tokens(model, copies[i])) << "sequence " << i;
+    }
+    EXPECT_EQ(run_alone(scheduler, copies[0]), all.tokens[0]);
+  }
 }
 
 TEST(ServerScheduler, PrefixCacheHitReusesBlocksAndKeepsTheTokens) {
