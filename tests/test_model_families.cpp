@@ -478,6 +478,7 @@ TEST(LayerSpecs, InspectShowsEachLayersDescriptionAndTheKvMemory) {
   test::TempDir dir;
   RandomModelOptions o = small_model("gemma2");
   o.geometry.n_layer = 3;
+  o.geometry.n_ctx = 8192;
   write_random_model(o, dir / "g2.gguf");
   std::string out;
   ASSERT_EQ(test::run_cli("inspect " + (dir / "g2.gguf").string(), &out), 0) << out;
@@ -488,7 +489,16 @@ TEST(LayerSpecs, InspectShowsEachLayersDescriptionAndTheKvMemory) {
   EXPECT_NE(out.find("layer 1        4 heads (2 KV) x 16, ff 96, full attention, global RoPE"),
             std::string::npos);
   // 3 layers x (32 + 32) values x 2 bytes.
-  EXPECT_NE(out.find("KV cache       384 bytes per position (f16)"), std::string::npos);
+  EXPECT_NE(out.find("KV cache       384 bytes per position (f16), 3.00 MiB at the trained "
+                     "context 8192"),
+            std::string::npos)
+      << out;
+  // The two window layers keep 15 + 2 x 512 + 15 positions (66 blocks):
+  // (8192 + 2 x 1056) x 128 bytes.
+  EXPECT_NE(out.find("1.26 MiB there as a session keeps it: the window layers hold 1056 "
+                     "positions (window 16, chunk 512), not the context"),
+            std::string::npos)
+      << out;
 }
 
 bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
