@@ -138,5 +138,24 @@ TEST(KernelLayerNorm, WithoutWeightOrBiasNormalisesEachRow) {
   }
 }
 
+// ggml_xielu (Apertus): alpha_p x^2 + beta x above 0; below, expm1 of x
+// clamped to at most eps, so inputs between eps and 0 all see expm1(eps).
+TEST(KernelActivations, XieluFollowsGgmlsDefinition) {
+  // softplus(0) = ln 2; softplus above 20 is its input.
+  const XieluParams p = xielu_params(0.0f, 0.0f, 0.5f, -1e-6f);
+  EXPECT_NEAR(p.alpha_p, 0.69314718f, 1e-7f);
+  EXPECT_NEAR(p.alpha_n, 0.5f + 0.69314718f, 1e-7f);
+  EXPECT_EQ(xielu_params(25.0f, 21.0f, 0.25f, 0.0f).alpha_p, 21.0f);
+  EXPECT_EQ(xielu_params(25.0f, 21.0f, 0.25f, 0.0f).alpha_n, 25.25f);
+  std::vector<float> x = {2.0f, -1.0f, 0.0f, -1e-7f, -30.0f};
+  xielu_inplace(x, p);
+  const double an = 0.5 + std::log(2.0), ap = std::log(2.0);
+  EXPECT_NEAR(x[0], ap * 4 + 1.0, 1e-6);
+  EXPECT_NEAR(x[1], (std::expm1(-1.0) + 1.0) * an - 0.5, 1e-6);
+  EXPECT_NEAR(x[2], std::expm1(-1e-6) * an, 1e-12);
+  EXPECT_NEAR(x[3], (std::expm1(-1e-6) + 1e-7) * an - 0.5e-7, 1e-12);
+  EXPECT_NEAR(x[4], (std::expm1(-30.0) + 30.0) * an - 15.0, 1e-4);
+}
+
 }  // namespace
 }  // namespace cortiq::kernels

@@ -746,5 +746,64 @@ TEST(ModelLoad, MptClampKqvClampsTheProjections) {
   EXPECT_FALSE(bitwise_equal(with_clamp(0.05f, "tight.gguf"), none));
 }
 
+// PLaMo 3 (fused_qkv_required, its bias and scale not applied): llama.cpp creates
+// attn_qkv.weight itself, so separate Q/K/V are refused, a bias is not
+// read, and its scale is read but multiplies nothing.
+TEST(ModelLoad, Plamo3ReadsOnlyAFusedQkvWithoutBiasOrScale) {
+  test::TempDir dir;
+  write_random_model(small_model("plamo3"), dir / "a.gguf");
+  const gguf::GgufFile file = gguf::GgufFile::open(dir / "a.gguf");
+  ASSERT_NE(file.find_tensor("blk.0.attn_qkv.weight"), nullptr);
+  EXPECT_EQ(file.find_tensor("blk.0.attn_q.weight"), nullptr);
+  EXPECT_NE(file.find_tensor("blk.0.post_attention_norm"), nullptr);  // llama.cpp's name
+  rewrite(dir / "a.gguf", dir / "split.gguf", "blk.0.attn_qkv.weight",
+          {"blk.0.attn_q.weight", {64, 64}});
+  EXPECT_NE(load_error(dir / "split.gguf").find("blk.0.attn_qkv.weight"), std::string::npos);
+  rewrite(dir / "a.gguf", dir / "bias.gguf", "", {"blk.0.attn_qkv.bias", {128}});
+  EXPECT_NE(load_error(dir / "bias.gguf").find("blk.0.attn_qkv.bias"), std::string::npos);
+  rewrite(dir / "a.gguf", dir / "scaled.gguf", "", {"blk.0.attn_qkv.scale", {1}, {1.5f}});
+  LoadOptions load;
+  load.kv_type = KvType::f32;
+  const std::vector<TokenId> ids = {1, 5, 9};
+  Session plain(Model::load(dir / "a.gguf", load));
+  Session scaled(Model::load(dir / "scaled.gguf", load));
+  EXPECT_EQ(plain.evaluate(ids, 3), scaled.evaluate(ids, 3));
+}
+
+// Apertus's xIELU parameters are required keys without the arch prefix,
+// one value per layer (or one for all), and each layer uses its own.
+TEST(ModelLoad, ApertusReadsItsXieluParametersPerLayer) {
+  test::TempDir dir;
+  write_random_model(small_model("apertus"), dir / "a.gguf");
+  rewrite(dir / "a.gguf", dir / "missing.gguf", "", {},
+          [](gguf::GgufWriter& w) { w.remove("xielu.beta"); });
+  EXPECT_NE(load_error(dir / "missing.gguf").find("xielu.beta"), std::string::npos);
+  const auto set_alpha_p = [&](const std::filesystem::path& to, std::vector<float> values) {
+    rewrite(dir / "a.gguf", to, "", {}, [&](gguf::GgufWriter& w) {
+      gguf::Array array = gguf::Array::of(gguf::ValueType::f32);
+      std::get<std::vector<float>>(array.items) = values;
+      w.set("xielu.alpha_p", gguf::Value(std::move(array)));
+    });
+  };
+  set_alpha_p(dir / "three.gguf", {0.3f, 0.5f, 0.7f});
+  EXPECT_NE(load_error(dir / "three.gguf").find("xielu.alpha_p"), std::string::npos);
+  // gen-model writes alpha_p = {0.3, 0.5}: changing layer 1's changes the logits.
+  set_alpha_p(dir / "same.gguf", {0.3f, 0.5f});
+  set_alpha_p(dir / "other.gguf", {0.3f, 0.9f});
+  rewrite(dir / "a.gguf", dir / "scalar.gguf", "", {},
+          [](gguf::GgufWriter& w) { w.set("xielu.eps", gguf::Value(-1e-6f)); });
+  LoadOptions load;
+  load.kv_type = KvType::f32;
+  const std::vector<TokenId> ids = {1, 5, 9};
+  const auto logits = [&](const char* name) {
+    Session s(Model::load(dir / name, load));
+    return s.evaluate(ids, 3);
+  };
+  const auto base = logits("a.gguf");
+  EXPECT_EQ(base, logits("same.gguf"));
+  EXPECT_EQ(base, logits("scalar.gguf"));
+  EXPECT_NE(base, logits("other.gguf"));
+}
+
 }  // namespace
 }  // namespace cortiq

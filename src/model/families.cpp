@@ -62,6 +62,9 @@ constexpr const Family* kFamilies[] = {
     &kQwen3VlFamily,        // qwen_vl.cpp
     &kDeciFamily,           // deci.cpp
     &kMiniCpm3Family,       // minicpm3.cpp
+    &kErnie45Family,        // ernie4_5.cpp
+    &kApertusFamily,        // apertus.cpp
+    &kPlamo3Family,         // plamo3.cpp
 };
 
 }  // namespace

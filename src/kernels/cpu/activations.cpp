@@ -7,6 +7,7 @@
 // activation rounding amplifies last-bit differences, closest to it.
 #include "kernels/cpu/activations.hpp"
 
+#include <algorithm>
 #include <array>
 #include <bit>
 #include <cassert>
@@ -102,6 +103,24 @@ void relu_sqr_inplace(std::span<float> x) {
   for (float& v : x) {
     const float r = v > 0.0f ? v : 0.0f;
     v = r * r;
+  }
+}
+
+XieluParams xielu_params(float raw_alpha_n, float raw_alpha_p, float beta, float eps) {
+  const auto softplus = [](float v) { return v > 20.0f ? v : std::log(1.0f + std::exp(v)); };
+  return {.alpha_n = beta + softplus(raw_alpha_n),
+          .alpha_p = softplus(raw_alpha_p),
+          .beta = beta,
+          .eps = eps};
+}
+
+void xielu_inplace(std::span<float> x, const XieluParams& p) {
+  for (float& v : x) {
+    if (v > 0.0f) {
+      v = p.alpha_p * v * v + p.beta * v;
+    } else {
+      v = (std::expm1(std::min(v, p.eps)) - v) * p.alpha_n + p.beta * v;
+    }
   }
 }
 

@@ -37,6 +37,21 @@ void geglu(std::span<const float> gate, std::span<const float> up, std::span<flo
 // x[i] = relu(x[i])^2 (ggml_relu then ggml_sqr: 0 for x <= 0 and NaN).
 void relu_sqr_inplace(std::span<float> x);
 
+// xIELU (Apertus), with the parameters as ggml_xielu stores them:
+// alpha_p = softplus(a_p), alpha_n = beta + softplus(a_n) for the model's
+// raw a_p, a_n (xielu_params).
+struct XieluParams {
+  float alpha_n = 0, alpha_p = 0, beta = 0, eps = 0;
+};
+
+// The stored parameters from the model's raw ones (ggml's softplus:
+// log(1 + e^x), x itself above 20).
+XieluParams xielu_params(float raw_alpha_n, float raw_alpha_p, float beta, float eps);
+
+// x[i] = alpha_p x² + beta x for x > 0, else
+// (expm1(min(x, eps)) - x) alpha_n + beta x (ggml_xielu).
+void xielu_inplace(std::span<float> x, const XieluParams& p);
+
 // x[i] += b[i]. Sizes must agree.
 void add_inplace(std::span<float> x, std::span<const float> b);
 

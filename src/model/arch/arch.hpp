@@ -108,4 +108,13 @@ extern const Family kDeciFamily;
 // minicpm3.cpp
 extern const Family kMiniCpm3Family;
 
+// ernie4_5.cpp
+extern const Family kErnie45Family;
+
+// apertus.cpp
+extern const Family kApertusFamily;
+
+// plamo3.cpp
+extern const Family kPlamo3Family;
+
 }  // namespace cortiq

@@ -17,7 +17,7 @@ void apply_scale(std::span<float> rows, float scale) {
 }
 
 // down(act(up(x))) with biases and scales in llama.cpp's build_ffn order;
-// act is gelu or relu_sqr.
+// act is gelu, relu_sqr or xielu.
 void ungated_ffn(const FfnWeights& w, FfnActivation activation, const ModelHParams& hp,
                  int64_t n_ff, int64_t n_rows, ForwardContext& ctx, std::span<const float> in,
                  std::span<float> out) {
@@ -33,6 +33,8 @@ void ungated_ffn(const FfnWeights& w, FfnActivation activation, const ModelHPara
         const auto part = up.subspan(static_cast<size_t>(begin), static_cast<size_t>(end - begin));
         if (activation == FfnActivation::relu_sqr) {
           kernels::relu_sqr_inplace(part);
+        } else if (activation == FfnActivation::xielu) {
+          kernels::xielu_inplace(part, w.xielu);
         } else {
           kernels::gelu_inplace(part);
         }
@@ -114,7 +116,8 @@ void ffn(const FfnWeights& w, FfnActivation activation, const ModelHParams& hp, 
   auto& buf = ctx.buffers;
   const int64_t n_ff = hp.layer(layer).n_ff;
   const auto rows = static_cast<size_t>(n_rows);
-  if (activation == FfnActivation::gelu || activation == FfnActivation::relu_sqr) {
+  if (activation == FfnActivation::gelu || activation == FfnActivation::relu_sqr ||
+      activation == FfnActivation::xielu) {
     ungated_ffn(w, activation, hp, n_ff, n_rows, ctx, in, out);
     return;
   }
@@ -149,6 +152,7 @@ void ffn(const FfnWeights& w, FfnActivation activation, const ModelHParams& hp, 
             break;
           case FfnActivation::gelu:
           case FfnActivation::relu_sqr:
+          case FfnActivation::xielu:
             break;  // ungated_ffn
         }
       },

@@ -7,6 +7,7 @@
 #include <span>
 #include <vector>
 
+#include "kernels/cpu/activations.hpp"
 #include "kernels/cpu/weight_view.hpp"
 #include "model/forward_buffers.hpp"
 #include "model/hparams.hpp"
@@ -21,6 +22,8 @@ enum class FfnActivation : uint8_t {
   gelu,    // down(gelu_tanh(up(x))), no gate (StarCoder2, GPT-2)
   // down(relu(up(x))^2), no gate (Nemotron, Arcee: llama.cpp's LLM_FFN_RELU_SQR)
   relu_sqr,
+  // down(xielu(up(x))), no gate, with the layer's FfnWeights::xielu (Apertus)
+  xielu,
 };
 
 // What a family's FFN may carry beyond its three matrices, as llama.cpp
@@ -45,6 +48,7 @@ struct FfnWeights {
   float gate_scale = 1, up_scale = 1, down_scale = 1;  // NAME.scale, 1 when absent
   bool fused_gate_up = false;     // `up` holds gate and up (FfnTensors::fused_gate_up)
   std::vector<float> act_scales;  // [n_ff] divisors, or empty
+  kernels::XieluParams xielu;     // FfnActivation::xielu's parameters (set by the family)
 
   // blk.N.ffn_{gate,up,down}.weight, their optional scales, and their
   // optional biases when the family has them (llama.cpp reads them for some).

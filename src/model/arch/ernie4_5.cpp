@@ -1,0 +1,108 @@
+// Baidu's ERNIE 4.5 dense models (`ernie4_5`: ERNIE-4.5-0.3B): Llama's
+// card; the MoE models are another architecture (`ernie4_5-moe`).
+//
+//   x = token_embd[token]
+//   for each layer:
+//     x += attention(rms_norm(x) * attn_norm)     GQA, RoPE on adjacent pairs
+//     x += down(silu(gate(h)) * up(h)),  h = rms_norm(x) * ffn_norm
+//   logits = output(rms_norm(x) * output_norm)    output = token_embd if tied
+//
+// llama.cpp reads an optional attn_output.bias but its graph passes none to
+// the output projection, so it changes nothing. The scores are scaled by
+// 1/sqrt(head size) (attention.scale is never read), the whole head is
+// rotated (no rope_freqs) and the FFN scales are not applied (build_ffn gets
+// none). rope.dimension_sections is read for PaddleOCR only.
+#include <memory>
+
+#include "kernels/cpu/activations.hpp"
+#include "model/arch/arch.hpp"
+#include "model/arch/family_support.hpp"
+#include "model/blocks/attention.hpp"
+#include "model/blocks/embedding.hpp"
+#include "model/blocks/ffn.hpp"
+#include "model/decoder_model.hpp"
+#include "model/rope_setup.hpp"
+#include "model/weights.hpp"
+
+namespace cortiq {
+
+namespace {
+
+struct ErnieLayer {
+  std::vector<float> attn_norm;
+  AttentionWeights attn;
+  std::vector<float> ffn_norm;
+  FfnWeights ffn;
+};
+
+struct ErnieWeights {
+  TokenEmbedding embedding;
+  OutputHead head;
+  RopeTables rope;
+  std::vector<ErnieLayer> layers;
+
+  void visit(TensorVisitor& v, const ModelHParams& hp) {
+    embedding.visit(v, hp);
+    head.visit(v, hp, embedding, OutputMatrix::own_or_tied);
+    const auto norm = [&](std::vector<float>& w, int64_t il, const char* name) {
+      v.vector(w, layer_tensor_name(il, name), hp.n_embd, TensorKind::norm);
+    };
+    for (int64_t il = 0; il < hp.n_layer; ++il) {
+      ErnieLayer& layer = layers.emplace_back();
+      norm(layer.attn_norm, il, "attn_norm.weight");
+      layer.attn.visit(v, hp, il, {});
+      v.without_effect(layer_tensor_name(il, "attn_output.bias"), hp.n_embd, TensorKind::bias);
+      norm(layer.ffn_norm, il, "ffn_norm.weight");
+      layer.ffn.visit(v, hp, il, {.scales_applied = false});
+    }
+  }
+};
+
+class ErnieModel final : public DecoderModel {
+ public:
+  ErnieModel(ModelHParams hp, WeightBinder& binder) : DecoderModel(std::move(hp), binder) {
+    w_.visit(binder, hparams_);
+    w_.rope.setup(hparams_);
+  }
+
+ private:
+  void run_layers(std::span<const BatchRow> rows, std::span<const int32_t> cells, KvCache& cache,
+                  ForwardContext& ctx, std::span<float> logits) const override {
+    const auto& h = hparams_;
+    const auto n = static_cast<int64_t>(rows.size());
+    const auto [x, normed, branch, pass] = start_layers(h, rows, cells, ctx, w_.embedding, w_.rope);
+    for (int64_t il = 0; il < h.n_layer; ++il) {
+      const ErnieLayer& layer = w_.layers[static_cast<size_t>(il)];
+      rms_norm(h, x, layer.attn_norm, normed);
+      attention(layer.attn, h, il, pass, cache, ctx, normed, branch);
+      kernels::add_inplace(x, branch);
+      rms_norm(h, x, layer.ffn_norm, normed);
+      ffn(layer.ffn, FfnActivation::swiglu, h, il, n, ctx, normed, branch);
+      kernels::add_inplace(x, branch);
+    }
+    w_.head.apply(h, rows, x, ctx, logits);
+  }
+
+  ErnieWeights w_;
+};
+
+void read_ernie4_5(const HParamReader& keys, ModelHParams& hp) {
+  // Required, as in llama.cpp, which also asserts a whole-head rotation.
+  if (!keys.has("attention.layer_norm_rms_epsilon")) {
+    keys.invalid("missing key " + keys.key("attention.layer_norm_rms_epsilon"));
+  }
+  if (hp.head_dim_k != hp.head_dim_v || hp.rope.n_dims != hp.head_dim_k) {
+    keys.invalid("heads must be as wide for keys and values and rotated in full");
+  }
+  hp.attention_scale = 0.0f;
+}
+
+}  // namespace
+
+const Family kErnie45Family{.arch = "ernie4_5",
+                            .neox_rope = false,
+                            .make = make_model<ErnieModel>,
+                            .read_hparams = read_ernie4_5,
+                            .tensors = tensors_of<ErnieWeights>};
+
+}  // namespace cortiq
