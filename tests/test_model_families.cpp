@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <limits>
 
 #include "base/error.hpp"
 #include "base/thread_pool.hpp"
@@ -23,6 +24,7 @@
 #include "model/random_model.hpp"
 #include "runtime/kv_cache.hpp"
 #include "test_support.hpp"
+#include "tokenizer/tokenizer.hpp"
 
 namespace cortiq {
 namespace {
@@ -526,7 +528,8 @@ TEST(FamilyBatchInvariance, EveryFamilyAcrossItsWindowEdges) {
     const auto rest = turns.evaluate(std::span(ids).subspan(40), 64);
     first.insert(first.end(), rest.begin(), rest.end());
     EXPECT_TRUE(bitwise_equal(first, one_chunk));
-    // Greedy decoding: every generated token is the argmax prefill gives.
+    // Greedy decoding: every generated token is the argmax prefill gives
+    // (among the tokens ignore_eos leaves, as a random model may favour EOS).
     Session gen(model);
     GenerateOptions greedy;
     greedy.sampling.temperature = 0;
@@ -540,8 +543,13 @@ TEST(FamilyBatchInvariance, EveryFamilyAcrossItsWindowEdges) {
     const auto logits = eval.evaluate(all, 64);
     const auto n_vocab = static_cast<size_t>(model->n_vocab());
     for (size_t i = 0; i < result.tokens.size(); ++i) {
-      const float* row = logits.data() + (prompt.size() - 1 + i) * n_vocab;
-      EXPECT_EQ(std::max_element(row, row + n_vocab) - row, result.tokens[i]) << "token " << i;
+      const float* begin = logits.data() + (prompt.size() - 1 + i) * n_vocab;
+      std::vector<float> row(begin, begin + n_vocab);
+      for (const TokenId eog : model->tokenizer().vocab().end_of_generation) {
+        row[static_cast<size_t>(eog)] = -std::numeric_limits<float>::infinity();
+      }
+      EXPECT_EQ(std::max_element(row.begin(), row.end()) - row.begin(), result.tokens[i])
+          << "token " << i;
     }
   }
 }
@@ -803,6 +811,38 @@ TEST(ModelLoad, ApertusReadsItsXieluParametersPerLayer) {
   EXPECT_EQ(base, logits("same.gguf"));
   EXPECT_EQ(base, logits("scalar.gguf"));
   EXPECT_NE(base, logits("other.gguf"));
+}
+
+// BitNet: separate Q/K/V without biases (AttentionTensors::
+// separate_qkv_without_biases) and the branches' RMS sub-norms
+// (AttentionTensors::sub_norm, FfnTensors::sub_norm), which the loader
+// requires and the forward pass applies.
+TEST(ModelLoad, BitnetReadsItsSubNormsAndNoQkvBiases) {
+  test::TempDir dir;
+  write_random_model(small_model("bitnet"), dir / "a.gguf");
+  const gguf::GgufFile file = gguf::GgufFile::open(dir / "a.gguf");
+  ASSERT_NE(file.find_tensor("blk.0.attn_sub_norm.weight"), nullptr);
+  EXPECT_EQ(file.find_tensor("blk.0.ffn_sub_norm.weight")->shape, (std::vector<int64_t>{96}));
+  rewrite(dir / "a.gguf", dir / "bias.gguf", "", {"blk.0.attn_q.bias", {64}});
+  EXPECT_NE(load_error(dir / "bias.gguf").find("blk.0.attn_q.bias"), std::string::npos);
+  fuse_qkv(dir / "a.gguf", dir / "fused.gguf");
+  EXPECT_NE(load_error(dir / "fused.gguf").find("attn_q.weight"), std::string::npos);
+  rewrite(dir / "a.gguf", dir / "nosub.gguf", "blk.1.attn_sub_norm.weight");
+  EXPECT_NE(load_error(dir / "nosub.gguf").find("blk.1.attn_sub_norm.weight"), std::string::npos);
+  LoadOptions load;
+  load.kv_type = KvType::f32;
+  const std::vector<TokenId> ids = {1, 5, 9};
+  const auto logits = [&](const std::filesystem::path& path) {
+    Session s(Model::load(path, load));
+    return s.evaluate(ids, 3);
+  };
+  const auto base = logits(dir / "a.gguf");
+  for (const auto& [name, n] : {std::pair<std::string, int64_t>{"blk.0.attn_sub_norm.weight", 64},
+                                {"blk.0.ffn_sub_norm.weight", 96}}) {
+    SCOPED_TRACE(name);
+    rewrite(dir / "a.gguf", dir / "ones.gguf", name, {name, {n}});  // all ones
+    EXPECT_NE(base, logits(dir / "ones.gguf"));
+  }
 }
 
 }  // namespace

@@ -65,6 +65,7 @@ constexpr const Family* kFamilies[] = {
     &kErnie45Family,        // ernie4_5.cpp
     &kApertusFamily,        // apertus.cpp
     &kPlamo3Family,         // plamo3.cpp
+    &kBitnetFamily,         // bitnet.cpp
 };
 
 }  // namespace

@@ -117,4 +117,7 @@ extern const Family kApertusFamily;
 // plamo3.cpp
 extern const Family kPlamo3Family;
 
+// bitnet.cpp
+extern const Family kBitnetFamily;
+
 }  // namespace cortiq

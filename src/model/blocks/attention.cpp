@@ -23,8 +23,12 @@ void AttentionWeights::visit(TensorVisitor& v, const ModelHParams& hp, int64_t l
   // without build_qkv (OLMo2) never read the fused one.
   const bool fused = extra.fused_qkv_required ||
                      (extra.qkv_biases_and_scales_applied && !extra.separate_qkv_with_biases &&
+                      !extra.separate_qkv_without_biases &&
                       v.has(name("attn_qkv.weight"), extra.fused_qkv_written));
   qk_norm_after_rope = extra.qk_norm_after_rope;
+  if (extra.sub_norm) {
+    v.vector(sub_norm, name("attn_sub_norm.weight"), l.attn_out_width(), TensorKind::norm);
+  }
   if (fused) {
     const int64_t width = l.q_width() + l.k_width() + l.v_width();
     v.matrix(wqkv, name("attn_qkv.weight"), hp.n_embd, width);
@@ -81,7 +85,9 @@ void AttentionWeights::visit_separate_qkv(TensorVisitor& v, const ModelHParams& 
   v.matrix(wk, name("attn_k.weight"), hp.n_embd, l.k_width());
   v.matrix(wv, name("attn_v.weight"), hp.n_embd, l.v_width());
   v.matrix(wo, name("attn_output.weight"), l.attn_out_width(), hp.n_embd);
-  if (extra.qkv_biases_and_scales_applied) {
+  if (extra.separate_qkv_without_biases) {
+    // none read
+  } else if (extra.qkv_biases_and_scales_applied) {
     const bool required = extra.separate_qkv_with_biases;
     v.vector(bq, name("attn_q.bias"), l.q_width(), TensorKind::bias, required);
     v.vector(bk, name("attn_k.bias"), l.k_width(), TensorKind::bias, required);
@@ -302,6 +308,9 @@ void attention(const AttentionWeights& w, const ModelHParams& hp, int64_t layer,
     cache.store_v(layer, pass.cells[r], v.subspan(r * vw, vw));
   }
   attend(hp, spec, layer, pass, cache, ctx, q, attn);
+  if (!w.sub_norm.empty()) {
+    kernels::rms_norm_rows(attn, w.sub_norm, hp.rms_eps, attn, w.sub_norm.size());
+  }
   const auto out_rows = out.first(rows * static_cast<size_t>(hp.n_embd));
   kernels::matmul(w.wo, attn, static_cast<int64_t>(rows), out_rows, hp.n_embd, ctx.pool,
                   buf.matmul);

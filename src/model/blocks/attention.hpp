@@ -66,6 +66,12 @@ struct AttentionTensors {
   bool qk_layer_norm_whole = false;
   // The Q/K norms apply to the rotated heads (RoPE first: Hunyuan, Maincoder).
   bool qk_norm_after_rope = false;
+  // Q/K/V always separate, without biases (BitNet: llama.cpp creates them
+  // directly); their scales are applied.
+  bool separate_qkv_without_biases = false;
+  // attn_sub_norm.weight (required): an RMS norm of the attention's output
+  // rows (attn_out_width) before attn_output (BitNet).
+  bool sub_norm = false;
 };
 
 struct AttentionWeights {
@@ -85,6 +91,7 @@ struct AttentionWeights {
   QkNormKind qk_norm_kind = QkNormKind::rms;
   std::vector<float> q_norm_b, k_norm_b;  // layer_whole's biases, or empty
   bool qk_norm_after_rope = false;        // AttentionTensors::qk_norm_after_rope
+  std::vector<float> sub_norm;            // attn_sub_norm (AttentionTensors::sub_norm), or empty
 
   // blk.N.attn_{q,k,v,output}.weight (or attn_qkv.weight instead of Q/K/V),
   // the optional Q/K/V biases and every scale, and what `extra` allows.

@@ -3,6 +3,7 @@
 #include "base/thread_pool.hpp"
 #include "kernels/cpu/activations.hpp"
 #include "kernels/cpu/matmul.hpp"
+#include "kernels/cpu/norm.hpp"
 #include "model/tensor_table.hpp"
 
 namespace cortiq {
@@ -89,6 +90,7 @@ void FfnWeights::visit(TensorVisitor& v, const ModelHParams& hp, int64_t layer, 
   if (extra.gated) v.matrix(gate, name("ffn_gate.weight"), hp.n_embd, n_ff);
   v.matrix(up, name("ffn_up.weight"), hp.n_embd, up_rows);
   v.matrix(down, name("ffn_down.weight"), n_ff, hp.n_embd);
+  if (extra.sub_norm) v.vector(sub_norm, name("ffn_sub_norm.weight"), n_ff, TensorKind::norm);
   if (extra.biases || extra.biases_required) {
     const bool required = extra.biases_required;
     if (extra.gated) v.vector(gate_b, name("ffn_gate.bias"), n_ff, TensorKind::bias, required);
@@ -157,6 +159,9 @@ void ffn(const FfnWeights& w, FfnActivation activation, const ModelHParams& hp, 
         }
       },
       kActivationGrain);
+  if (!w.sub_norm.empty()) {
+    kernels::rms_norm_rows(gate, w.sub_norm, hp.rms_eps, gate, static_cast<size_t>(n_ff));
+  }
   const auto out_rows = out.first(rows * static_cast<size_t>(hp.n_embd));
   kernels::matmul(w.down, gate, n_rows, out_rows, hp.n_embd, ctx.pool, buf.matmul);
   kernels::add_bias_rows(out_rows, w.down_b);

@@ -40,6 +40,9 @@ struct FfnTensors {
   // blk.N.ffn.act.scales, optional: the ungated GELU's output is divided by
   // them (MPT's AWQ ScaleActivation).
   bool act_scales = false;
+  // ffn_sub_norm.weight [n_ff] (required): an RMS norm of the activation's
+  // output before ffn_down (BitNet). Gated kinds only.
+  bool sub_norm = false;
 };
 
 struct FfnWeights {
@@ -49,6 +52,7 @@ struct FfnWeights {
   bool fused_gate_up = false;     // `up` holds gate and up (FfnTensors::fused_gate_up)
   std::vector<float> act_scales;  // [n_ff] divisors, or empty
   kernels::XieluParams xielu;     // FfnActivation::xielu's parameters (set by the family)
+  std::vector<float> sub_norm;    // ffn_sub_norm (FfnTensors::sub_norm), or empty
 
   // blk.N.ffn_{gate,up,down}.weight, their optional scales, and their
   // optional biases when the family has them (llama.cpp reads them for some).

@@ -1,0 +1,109 @@
+// Microsoft's BitNet b1.58 (`bitnet`: bitnet_b1_58-large / 3B): Llama's card
+// with ternary weights (the converter stores them dequantized, each matrix
+// times its scale) and an RMS "sub-norm" inside each branch:
+//
+//   x = token_embd[token]
+//   for each layer:
+//     a = attend(rms_norm(x) * attn_norm)         GQA, RoPE: NeoX pairs
+//     x += attn_output(rms_norm(a) * attn_sub_norm)
+//     g = silu(gate(h)) * up(h),  h = rms_norm(x) * ffn_norm
+//     x += down(rms_norm(g) * ffn_sub_norm)
+//   logits = token_embd(rms_norm(x) * output_norm)  always tied
+//
+// llama.cpp creates attn_{q,k,v,output} itself (no biases, no fused Q/K/V)
+// and applies every optional NAME.scale, the FFN's too. It shapes attn_q and
+// attn_output [n_embd, n_embd]; the scores are scaled by 1/sqrt(head size)
+// (attention.scale is never read).
+#include <memory>
+
+#include "formats/gguf/gguf_file.hpp"
+#include "kernels/cpu/activations.hpp"
+#include "model/arch/arch.hpp"
+#include "model/arch/family_support.hpp"
+#include "model/arch_spec.hpp"
+#include "model/blocks/attention.hpp"
+#include "model/blocks/embedding.hpp"
+#include "model/blocks/ffn.hpp"
+#include "model/decoder_model.hpp"
+#include "model/rope_setup.hpp"
+#include "model/weights.hpp"
+
+namespace cortiq {
+
+namespace {
+
+struct BitnetLayer {
+  std::vector<float> attn_norm;
+  AttentionWeights attn;
+  std::vector<float> ffn_norm;
+  FfnWeights ffn;
+};
+
+struct BitnetWeights {
+  TokenEmbedding embedding;
+  OutputHead head;
+  RopeTables rope;
+  std::vector<BitnetLayer> layers;
+
+  void visit(TensorVisitor& v, const ModelHParams& hp) {
+    embedding.visit(v, hp);
+    head.visit(v, hp, embedding, OutputMatrix::always_tied);
+    const auto norm = [&](std::vector<float>& w, int64_t il, const char* name) {
+      v.vector(w, layer_tensor_name(il, name), hp.n_embd, TensorKind::norm);
+    };
+    for (int64_t il = 0; il < hp.n_layer; ++il) {
+      BitnetLayer& layer = layers.emplace_back();
+      norm(layer.attn_norm, il, "attn_norm.weight");
+      layer.attn.visit(v, hp, il, {.separate_qkv_without_biases = true, .sub_norm = true});
+      norm(layer.ffn_norm, il, "ffn_norm.weight");
+      layer.ffn.visit(v, hp, il, {.sub_norm = true});
+    }
+  }
+};
+
+class BitnetModel final : public DecoderModel {
+ public:
+  BitnetModel(ModelHParams hp, WeightBinder& binder) : DecoderModel(std::move(hp), binder) {
+    w_.visit(binder, hparams_);
+    w_.rope.setup(hparams_);
+  }
+
+ private:
+  void run_layers(std::span<const BatchRow> rows, std::span<const int32_t> cells, KvCache& cache,
+                  ForwardContext& ctx, std::span<float> logits) const override {
+    const auto& h = hparams_;
+    const auto n = static_cast<int64_t>(rows.size());
+    const auto [x, normed, branch, pass] = start_layers(h, rows, cells, ctx, w_.embedding, w_.rope);
+    for (int64_t il = 0; il < h.n_layer; ++il) {
+      const BitnetLayer& layer = w_.layers[static_cast<size_t>(il)];
+      rms_norm(h, x, layer.attn_norm, normed);
+      attention(layer.attn, h, il, pass, cache, ctx, normed, branch);  // with attn_sub_norm
+      kernels::add_inplace(x, branch);
+      rms_norm(h, x, layer.ffn_norm, normed);
+      ffn(layer.ffn, FfnActivation::swiglu, h, il, n, ctx, normed, branch);  // with ffn_sub_norm
+      kernels::add_inplace(x, branch);
+    }
+    w_.head.apply(h, rows, x, ctx, logits);
+  }
+
+  BitnetWeights w_;
+};
+
+void read_bitnet(const HParamReader& keys, ModelHParams& hp) {
+  if (!keys.has("attention.layer_norm_rms_epsilon")) {
+    keys.invalid("missing key " + keys.key("attention.layer_norm_rms_epsilon"));
+  }
+  if (hp.head_dim_k != hp.head_dim_v) keys.invalid("keys and values need one head size");
+  hp.attention_scale = 0.0f;
+}
+
+}  // namespace
+
+const Family kBitnetFamily{.arch = "bitnet",
+                           .neox_rope = true,
+                           .make = make_model<BitnetModel>,
+                           .read_hparams = read_bitnet,
+                           .tensors = tensors_of<BitnetWeights>,
+                           .fixed_head_dim = true};
+
+}  // namespace cortiq
