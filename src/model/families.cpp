@@ -62,6 +62,7 @@ constexpr const Family* kFamilies[] = {
     &kQwen3VlFamily,        // qwen_vl.cpp
     &kDeciFamily,           // deci.cpp
     &kMiniCpm3Family,       // minicpm3.cpp
+    &kGemma4Family,         // gemma4.cpp
 };
 
 }  // namespace

@@ -108,4 +108,7 @@ extern const Family kDeciFamily;
 // minicpm3.cpp
 extern const Family kMiniCpm3Family;
 
+// gemma4.cpp
+extern const Family kGemma4Family;
+
 }  // namespace cortiq
