@@ -608,6 +608,38 @@ TEST(FamilyBatchInvariance, BoundedWindowsGiveTheLogitsOfAWholeCache) {
   EXPECT_GT(windowed, 0);
 }
 
+// Gemma 4's KV-shared layers (gen-model: the last two of four) keep no
+// cache rows and attend over the cache of the last earlier layer of their
+// kind, window rows included: the logits are batch invariant and those of a
+// whole cache with the window layers' rows bounded. MoE layers and
+// non-causal files are refused.
+TEST(LayerSpecs, Gemma4SharedKvLayersReadAnEarlierLayersCache) {
+  const test::TestModelSpec spec{.arch = "gemma4", .n_layer = 4};
+  const auto whole = test::load_test_model(spec, 2, KvType::f16);
+  const KvCacheShape shape = whole->decoder().kv_cache_shape(32, 1, KvType::f32);
+  ASSERT_EQ(shape.n_layer(), 4);
+  const int64_t widths[] = {32, 64, 0, 0};  // 2 KV heads of 16 (local) and 32 (global)
+  for (size_t il = 0; il < 4; ++il) EXPECT_EQ(shape.layers[il].k_width, widths[il]) << il;
+  std::vector<TokenId> ids(64);
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<TokenId>(3 + (i * 37) % 600);
+  const auto one_chunk = Session(whole).evaluate(ids, 64);
+  for (const int64_t chunk : {1, 7}) {
+    EXPECT_TRUE(bitwise_equal(Session(whole).evaluate(ids, chunk), one_chunk)) << chunk;
+  }
+  const auto bounded = test::load_test_model(spec, 2, KvType::f16, 4);
+  EXPECT_TRUE(bitwise_equal(Session(bounded).evaluate(ids, 64), one_chunk));
+
+  test::TempDir dir;
+  RandomModelOptions o = small_model("gemma4");
+  write_random_model(o, dir / "gemma4.gguf");
+  rewrite(dir / "gemma4.gguf", dir / "moe.gguf", "", {"blk.0.ffn_gate_inp.weight", {64, 4}});
+  EXPECT_NE(load_error(dir / "moe.gguf").find("mixture-of-experts"), std::string::npos);
+  // Bidirectional sliding-window layers (llama.cpp's non_causal_type SWA_ONLY).
+  rewrite(dir / "gemma4.gguf", dir / "non_causal.gguf", "", {},
+          [](gguf::GgufWriter& w) { w.set("gemma4.attention.causal", gguf::Value(false)); });
+  EXPECT_NE(load_error(dir / "non_causal.gguf").find("attention.causal"), std::string::npos);
+}
+
 // Phi-3's LongRoPE: the long factors when the context per sequence exceeds
 // rope.scaling.original_context_length (gen-model: a quarter of the trained
 // context, 32 of 128 here), else the short ones; a file whose long factors

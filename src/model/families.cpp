@@ -66,6 +66,7 @@ constexpr const Family* kFamilies[] = {
     &kApertusFamily,        // apertus.cpp
     &kPlamo3Family,         // plamo3.cpp
     &kBitnetFamily,         // bitnet.cpp
+    &kGemma4Family,         // gemma4.cpp
 };
 
 }  // namespace

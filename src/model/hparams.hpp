@@ -119,6 +119,8 @@ struct ModelHParams {
   float alibi_max_bias = 0.0f;
   // GPT-NeoX's use_parallel_residual: both branches from the layer input.
   bool parallel_residual = false;
+  // Gemma 4's per-layer input width (ARCH.embedding_length_per_layer_input; 0 = none).
+  int64_t per_layer_embd = 0;
 
   // ARCH.classifier.output_labels: the labels of a classification head
   // (rerankers); its row count, 1 when the key is absent.

@@ -53,10 +53,9 @@ kernels::RopeParams kernel_params(const RopeHParams& r) {
 
 }  // namespace
 
-void RopeTables::visit(TensorVisitor& v, const ModelHParams& hp) {
+void RopeTables::visit(TensorVisitor& v, const ModelHParams& hp, bool required) {
   auto& global = slots_[static_cast<size_t>(RopeSlot::global)];
-  v.vector(global.factors, "rope_freqs.weight", hp.rope.n_dims / 2, TensorKind::norm,
-           /*required=*/false);
+  v.vector(global.factors, "rope_freqs.weight", hp.rope.n_dims / 2, TensorKind::norm, required);
 }
 
 void RopeTables::visit_longrope(TensorVisitor& v, const ModelHParams& hp) {

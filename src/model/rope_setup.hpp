@@ -32,9 +32,9 @@ class RopeTables {
   RopeTables(const RopeTables&) = delete;  // params hold views of their factors
   RopeTables& operator=(const RopeTables&) = delete;
 
-  // rope_freqs.weight (optional): the global table's frequency factors, for
-  // the families whose files may have them.
-  void visit(TensorVisitor& v, const ModelHParams& hp);
+  // rope_freqs.weight (optional, or required: Gemma 4's global layers): the
+  // global table's frequency factors, for the families whose files may have them.
+  void visit(TensorVisitor& v, const ModelHParams& hp, bool required = false);
   // LongRoPE (Phi-3, MiniCPM3): rope_factors_long.weight and rope_factors_short.weight
   // (both optional), of which setup() gives the global table the long ones
   // when the model runs with more positions per sequence than it was first

@@ -120,4 +120,7 @@ extern const Family kPlamo3Family;
 // bitnet.cpp
 extern const Family kBitnetFamily;
 
+// gemma4.cpp
+extern const Family kGemma4Family;
+
 }  // namespace cortiq
