@@ -17,6 +17,7 @@
 #include "kernels/cpu/activations.hpp"
 #include "model/arch/arch.hpp"
 #include "model/arch/family_support.hpp"
+#include "model/arch/pre_norm_layer.hpp"
 #include "model/arch_spec.hpp"
 #include "model/blocks/attention.hpp"
 #include "model/blocks/embedding.hpp"
@@ -29,32 +30,18 @@ namespace cortiq {
 
 namespace {
 
-struct ArceeLayer {
-  std::vector<float> attn_norm;
-  AttentionWeights attn;
-  std::vector<float> ffn_norm;
-  FfnWeights ffn;
-};
-
 struct ArceeWeights {
   TokenEmbedding embedding;
   OutputHead head;
   RopeTables rope;
-  std::vector<ArceeLayer> layers;
+  std::vector<PreNormLayer> layers;
 
   void visit(TensorVisitor& v, const ModelHParams& hp) {
     embedding.visit(v, hp);
     head.visit(v, hp, embedding);
     rope.visit(v, hp);
-    const auto norm = [&](std::vector<float>& w, int64_t il, const char* name) {
-      v.vector(w, layer_tensor_name(il, name), hp.n_embd, TensorKind::norm);
-    };
     for (int64_t il = 0; il < hp.n_layer; ++il) {
-      ArceeLayer& layer = layers.emplace_back();
-      norm(layer.attn_norm, il, "attn_norm.weight");
-      layer.attn.visit(v, hp, il, {});
-      norm(layer.ffn_norm, il, "ffn_norm.weight");
-      layer.ffn.visit(v, hp, il, {.gated = false, .scales_applied = false});
+      layers.emplace_back().visit(v, hp, il, {}, {.gated = false, .scales_applied = false});
     }
   }
 };
@@ -70,18 +57,11 @@ class ArceeModel final : public DecoderModel {
   void run_layers(std::span<const BatchRow> rows, std::span<const int32_t> cells, KvCache& cache,
                   ForwardContext& ctx, std::span<float> logits) const override {
     const auto& h = hparams_;
-    const auto n = static_cast<int64_t>(rows.size());
-    const auto [x, normed, branch, pass] = start_layers(h, rows, cells, ctx, w_.embedding, w_.rope);
+    const LayerStream s = start_layers(h, rows, cells, ctx, w_.embedding, w_.rope);
     for (int64_t il = 0; il < h.n_layer; ++il) {
-      const ArceeLayer& layer = w_.layers[static_cast<size_t>(il)];
-      rms_norm(h, x, layer.attn_norm, normed);
-      attention(layer.attn, h, il, pass, cache, ctx, normed, branch);
-      kernels::add_inplace(x, branch);
-      rms_norm(h, x, layer.ffn_norm, normed);
-      ffn(layer.ffn, FfnActivation::relu_sqr, h, il, n, ctx, normed, branch);
-      kernels::add_inplace(x, branch);
+      w_.layers[static_cast<size_t>(il)].run(FfnActivation::relu_sqr, h, il, s, cache, ctx);
     }
-    w_.head.apply(h, rows, x, ctx, logits);
+    w_.head.apply(h, rows, s.x, ctx, logits);
   }
 
   ArceeWeights w_;
