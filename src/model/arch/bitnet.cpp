@@ -20,6 +20,7 @@
 #include "kernels/cpu/activations.hpp"
 #include "model/arch/arch.hpp"
 #include "model/arch/family_support.hpp"
+#include "model/arch/pre_norm_layer.hpp"
 #include "model/arch_spec.hpp"
 #include "model/blocks/attention.hpp"
 #include "model/blocks/embedding.hpp"
@@ -32,31 +33,19 @@ namespace cortiq {
 
 namespace {
 
-struct BitnetLayer {
-  std::vector<float> attn_norm;
-  AttentionWeights attn;
-  std::vector<float> ffn_norm;
-  FfnWeights ffn;
-};
-
 struct BitnetWeights {
   TokenEmbedding embedding;
   OutputHead head;
   RopeTables rope;
-  std::vector<BitnetLayer> layers;
+  std::vector<PreNormLayer> layers;
 
   void visit(TensorVisitor& v, const ModelHParams& hp) {
     embedding.visit(v, hp);
     head.visit(v, hp, embedding, OutputMatrix::always_tied);
-    const auto norm = [&](std::vector<float>& w, int64_t il, const char* name) {
-      v.vector(w, layer_tensor_name(il, name), hp.n_embd, TensorKind::norm);
-    };
     for (int64_t il = 0; il < hp.n_layer; ++il) {
-      BitnetLayer& layer = layers.emplace_back();
-      norm(layer.attn_norm, il, "attn_norm.weight");
-      layer.attn.visit(v, hp, il, {.separate_qkv_without_biases = true, .sub_norm = true});
-      norm(layer.ffn_norm, il, "ffn_norm.weight");
-      layer.ffn.visit(v, hp, il, {.sub_norm = true});
+      // RMS sub-norms inside both branches: attn_sub_norm, ffn_sub_norm.
+      layers.emplace_back().visit(
+          v, hp, il, {.separate_qkv_without_biases = true, .sub_norm = true}, {.sub_norm = true});
     }
   }
 };
@@ -72,18 +61,11 @@ class BitnetModel final : public DecoderModel {
   void run_layers(std::span<const BatchRow> rows, std::span<const int32_t> cells, KvCache& cache,
                   ForwardContext& ctx, std::span<float> logits) const override {
     const auto& h = hparams_;
-    const auto n = static_cast<int64_t>(rows.size());
-    const auto [x, normed, branch, pass] = start_layers(h, rows, cells, ctx, w_.embedding, w_.rope);
+    const LayerStream s = start_layers(h, rows, cells, ctx, w_.embedding, w_.rope);
     for (int64_t il = 0; il < h.n_layer; ++il) {
-      const BitnetLayer& layer = w_.layers[static_cast<size_t>(il)];
-      rms_norm(h, x, layer.attn_norm, normed);
-      attention(layer.attn, h, il, pass, cache, ctx, normed, branch);  // with attn_sub_norm
-      kernels::add_inplace(x, branch);
-      rms_norm(h, x, layer.ffn_norm, normed);
-      ffn(layer.ffn, FfnActivation::swiglu, h, il, n, ctx, normed, branch);  // with ffn_sub_norm
-      kernels::add_inplace(x, branch);
+      w_.layers[static_cast<size_t>(il)].run(FfnActivation::swiglu, h, il, s, cache, ctx);
     }
-    w_.head.apply(h, rows, x, ctx, logits);
+    w_.head.apply(h, rows, s.x, ctx, logits);
   }
 
   BitnetWeights w_;
