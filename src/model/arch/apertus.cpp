@@ -30,6 +30,7 @@
 #include "kernels/cpu/activations.hpp"
 #include "model/arch/arch.hpp"
 #include "model/arch/family_support.hpp"
+#include "model/arch/pre_norm_layer.hpp"
 #include "model/arch_spec.hpp"
 #include "model/blocks/attention.hpp"
 #include "model/blocks/embedding.hpp"
@@ -63,35 +64,22 @@ std::vector<float> per_layer_float(const HParamReader& keys, const char* key, in
   return std::vector<float>(n, static_cast<float>(*one));
 }
 
-struct ApertusLayer {
-  std::vector<float> attn_norm;
-  AttentionWeights attn;
-  std::vector<float> ffn_norm;
-  FfnWeights ffn;
-};
-
 struct ApertusWeights {
   TokenEmbedding embedding;
   OutputHead head;
   RopeTables rope;
-  std::vector<ApertusLayer> layers;
+  std::vector<PreNormLayer> layers;
 
   void visit(TensorVisitor& v, const ModelHParams& hp) {
     embedding.visit(v, hp);
     head.visit(v, hp, embedding, OutputMatrix::own);
     rope.visit(v, hp);
-    const auto norm = [&](std::vector<float>& w, int64_t il, const char* name) {
-      v.vector(w, layer_tensor_name(il, name), hp.n_embd, TensorKind::norm);
-    };
     for (int64_t il = 0; il < hp.n_layer; ++il) {
-      ApertusLayer& layer = layers.emplace_back();
-      norm(layer.attn_norm, il, "attn_norm.weight");
-      layer.attn.visit(v, hp, il, {.qk_norm = QkNorm::required, .output_bias = true});
+      layers.emplace_back().visit(v, hp, il, {.qk_norm = QkNorm::required, .output_bias = true},
+                                  {.gated = false, .scales_applied = false});
       for (const char* bias : {"attn_q_norm.bias", "attn_k_norm.bias"}) {
         v.without_effect(layer_tensor_name(il, bias), hp.layer(il).head_dim_k, TensorKind::bias);
       }
-      norm(layer.ffn_norm, il, "ffn_norm.weight");
-      layer.ffn.visit(v, hp, il, {.gated = false, .scales_applied = false});
     }
   }
 };
@@ -116,18 +104,11 @@ class ApertusModel final : public DecoderModel {
   void run_layers(std::span<const BatchRow> rows, std::span<const int32_t> cells, KvCache& cache,
                   ForwardContext& ctx, std::span<float> logits) const override {
     const auto& h = hparams_;
-    const auto n = static_cast<int64_t>(rows.size());
-    const auto [x, normed, branch, pass] = start_layers(h, rows, cells, ctx, w_.embedding, w_.rope);
+    const LayerStream s = start_layers(h, rows, cells, ctx, w_.embedding, w_.rope);
     for (int64_t il = 0; il < h.n_layer; ++il) {
-      const ApertusLayer& layer = w_.layers[static_cast<size_t>(il)];
-      rms_norm(h, x, layer.attn_norm, normed);
-      attention(layer.attn, h, il, pass, cache, ctx, normed, branch);
-      kernels::add_inplace(x, branch);
-      rms_norm(h, x, layer.ffn_norm, normed);
-      ffn(layer.ffn, FfnActivation::xielu, h, il, n, ctx, normed, branch);
-      kernels::add_inplace(x, branch);
+      w_.layers[static_cast<size_t>(il)].run(FfnActivation::xielu, h, il, s, cache, ctx);
     }
-    w_.head.apply(h, rows, x, ctx, logits);
+    w_.head.apply(h, rows, s.x, ctx, logits);
   }
 
   ApertusWeights w_;
