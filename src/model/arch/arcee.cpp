@@ -46,12 +46,9 @@ struct ArceeWeights {
   }
 };
 
-class ArceeModel final : public DecoderModel {
+class ArceeModel final : public FamilyModel<ArceeWeights> {
  public:
-  ArceeModel(ModelHParams hp, WeightBinder& binder) : DecoderModel(std::move(hp), binder) {
-    w_.visit(binder, hparams_);
-    w_.rope.setup(hparams_);
-  }
+  using FamilyModel::FamilyModel;
 
  private:
   void run_layers(std::span<const BatchRow> rows, std::span<const int32_t> cells, KvCache& cache,
@@ -63,8 +60,6 @@ class ArceeModel final : public DecoderModel {
     }
     w_.head.apply(h, rows, s.x, ctx, logits);
   }
-
-  ArceeWeights w_;
 };
 
 void read_arcee(const HParamReader& keys, ModelHParams& hp) {

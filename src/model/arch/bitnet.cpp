@@ -50,12 +50,9 @@ struct BitnetWeights {
   }
 };
 
-class BitnetModel final : public DecoderModel {
+class BitnetModel final : public FamilyModel<BitnetWeights> {
  public:
-  BitnetModel(ModelHParams hp, WeightBinder& binder) : DecoderModel(std::move(hp), binder) {
-    w_.visit(binder, hparams_);
-    w_.rope.setup(hparams_);
-  }
+  using FamilyModel::FamilyModel;
 
  private:
   void run_layers(std::span<const BatchRow> rows, std::span<const int32_t> cells, KvCache& cache,
@@ -67,8 +64,6 @@ class BitnetModel final : public DecoderModel {
     }
     w_.head.apply(h, rows, s.x, ctx, logits);
   }
-
-  BitnetWeights w_;
 };
 
 void read_bitnet(const HParamReader& keys, ModelHParams& hp) {

@@ -66,12 +66,9 @@ struct CommandRWeights {
   }
 };
 
-class CommandRModel final : public DecoderModel {
+class CommandRModel final : public FamilyModel<CommandRWeights> {
  public:
-  CommandRModel(ModelHParams hp, WeightBinder& binder) : DecoderModel(std::move(hp), binder) {
-    w_.visit(binder, hparams_);
-    w_.rope.setup(hparams_);
-  }
+  using FamilyModel::FamilyModel;
 
  private:
   void run_layers(std::span<const BatchRow> rows, std::span<const int32_t> cells, KvCache& cache,
@@ -91,8 +88,6 @@ class CommandRModel final : public DecoderModel {
     }
     w_.head.apply(h, rows, x, ctx, logits);
   }
-
-  CommandRWeights w_;
 };
 
 void read_common(const HParamReader& keys, ModelHParams& hp) {

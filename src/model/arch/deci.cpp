@@ -98,12 +98,9 @@ struct DeciWeights {
   }
 };
 
-class DeciModel final : public DecoderModel {
+class DeciModel final : public FamilyModel<DeciWeights> {
  public:
-  DeciModel(ModelHParams hp, WeightBinder& binder) : DecoderModel(std::move(hp), binder) {
-    w_.visit(binder, hparams_);
-    w_.rope.setup(hparams_);
-  }
+  using FamilyModel::FamilyModel;
 
  private:
   void run_layers(std::span<const BatchRow> rows, std::span<const int32_t> cells, KvCache& cache,
@@ -131,8 +128,6 @@ class DeciModel final : public DecoderModel {
     }
     w_.head.apply(h, rows, x, ctx, logits);
   }
-
-  DeciWeights w_;
 };
 
 void read_deci(const HParamReader& keys, ModelHParams& hp) {

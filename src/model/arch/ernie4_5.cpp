@@ -45,12 +45,9 @@ struct ErnieWeights {
   }
 };
 
-class ErnieModel final : public DecoderModel {
+class ErnieModel final : public FamilyModel<ErnieWeights> {
  public:
-  ErnieModel(ModelHParams hp, WeightBinder& binder) : DecoderModel(std::move(hp), binder) {
-    w_.visit(binder, hparams_);
-    w_.rope.setup(hparams_);
-  }
+  using FamilyModel::FamilyModel;
 
  private:
   void run_layers(std::span<const BatchRow> rows, std::span<const int32_t> cells, KvCache& cache,
@@ -62,8 +59,6 @@ class ErnieModel final : public DecoderModel {
     }
     w_.head.apply(h, rows, s.x, ctx, logits);
   }
-
-  ErnieWeights w_;
 };
 
 void read_ernie4_5(const HParamReader& keys, ModelHParams& hp) {

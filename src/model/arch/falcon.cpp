@@ -69,12 +69,9 @@ struct FalconWeights {
   }
 };
 
-class FalconModel final : public DecoderModel {
+class FalconModel final : public FamilyModel<FalconWeights> {
  public:
-  FalconModel(ModelHParams hp, WeightBinder& binder) : DecoderModel(std::move(hp), binder) {
-    w_.visit(binder, hparams_);
-    w_.rope.setup(hparams_);
-  }
+  using FamilyModel::FamilyModel;
 
  private:
   void run_layers(std::span<const BatchRow> rows, std::span<const int32_t> cells, KvCache& cache,
@@ -99,8 +96,6 @@ class FalconModel final : public DecoderModel {
     }
     w_.head.apply(h, rows, x, ctx, logits);
   }
-
-  FalconWeights w_;
 };
 
 void read_falcon(const HParamReader& keys, ModelHParams& hp) {

@@ -1,5 +1,6 @@
-// What the family files share beyond the blocks: the factory and the tensor
-// list of a family's Weights struct (Family::make and Family::tensors), and
+// What the family files share beyond the blocks: the factory, the model
+// frame and the tensor list of a family's Weights struct (Family::make,
+// FamilyModel, Family::tensors), and
 // the start of every forward pass (the embedded rows, the scratch rows a
 // layer's norms and branches write, and what every layer's attention shares).
 #pragma once
@@ -24,6 +25,22 @@ template <class Model>
 std::unique_ptr<DecoderModel> make_model(ModelHParams hparams, WeightBinder& binder) {
   return std::make_unique<Model>(std::move(hparams), binder);
 }
+
+// A family's model: its Weights bound (Weights::visit, which lists every
+// tensor the family reads) and its RoPE tables set up at construction; the
+// family writes run_layers.
+template <class Weights>
+class FamilyModel : public DecoderModel {
+ public:
+  FamilyModel(ModelHParams hparams, WeightBinder& binder)
+      : DecoderModel(std::move(hparams), binder) {
+    w_.visit(binder, hparams_);
+    w_.rope.setup(hparams_);
+  }
+
+ protected:
+  Weights w_;
+};
 
 // Family::tensors: the tensors a Weights struct visits, for gen-model.
 template <class Weights>

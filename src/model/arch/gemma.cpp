@@ -78,12 +78,9 @@ struct GemmaWeights {
   }
 };
 
-class GemmaModel final : public DecoderModel {
+class GemmaModel final : public FamilyModel<GemmaWeights> {
  public:
-  GemmaModel(ModelHParams hp, WeightBinder& binder) : DecoderModel(std::move(hp), binder) {
-    w_.visit(binder, hparams_);
-    w_.rope.setup(hparams_);
-  }
+  using FamilyModel::FamilyModel;
 
  private:
   void run_layers(std::span<const BatchRow> rows, std::span<const int32_t> cells, KvCache& cache,
@@ -109,8 +106,6 @@ class GemmaModel final : public DecoderModel {
     if (!post_norm.empty()) rms_norm(hparams_, branch, post_norm, branch);
     kernels::add_inplace(x, branch);
   }
-
-  GemmaWeights w_;
 };
 
 void read_common(ModelHParams& hp) {

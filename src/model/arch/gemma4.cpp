@@ -173,12 +173,9 @@ void scale_by(std::span<float> x, float s) {
   if (s != 1.0f) kernels::scale_inplace(x, s);
 }
 
-class Gemma4Model final : public DecoderModel {
+class Gemma4Model final : public FamilyModel<Gemma4Weights> {
  public:
-  Gemma4Model(ModelHParams hp, WeightBinder& binder) : DecoderModel(std::move(hp), binder) {
-    w_.visit(binder, hparams_);
-    w_.rope.setup(hparams_);
-  }
+  using FamilyModel::FamilyModel;
 
  private:
   void run_layers(std::span<const BatchRow> rows, std::span<const int32_t> cells, KvCache& cache,
@@ -309,8 +306,6 @@ class Gemma4Model final : public DecoderModel {
     kernels::matmul(layer.wo, attn, n, out_rows, h.n_embd, ctx.pool, buf.matmul);
     scale_by(out_rows, layer.o_scale);
   }
-
-  Gemma4Weights w_;
 };
 
 // attention.sliding_window_pattern: one flag per layer (bool or integer

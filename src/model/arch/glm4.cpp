@@ -72,12 +72,9 @@ struct Glm4Weights {
   }
 };
 
-class Glm4Model final : public DecoderModel {
+class Glm4Model final : public FamilyModel<Glm4Weights> {
  public:
-  Glm4Model(ModelHParams hp, WeightBinder& binder) : DecoderModel(std::move(hp), binder) {
-    w_.visit(binder, hparams_);
-    w_.rope.setup(hparams_);
-  }
+  using FamilyModel::FamilyModel;
 
  private:
   void run_layers(std::span<const BatchRow> rows, std::span<const int32_t> cells, KvCache& cache,
@@ -104,8 +101,6 @@ class Glm4Model final : public DecoderModel {
     if (!post_norm.empty()) rms_norm(hparams_, rows, post_norm, rows);
     kernels::add_inplace(x, rows);
   }
-
-  Glm4Weights w_;
 };
 
 void read_common(const HParamReader& keys, ModelHParams& hp) {

@@ -98,12 +98,9 @@ struct Gpt2Weights {
   }
 };
 
-class Gpt2Model final : public DecoderModel {
+class Gpt2Model final : public FamilyModel<Gpt2Weights> {
  public:
-  Gpt2Model(ModelHParams hp, WeightBinder& binder) : DecoderModel(std::move(hp), binder) {
-    w_.visit(binder, hparams_);
-    w_.rope.setup(hparams_);
-  }
+  using FamilyModel::FamilyModel;
 
  private:
   void run_layers(std::span<const BatchRow> rows, std::span<const int32_t> cells, KvCache& cache,
@@ -124,8 +121,6 @@ class Gpt2Model final : public DecoderModel {
     }
     w_.head.apply(h, rows, x, ctx, logits);
   }
-
-  Gpt2Weights w_;
 };
 
 void read_gpt2(const HParamReader& keys, ModelHParams& hp) {

@@ -69,12 +69,9 @@ struct GraniteWeights {
   }
 };
 
-class GraniteModel final : public DecoderModel {
+class GraniteModel final : public FamilyModel<GraniteWeights> {
  public:
-  GraniteModel(ModelHParams hp, WeightBinder& binder) : DecoderModel(std::move(hp), binder) {
-    w_.visit(binder, hparams_);
-    w_.rope.setup(hparams_);
-  }
+  using FamilyModel::FamilyModel;
 
  private:
   void run_layers(std::span<const BatchRow> rows, std::span<const int32_t> cells, KvCache& cache,
@@ -101,8 +98,6 @@ class GraniteModel final : public DecoderModel {
     }
     kernels::add_inplace(x, branch);
   }
-
-  GraniteWeights w_;
 };
 
 // llama.cpp asserts what its graph assumes (a fully rotated head, equal K

@@ -69,12 +69,9 @@ struct NormAfterRopeWeights {
   }
 };
 
-class NormAfterRopeModel final : public DecoderModel {
+class NormAfterRopeModel final : public FamilyModel<NormAfterRopeWeights> {
  public:
-  NormAfterRopeModel(ModelHParams hp, WeightBinder& binder) : DecoderModel(std::move(hp), binder) {
-    w_.visit(binder, hparams_);
-    w_.rope.setup(hparams_);
-  }
+  using FamilyModel::FamilyModel;
 
  private:
   void run_layers(std::span<const BatchRow> rows, std::span<const int32_t> cells, KvCache& cache,
@@ -93,8 +90,6 @@ class NormAfterRopeModel final : public DecoderModel {
     }
     w_.head.apply(h, rows, x, ctx, logits);
   }
-
-  NormAfterRopeWeights w_;
 };
 
 void read_maincoder(const HParamReader& keys, ModelHParams& hp) {

@@ -76,12 +76,9 @@ struct LlamaWeights {
   }
 };
 
-class LlamaModel final : public DecoderModel {
+class LlamaModel final : public FamilyModel<LlamaWeights> {
  public:
-  LlamaModel(ModelHParams hp, WeightBinder& binder) : DecoderModel(std::move(hp), binder) {
-    w_.visit(binder, hparams_);
-    w_.rope.setup(hparams_);
-  }
+  using FamilyModel::FamilyModel;
 
   const ClassifierHead* classifier() const override {
     return w_.classifier.present() ? &w_.classifier : nullptr;
@@ -104,8 +101,6 @@ class LlamaModel final : public DecoderModel {
     }
     w_.head.apply(h, rows, x, ctx, logits);
   }
-
-  LlamaWeights w_;
 };
 
 // Qwen3's converter always states the head size.

@@ -69,12 +69,9 @@ struct MiniCpm3Weights {
   }
 };
 
-class MiniCpm3Model final : public DecoderModel {
+class MiniCpm3Model final : public FamilyModel<MiniCpm3Weights> {
  public:
-  MiniCpm3Model(ModelHParams hp, WeightBinder& binder) : DecoderModel(std::move(hp), binder) {
-    w_.visit(binder, hparams_);
-    w_.rope.setup(hparams_);
-  }
+  using FamilyModel::FamilyModel;
 
  private:
   void run_layers(std::span<const BatchRow> rows, std::span<const int32_t> cells, KvCache& cache,
@@ -99,8 +96,6 @@ class MiniCpm3Model final : public DecoderModel {
     kernels::scale_inplace(branch.first(x.size()), hparams_.residual_scale);
     kernels::add_inplace(x, branch.first(x.size()));
   }
-
-  MiniCpm3Weights w_;
 };
 
 void read_minicpm3(const HParamReader& keys, ModelHParams& hp) {

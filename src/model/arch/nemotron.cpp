@@ -74,12 +74,9 @@ struct NemotronWeights {
   }
 };
 
-class NemotronModel final : public DecoderModel {
+class NemotronModel final : public FamilyModel<NemotronWeights> {
  public:
-  NemotronModel(ModelHParams hp, WeightBinder& binder) : DecoderModel(std::move(hp), binder) {
-    w_.visit(binder, hparams_);
-    w_.rope.setup(hparams_);
-  }
+  using FamilyModel::FamilyModel;
 
  private:
   void run_layers(std::span<const BatchRow> rows, std::span<const int32_t> cells, KvCache& cache,
@@ -98,8 +95,6 @@ class NemotronModel final : public DecoderModel {
     }
     w_.head.apply(h, rows, x, ctx, logits);
   }
-
-  NemotronWeights w_;
 };
 
 void read_nemotron(const HParamReader& keys, ModelHParams& hp) {

@@ -74,12 +74,9 @@ struct PostNormWeights {
   }
 };
 
-class PostNormModel final : public DecoderModel {
+class PostNormModel final : public FamilyModel<PostNormWeights> {
  public:
-  PostNormModel(ModelHParams hp, WeightBinder& binder) : DecoderModel(std::move(hp), binder) {
-    w_.visit(binder, hparams_);
-    w_.rope.setup(hparams_);
-  }
+  using FamilyModel::FamilyModel;
 
  private:
   void run_layers(std::span<const BatchRow> rows, std::span<const int32_t> cells, KvCache& cache,
@@ -105,8 +102,6 @@ class PostNormModel final : public DecoderModel {
                            static_cast<size_t>(hparams_.n_embd));
     kernels::add_inplace(x, rows);
   }
-
-  PostNormWeights w_;
 };
 
 // What both graphs assume (llama.cpp asserts it or shapes its tensors so):

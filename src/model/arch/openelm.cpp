@@ -69,12 +69,9 @@ struct OpenElmWeights {
   }
 };
 
-class OpenElmModel final : public DecoderModel {
+class OpenElmModel final : public FamilyModel<OpenElmWeights> {
  public:
-  OpenElmModel(ModelHParams hp, WeightBinder& binder) : DecoderModel(std::move(hp), binder) {
-    w_.visit(binder, hparams_);
-    w_.rope.setup(hparams_);
-  }
+  using FamilyModel::FamilyModel;
 
  private:
   void run_layers(std::span<const BatchRow> rows, std::span<const int32_t> cells, KvCache& cache,
@@ -93,8 +90,6 @@ class OpenElmModel final : public DecoderModel {
     }
     w_.head.apply(h, rows, x, ctx, logits);
   }
-
-  OpenElmWeights w_;
 };
 
 void read_openelm(const HParamReader& keys, ModelHParams& hp) {

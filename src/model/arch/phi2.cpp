@@ -60,12 +60,9 @@ struct Phi2Weights {
   }
 };
 
-class Phi2Model final : public DecoderModel {
+class Phi2Model final : public FamilyModel<Phi2Weights> {
  public:
-  Phi2Model(ModelHParams hp, WeightBinder& binder) : DecoderModel(std::move(hp), binder) {
-    w_.visit(binder, hparams_);
-    w_.rope.setup(hparams_);
-  }
+  using FamilyModel::FamilyModel;
 
  private:
   void run_layers(std::span<const BatchRow> rows, std::span<const int32_t> cells, KvCache& cache,
@@ -85,8 +82,6 @@ class Phi2Model final : public DecoderModel {
     }
     w_.head.apply(h, rows, x, ctx, logits);
   }
-
-  Phi2Weights w_;
 };
 
 void read_phi2(const HParamReader& keys, ModelHParams& hp) {

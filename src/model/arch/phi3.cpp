@@ -70,12 +70,9 @@ struct Phi3Weights {
   }
 };
 
-class Phi3Model final : public DecoderModel {
+class Phi3Model final : public FamilyModel<Phi3Weights> {
  public:
-  Phi3Model(ModelHParams hp, WeightBinder& binder) : DecoderModel(std::move(hp), binder) {
-    w_.visit(binder, hparams_);
-    w_.rope.setup(hparams_);
-  }
+  using FamilyModel::FamilyModel;
 
  private:
   void run_layers(std::span<const BatchRow> rows, std::span<const int32_t> cells, KvCache& cache,
@@ -94,8 +91,6 @@ class Phi3Model final : public DecoderModel {
     }
     w_.head.apply(h, rows, x, ctx, logits);
   }
-
-  Phi3Weights w_;
 };
 
 void read_phi3(const HParamReader& keys, ModelHParams& hp) {

@@ -76,12 +76,9 @@ struct Plamo3Weights {
   }
 };
 
-class Plamo3Model final : public DecoderModel {
+class Plamo3Model final : public FamilyModel<Plamo3Weights> {
  public:
-  Plamo3Model(ModelHParams hp, WeightBinder& binder) : DecoderModel(std::move(hp), binder) {
-    w_.visit(binder, hparams_);
-    w_.rope.setup(hparams_);
-  }
+  using FamilyModel::FamilyModel;
 
  private:
   void run_layers(std::span<const BatchRow> rows, std::span<const int32_t> cells, KvCache& cache,
@@ -102,8 +99,6 @@ class Plamo3Model final : public DecoderModel {
     }
     w_.head.apply(h, rows, x, ctx, logits);
   }
-
-  Plamo3Weights w_;
 };
 
 void read_plamo3(const HParamReader& keys, ModelHParams& hp) {

@@ -64,12 +64,9 @@ struct QwenWeights {
   }
 };
 
-class QwenModel final : public DecoderModel {
+class QwenModel final : public FamilyModel<QwenWeights> {
  public:
-  QwenModel(ModelHParams hp, WeightBinder& binder) : DecoderModel(std::move(hp), binder) {
-    w_.visit(binder, hparams_);
-    w_.rope.setup(hparams_);
-  }
+  using FamilyModel::FamilyModel;
 
  private:
   void run_layers(std::span<const BatchRow> rows, std::span<const int32_t> cells, KvCache& cache,
@@ -88,8 +85,6 @@ class QwenModel final : public DecoderModel {
     }
     w_.head.apply(h, rows, x, ctx, logits);
   }
-
-  QwenWeights w_;
 };
 
 void read_qwen(const HParamReader& keys, ModelHParams& hp) {

@@ -82,12 +82,9 @@ struct QwenVlWeights {
   }
 };
 
-class QwenVlModel final : public DecoderModel {
+class QwenVlModel final : public FamilyModel<QwenVlWeights> {
  public:
-  QwenVlModel(ModelHParams hp, WeightBinder& binder) : DecoderModel(std::move(hp), binder) {
-    w_.visit(binder, hparams_);
-    w_.rope.setup(hparams_);
-  }
+  using FamilyModel::FamilyModel;
 
   const ClassifierHead* classifier() const override {
     return w_.classifier.present() ? &w_.classifier : nullptr;
@@ -110,8 +107,6 @@ class QwenVlModel final : public DecoderModel {
     }
     w_.head.apply(h, rows, x, ctx, logits);
   }
-
-  QwenVlWeights w_;
 };
 
 // rope.dimension_sections: required, one number for all four or four

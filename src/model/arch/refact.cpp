@@ -66,12 +66,9 @@ struct RefactWeights {
   }
 };
 
-class RefactModel final : public DecoderModel {
+class RefactModel final : public FamilyModel<RefactWeights> {
  public:
-  RefactModel(ModelHParams hp, WeightBinder& binder) : DecoderModel(std::move(hp), binder) {
-    w_.visit(binder, hparams_);
-    w_.rope.setup(hparams_);
-  }
+  using FamilyModel::FamilyModel;
 
  private:
   void run_layers(std::span<const BatchRow> rows, std::span<const int32_t> cells, KvCache& cache,
@@ -90,8 +87,6 @@ class RefactModel final : public DecoderModel {
     }
     w_.head.apply(h, rows, x, ctx, logits);
   }
-
-  RefactWeights w_;
 };
 
 void read_refact(const HParamReader& keys, ModelHParams& hp) {

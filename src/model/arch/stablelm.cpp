@@ -67,12 +67,9 @@ struct StableLmWeights {
   }
 };
 
-class StableLmModel final : public DecoderModel {
+class StableLmModel final : public FamilyModel<StableLmWeights> {
  public:
-  StableLmModel(ModelHParams hp, WeightBinder& binder) : DecoderModel(std::move(hp), binder) {
-    w_.visit(binder, hparams_);
-    w_.rope.setup(hparams_);
-  }
+  using FamilyModel::FamilyModel;
 
  private:
   void run_layers(std::span<const BatchRow> rows, std::span<const int32_t> cells, KvCache& cache,
@@ -92,8 +89,6 @@ class StableLmModel final : public DecoderModel {
     }
     w_.head.apply(h, rows, x, ctx, logits);
   }
-
-  StableLmWeights w_;
 };
 
 void read_stablelm(const HParamReader& keys, ModelHParams& hp) {

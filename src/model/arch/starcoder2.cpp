@@ -73,12 +73,9 @@ struct StarCoder2Weights {
   }
 };
 
-class StarCoder2Model final : public DecoderModel {
+class StarCoder2Model final : public FamilyModel<StarCoder2Weights> {
  public:
-  StarCoder2Model(ModelHParams hp, WeightBinder& binder) : DecoderModel(std::move(hp), binder) {
-    w_.visit(binder, hparams_);
-    w_.rope.setup(hparams_);
-  }
+  using FamilyModel::FamilyModel;
 
  private:
   void run_layers(std::span<const BatchRow> rows, std::span<const int32_t> cells, KvCache& cache,
@@ -97,8 +94,6 @@ class StarCoder2Model final : public DecoderModel {
     }
     w_.head.apply(h, rows, x, ctx, logits);
   }
-
-  StarCoder2Weights w_;
 };
 
 void read_starcoder2(const HParamReader& keys, ModelHParams& hp) {
