@@ -162,48 +162,24 @@ TEST(KernelRope, YarnMatchesDirectFormula) {
   }
 }
 
-// ggml_mrope_cache_init as written (sectors, per-section running thetas,
-// interleaved or in runs), for positions (t, h, w, e) without scaling.
-std::vector<float> ggml_mrope_cache(int32_t p_t, int32_t p_h, int32_t p_w, int32_t p_e,
-                                    const std::array<int32_t, 4>& s, bool imrope, int32_t n_dims,
-                                    float base) {
-  const float theta_scale = std::pow(base, -2.0f / static_cast<float>(n_dims));
-  float theta_t = static_cast<float>(p_t), theta_h = static_cast<float>(p_h);
-  float theta_w = static_cast<float>(p_w), theta_e = static_cast<float>(p_e);
-  const int32_t sect_dims = s[0] + s[1] + s[2] + s[3], sec_w = s[0] + s[1];
-  std::vector<float> cache(static_cast<size_t>(n_dims));
-  for (int32_t i0 = 0; i0 < n_dims; i0 += 2) {
-    const int32_t sector = (i0 / 2) % sect_dims;
-    float theta = theta_t;
-    if (imrope) {
-      if (sector % 3 == 1 && sector < 3 * s[1]) {
-        theta = theta_h;
-      } else if (sector % 3 == 2 && sector < 3 * s[2]) {
-        theta = theta_w;
-      } else if (sector % 3 == 0 && sector < 3 * s[0]) {
-        theta = theta_t;
-      } else {
-        theta = theta_e;
-      }
-    } else if (sector >= s[0] && sector < sec_w) {
-      theta = theta_h;
-    } else if (sector >= sec_w && sector < sec_w + s[2]) {
-      theta = theta_w;
-    } else if (sector >= sec_w + s[2]) {
-      theta = theta_e;
-    }
-    cache[static_cast<size_t>(i0)] = std::cos(theta);
-    cache[static_cast<size_t>(i0) + 1] = std::sin(theta);
-    theta_t *= theta_scale;
-    theta_h *= theta_scale;
-    theta_w *= theta_scale;
-    theta_e *= theta_scale;
+// The section (0 t, 1 h, 2 w, 3 extra) whose position pair j turns by, as
+// ggml's M-RoPE assigns them: pairs repeat in sectors of s0+s1+s2+s3
+// pairs; in runs a sector's first s0 pairs are t, the next s1 h, the next
+// s2 w, the rest extra; interleaved, t, h and w take turns (sector mod 3)
+// while each has pairs left (sector < 3 * its count), the rest extra.
+int section_of_pair(int32_t pair, const std::array<int32_t, 4>& s, bool interleaved) {
+  const int32_t sector = pair % (s[0] + s[1] + s[2] + s[3]);
+  if (interleaved) {
+    const int turn = sector % 3;
+    return sector < 3 * s[static_cast<size_t>(turn)] ? turn : 3;
   }
-  return cache;
+  if (sector < s[0]) return 0;
+  if (sector < s[0] + s[1]) return 1;
+  return sector < s[0] + s[1] + s[2] ? 2 : 3;
 }
 
 // Text positions (p, p, p, 0) through M-RoPE: Qwen2-VL's sections in runs
-// and Qwen3-VL's interleaved ones give ggml's cache bit for bit; the pairs
+// and Qwen3-VL's interleaved ones give ggml's sector rule bit for bit; the pairs
 // of the extra section (and, interleaved, those past a section's share)
 // stay unturned, every other pair turns as plain RoPE's.
 TEST(KernelRope, MropeForTextPositionsMatchesGgmlsSectors) {
@@ -226,12 +202,14 @@ TEST(KernelRope, MropeForTextPositionsMatchesGgmlsSectors) {
     plain.mrope = MRope::none;
     for (const int32_t pos : {0, 1, 7, 300}) {
       const auto cache = cache_for(pos, params);
-      const auto expected = ggml_mrope_cache(pos, pos, pos, 0, c.sections,
-                                             c.mrope == MRope::interleaved, c.n_dims, 1000000.0f);
       const auto rope = cache_for(pos, plain);
       for (int32_t i = 0; i < c.n_dims; ++i) {
         const auto k = static_cast<size_t>(i);
-        ASSERT_EQ(cache[k], expected[k]) << "pair " << i / 2 << " pos " << pos;
+        // A text token's t, h and w positions are its own, the extra one 0.
+        const bool extra = section_of_pair(i / 2, c.sections, c.mrope == MRope::interleaved) == 3;
+        const float expected = extra ? (i % 2 == 0 ? 1.0f : 0.0f) : rope[k];
+        ASSERT_EQ(cache[k], expected) << "pair " << i / 2 << " pos " << pos;
+        ASSERT_EQ(mrope_text_pair_unturned(params, i / 2), extra) << "pair " << i / 2;
         if (mrope_text_pair_unturned(params, i / 2)) {
           ASSERT_EQ(cache[k], i % 2 == 0 ? 1.0f : 0.0f);
         } else {
