@@ -201,6 +201,50 @@ TEST(KernelKQuantPacked, Avx2MatchesScalarBitForBit) {
 }
 #endif
 
+// AVX-512 pairs of groups == scalar packed on each group, bit for bit, for
+// any number of activation rows (8 at a time, then 4, 2, 1 inside).
+TEST(KernelKQuantPacked, Avx512PairsMatchScalarBitForBit) {
+  if (simd_level() < SimdLevel::avx512) {
+    GTEST_SKIP() << "no AVX-512 VNNI on this CPU (or CORTIQ_SIMD below it)";
+  }
+  for (const Case& c : kCases) {
+    const PackedKDot ref = scalar::packed_kquant_dot(c.layout);
+    const PackedKDot pair = avx512::packed_kquant_dot_pair(c.layout);
+    ASSERT_NE(pair, nullptr) << name_of(c);
+    for (const int64_t n_blocks : {1, 3, 8}) {
+      const int64_t stride = n_blocks + 2;
+      for (const bool random : {false, true}) {
+        const uint64_t seed = 40 + static_cast<uint64_t>(n_blocks);
+        const std::vector<std::byte> rows = make_rows(c, 16, n_blocks, seed, random);
+        const std::vector<std::byte> packed = packed_copy(view_of(c, rows, 16, n_blocks));
+        const int max_act = 23;
+        const std::vector<Q8BlockK> a = activations(max_act * stride, seed + 500);
+        const size_t group_bytes = static_cast<size_t>(n_blocks) * packed_block_bytes(c.layout);
+        std::vector<float> expected(static_cast<size_t>(16 * max_act));
+        for (int g = 0; g < 2; ++g) {
+          std::vector<float> half(static_cast<size_t>(8 * max_act));
+          for (int i = 0; i < max_act; ++i) {
+            ref(packed.data() + g * group_bytes, a.data() + i * stride, stride, 1, n_blocks,
+                half.data() + 8 * i);
+          }
+          for (int i = 0; i < max_act; ++i) {
+            std::copy_n(half.data() + 8 * i, 8, expected.data() + 16 * i + 8 * g);
+          }
+        }
+        for (const int n_act : {1, 2, 3, 4, 7, 8, 15, max_act}) {
+          std::vector<float> got(static_cast<size_t>(16 * n_act), -1.0f);
+          pair(packed.data(), a.data(), stride, n_act, n_blocks, got.data());
+          for (int k = 0; k < 16 * n_act; ++k) {
+            ASSERT_EQ(bits_of(got[k]), bits_of(expected[k]))
+                << name_of(c) << " n_blocks " << n_blocks << " n_act " << n_act << " out " << k
+                << (random ? " random" : "");
+          }
+        }
+      }
+    }
+  }
+}
+
 // Sets the fp16 field at `offset` of every block of `rows` to `value`.
 void set_half(const Case& c, std::vector<std::byte>& rows, size_t offset, float value) {
   const uint16_t h = fp32_to_fp16(value);
@@ -287,6 +331,15 @@ TEST(KernelKQuantPacked, ExtremeCodesAreExact) {
                                           scalar_out);
       float best_out[32];
       packed_kquant_dot(c.layout)(packed.data(), acts[x].data(), 0, 4, n_blocks, best_out);
+      // The pair kernel, given the group twice in a row (a 16-row matrix).
+      float pair_out[64];
+      std::copy(std::begin(best_out), std::end(best_out), std::begin(pair_out));
+      std::copy(std::begin(best_out), std::end(best_out), std::begin(pair_out) + 32);
+      if (const PackedKDot pair = packed_kquant_dot_pair(c.layout)) {
+        std::vector<std::byte> twice(packed);
+        twice.insert(twice.end(), packed.begin(), packed.end());
+        pair(twice.data(), acts[x].data(), 0, 4, n_blocks, pair_out);
+      }
       for (int r = 0; r < 8; ++r) {
         float acc = 0.0f;
         for (int64_t b = 0; b < n_blocks; ++b) {
@@ -302,6 +355,10 @@ TEST(KernelKQuantPacked, ExtremeCodesAreExact) {
           EXPECT_EQ(bits_of(best_out[i * 8 + r]), bits_of(acc))
               << name_of(c) << " simd row " << r << " activations " << x << ": "
               << best_out[i * 8 + r] << " vs " << acc;
+          for (int g = 0; g < 2; ++g) {
+            EXPECT_EQ(bits_of(pair_out[i * 16 + 8 * g + r]), bits_of(acc))
+                << name_of(c) << " pair row " << 8 * g + r << " activations " << x;
+          }
         }
       }
     }
@@ -315,27 +372,29 @@ TEST(KernelKQuantPacked, MatmulPackedIsBatchInvariantAndEqualsUnpacked) {
   ThreadPool one(1), two(2);
   for (const Case& c : kCases) {
     for (const bool random : {false, true}) {
-      const int64_t n_rows = 40, n_blocks = 2, n_cols = 256 * n_blocks, n_batch = 37;
-      const std::vector<std::byte> rows = make_rows(c, n_rows, n_blocks, 21, random);
-      WeightView unpacked = view_of(c, rows, n_rows, n_blocks);
-      const std::vector<std::byte> packed = packed_copy(unpacked);
-      WeightView w = unpacked;
-      w.packed = packed.data();
-      const std::vector<float> x = normal_values(2, static_cast<size_t>(n_batch * n_cols));
-      MatmulScratch scratch;
-      std::vector<float> batch(static_cast<size_t>(n_batch * n_rows));
-      std::vector<float> plain(batch.size());
-      matmul(w, x, n_batch, batch, n_rows, two, scratch);
-      matmul(unpacked, x, n_batch, plain, n_rows, one, scratch);
-      ASSERT_EQ(std::memcmp(batch.data(), plain.data(), batch.size() * sizeof(float)), 0)
-          << name_of(c);
-      for (int64_t r = 0; r < n_batch; ++r) {
-        std::vector<float> alone(static_cast<size_t>(n_rows));
-        matmul(w, std::span(x).subspan(static_cast<size_t>(r * n_cols), n_cols), 1, alone, n_rows,
-               r % 2 ? one : two, scratch);
-        ASSERT_EQ(
-            std::memcmp(alone.data(), batch.data() + r * n_rows, alone.size() * sizeof(float)), 0)
-            << name_of(c) << " row " << r;
+      for (const int64_t n_rows : {40, 48}) {  // 5 groups; 6 (pairs at AVX-512)
+        const int64_t n_blocks = 2, n_cols = 256 * n_blocks, n_batch = 37;
+        const std::vector<std::byte> rows = make_rows(c, n_rows, n_blocks, 21, random);
+        WeightView unpacked = view_of(c, rows, n_rows, n_blocks);
+        const std::vector<std::byte> packed = packed_copy(unpacked);
+        WeightView w = unpacked;
+        w.packed = packed.data();
+        const std::vector<float> x = normal_values(2, static_cast<size_t>(n_batch * n_cols));
+        MatmulScratch scratch;
+        std::vector<float> batch(static_cast<size_t>(n_batch * n_rows));
+        std::vector<float> plain(batch.size());
+        matmul(w, x, n_batch, batch, n_rows, two, scratch);
+        matmul(unpacked, x, n_batch, plain, n_rows, one, scratch);
+        ASSERT_EQ(std::memcmp(batch.data(), plain.data(), batch.size() * sizeof(float)), 0)
+            << name_of(c);
+        for (int64_t r = 0; r < n_batch; ++r) {
+          std::vector<float> alone(static_cast<size_t>(n_rows));
+          matmul(w, std::span(x).subspan(static_cast<size_t>(r * n_cols), n_cols), 1, alone, n_rows,
+                 r % 2 ? one : two, scratch);
+          ASSERT_EQ(
+              std::memcmp(alone.data(), batch.data() + r * n_rows, alone.size() * sizeof(float)), 0)
+              << name_of(c) << " row " << r;
+        }
       }
     }
   }

@@ -171,6 +171,57 @@ TEST(KernelPackedDot, SimdMatchesScalarBitForBit) {
   }
 }
 
+bool has_avx512() {
+  return simd_level() >= SimdLevel::avx512;
+}
+
+// The AVX-512 kernels over two groups give the scalar bits of each group,
+// for 1..64 activation rows (the decode kernel's prefetch included), with
+// random codes and with the extreme ones (all-lowest and all-highest
+// weight codes against +-127 activations).
+TEST(KernelPackedDot, Avx512PairsMatchScalarBitForBit) {
+  if (!has_avx512()) GTEST_SKIP() << "no AVX-512 VNNI on this CPU (or CORTIQ_SIMD below it)";
+  for (const Case& c : kCases) {
+    for (const bool extreme : {false, true}) {
+      const int64_t n_blocks = 24;
+      Matrix m = make_matrix(c.type, 16, 32 * n_blocks, 5);
+      std::vector<float> x = normal_values(13, static_cast<size_t>(kMaxPackedRows * 32 * n_blocks));
+      if (extreme) {
+        const size_t row_bytes = m.view.row_bytes / static_cast<size_t>(n_blocks);
+        for (int64_t r = 0; r < 16; ++r) {
+          for (int64_t b = 0; b < n_blocks; ++b) {
+            std::byte* block = m.bytes.data() + (r * n_blocks + b) * row_bytes;
+            const bool high = (r + b) % 2 == 1;
+            const auto code = static_cast<std::byte>(
+                c.type == GgmlType::Q4_0 ? (high ? 0xFF : 0x00) : (high ? 0x7F : 0x80));
+            std::fill(block + 2, block + row_bytes, code);
+          }
+        }
+        pack_rows(m.view, m.packed, 0, 2);
+        for (size_t j = 0; j < x.size(); ++j) x[j] = (j / 32) % 3 == 0 ? -1.0f : 1.0f;
+      }
+      const std::vector<Q8Block32> a = quantized(x);
+      const size_t bytes = group_bytes(c, n_blocks);
+      std::vector<float> expected(static_cast<size_t>(16 * kMaxPackedRows));
+      for (int g = 0; g < 2; ++g) {
+        std::vector<float> half(static_cast<size_t>(8 * kMaxPackedRows));
+        scalar::packed_dot(c.layout)(m.packed.data() + g * bytes, a.data(), n_blocks,
+                                     kMaxPackedRows, n_blocks, half.data());
+        for (int i = 0; i < kMaxPackedRows; ++i) {
+          std::copy_n(half.data() + 8 * i, 8, expected.data() + 16 * i + 8 * g);
+        }
+      }
+      for (const int n_act : {1, 2, 3, 4, 9, 17, kMaxPackedRows}) {
+        std::vector<float> got(static_cast<size_t>(16 * n_act));
+        avx512::packed_dot_pair(c.layout)(m.packed.data(), a.data(), n_blocks, n_act, n_blocks,
+                                          got.data());
+        EXPECT_EQ(std::memcmp(got.data(), expected.data(), sizeof(float) * 16 * n_act), 0)
+            << ggml_type_name(c.type) << " n_act " << n_act << (extreme ? " extreme codes" : "");
+      }
+    }
+  }
+}
+
 // Codes at the ends of their ranges (activations +-127, Q8_0 weights -128
 // and 127, Q4_0 nibbles 0 and 15) stay exact: no int16 saturation.
 TEST(KernelPackedDot, ExtremeCodesDoNotOverflow) {
@@ -214,25 +265,27 @@ TEST(KernelPackedDot, ExtremeCodesDoNotOverflow) {
 TEST(KernelPackedDot, MatmulPackedIsBatchInvariantAndEqualsUnpacked) {
   ThreadPool one(1), two(2);
   for (const Case& c : kCases) {
-    const int64_t n_rows = 40, n_cols = 96, n_batch = 37;
-    const Matrix m = make_matrix(c.type, n_rows, n_cols, 21);
-    WeightView unpacked = m.view;
-    unpacked.packed = nullptr;
-    const std::vector<float> x = normal_values(2, static_cast<size_t>(n_batch * n_cols));
-    MatmulScratch scratch;
-    std::vector<float> batch(static_cast<size_t>(n_batch * n_rows));
-    std::vector<float> plain(batch.size());
-    matmul(m.view, x, n_batch, batch, n_rows, two, scratch);
-    matmul(unpacked, x, n_batch, plain, n_rows, one, scratch);
-    ASSERT_EQ(std::memcmp(batch.data(), plain.data(), batch.size() * sizeof(float)), 0)
-        << ggml_type_name(c.type);
-    for (int64_t r = 0; r < n_batch; ++r) {
-      std::vector<float> alone(static_cast<size_t>(n_rows));
-      matmul(m.view, std::span(x).subspan(static_cast<size_t>(r * n_cols), n_cols), 1, alone,
-             n_rows, r % 2 ? one : two, scratch);
-      ASSERT_EQ(std::memcmp(alone.data(), batch.data() + r * n_rows, alone.size() * sizeof(float)),
-                0)
-          << ggml_type_name(c.type) << " row " << r;
+    for (const int64_t n_rows : {40, 48}) {  // 5 groups; 6 (pairs at AVX-512)
+      const int64_t n_cols = 96, n_batch = 37;
+      const Matrix m = make_matrix(c.type, n_rows, n_cols, 21);
+      WeightView unpacked = m.view;
+      unpacked.packed = nullptr;
+      const std::vector<float> x = normal_values(2, static_cast<size_t>(n_batch * n_cols));
+      MatmulScratch scratch;
+      std::vector<float> batch(static_cast<size_t>(n_batch * n_rows));
+      std::vector<float> plain(batch.size());
+      matmul(m.view, x, n_batch, batch, n_rows, two, scratch);
+      matmul(unpacked, x, n_batch, plain, n_rows, one, scratch);
+      ASSERT_EQ(std::memcmp(batch.data(), plain.data(), batch.size() * sizeof(float)), 0)
+          << ggml_type_name(c.type);
+      for (int64_t r = 0; r < n_batch; ++r) {
+        std::vector<float> alone(static_cast<size_t>(n_rows));
+        matmul(m.view, std::span(x).subspan(static_cast<size_t>(r * n_cols), n_cols), 1, alone,
+               n_rows, r % 2 ? one : two, scratch);
+        ASSERT_EQ(
+            std::memcmp(alone.data(), batch.data() + r * n_rows, alone.size() * sizeof(float)), 0)
+            << ggml_type_name(c.type) << " row " << r;
+      }
     }
   }
 }

@@ -64,4 +64,12 @@ PackedKDot packed_kquant_dot(PackedLayout layout) {
   return scalar::packed_kquant_dot(layout);
 }
 
+PackedKDot packed_kquant_dot_pair(PackedLayout layout) {
+#if defined(__x86_64__)
+  if (simd_level() >= SimdLevel::avx512) return avx512::packed_kquant_dot_pair(layout);
+#endif
+  (void)layout;
+  return nullptr;
+}
+
 }  // namespace cortiq::kernels

@@ -29,11 +29,21 @@ using PackedKDot = void (*)(const std::byte* group, const Q8BlockK* a, int64_t a
 // K layout (is_k_layout).
 PackedKDot packed_kquant_dot(PackedLayout layout);
 
+// Two adjacent packed groups (16 weight rows; the second group starts
+// n_blocks * packed_block_bytes(layout) bytes after the first) against any
+// n_act >= 1 activation rows: out[i * 16 + r]. The AVX-512 level's unit;
+// the same bits as packed_kquant_dot on each group. nullptr below that
+// level.
+PackedKDot packed_kquant_dot_pair(PackedLayout layout);
+
 namespace scalar {
 PackedKDot packed_kquant_dot(PackedLayout layout);
 }
 namespace avx2 {
 PackedKDot packed_kquant_dot(PackedLayout layout);
+}
+namespace avx512 {
+PackedKDot packed_kquant_dot_pair(PackedLayout layout);
 }
 
 }  // namespace cortiq::kernels

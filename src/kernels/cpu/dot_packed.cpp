@@ -112,6 +112,14 @@ PackedDot packed_dot(PackedLayout layout) {
   return scalar::packed_dot(layout);
 }
 
+PackedDot packed_dot_pair(PackedLayout layout) {
+#if defined(__x86_64__)
+  if (simd_level() >= SimdLevel::avx512) return avx512::packed_dot_pair(layout);
+#endif
+  (void)layout;
+  return nullptr;
+}
+
 RowDot row_dot(GgmlType type) {
 #if defined(__x86_64__)
   if (simd_level() >= SimdLevel::avx2) {

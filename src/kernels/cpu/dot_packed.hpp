@@ -45,6 +45,13 @@ PackedDot packed_dot(PackedLayout layout);
 // unpacks each block into registers once for all of them (prefill), Q8_0's
 // keeps up to 4 rows' sums in registers.
 int packed_dot_max_rows(PackedLayout layout);
+// Two adjacent packed groups (16 weight rows: the group at `group` and the
+// one n_blocks * packed_block_bytes(layout) bytes after it, as a matrix
+// stores them) against n_act rows, 1 <= n_act <= kMaxPackedRows:
+// out[i * 16 + r] = dot(weight row r of the pair, activation row i). The
+// unit of the AVX-512 level, whose registers hold both groups' lanes; the
+// same bits as packed_dot on each group. nullptr below that level.
+PackedDot packed_dot_pair(PackedLayout layout);
 // Row kernels for Q4_0 and Q8_0, and for Q4_1, Q5_0, Q5_1, IQ4_NL and
 // MXFP4 (dot_quants32.hpp, in the order documented there), at this
 // machine's SIMD level; nullptr for other types.
@@ -56,6 +63,9 @@ RowDot row_dot(GgmlType type);  // the types of the dispatching row_dot
 }  // namespace scalar
 namespace avx2 {
 PackedDot packed_dot(PackedLayout layout);
+}
+namespace avx512 {
+PackedDot packed_dot_pair(PackedLayout layout);
 }
 
 }  // namespace cortiq::kernels

@@ -34,6 +34,8 @@ int64_t rows_per_pass(int64_t act_row_bytes) {
   return std::clamp<int64_t>(kPassBytes / std::max<int64_t>(act_row_bytes, 1), int64_t{kActTile},
                              kActRowsPerPass);
 }
+// The most weight rows one kernel call covers (a pair of packed groups).
+constexpr int64_t kMaxUnitRows = 2 * kPackRows;
 // At most this many matrices in one call (Q, K, V).
 constexpr size_t kMaxOutputs = 4;
 
@@ -62,6 +64,7 @@ std::optional<IntegerMatrix> integer_matrix(const WeightView& w) {
   IntegerMatrix m;
   if (const PackedLayout layout = packed_layout(w.type, w.n_rows);
       w.packed && layout != PackedLayout::none) {
+    const bool even_groups = (w.n_rows / kPackRows) % 2 == 0;
     if (is_k_layout(layout)) {
       m.kgroup = packed_kquant_dot(layout);
       m.act = ActFormat::q8_k;
@@ -74,6 +77,17 @@ std::optional<IntegerMatrix> integer_matrix(const WeightView& w) {
     m.base = w.packed;
     m.unit_rows = kPackRows;
     m.unit_bytes = static_cast<size_t>(m.n_blocks) * packed_block_bytes(layout);
+    // The AVX-512 kernels take two groups per call (one register holds both
+    // groups' lanes) when the matrix has an even number of them.
+    const PackedDot pair = packed_dot_pair(layout);
+    const PackedKDot kpair = packed_kquant_dot_pair(layout);
+    if ((pair || kpair) && even_groups) {
+      if (pair) m.group = pair;
+      if (kpair) m.kgroup = kpair;
+      m.max_act = kActRowsPerPass;
+      m.unit_rows = kMaxUnitRows;
+      m.unit_bytes *= 2;
+    }
   } else if ((m.row = row_dot(w.type))) {
     m.n_blocks = w.n_cols / 32;
     m.min_correction = q8_1_min_correction(w.type);
@@ -97,7 +111,7 @@ std::optional<IntegerMatrix> integer_matrix(const WeightView& w) {
 template <typename Block>
 void run_unit(const IntegerMatrix& m, int64_t u, const Block* act, const float* corrections,
               int64_t begin, int64_t end) {
-  std::array<float, kActRowsPerPass * kPackRows> out;
+  std::array<float, kActRowsPerPass * kMaxUnitRows> out;
   const std::byte* unit = m.base + static_cast<size_t>(u) * m.unit_bytes;
   for (int64_t i = begin; i < end; i += m.max_act) {
     const int n_act = static_cast<int>(std::min<int64_t>(m.max_act, end - i));
@@ -123,6 +137,8 @@ void run_unit(const IntegerMatrix& m, int64_t u, const Block* act, const float* 
       // ~5 % of prefill.
       if (m.unit_rows == kPackRows) {
         std::memcpy(dst, out.data() + j * kPackRows, kPackRows * sizeof(float));
+      } else if (m.unit_rows == kMaxUnitRows) {
+        std::memcpy(dst, out.data() + j * kMaxUnitRows, kMaxUnitRows * sizeof(float));
       } else {
         *dst = out[static_cast<size_t>(j)];
       }

@@ -1,0 +1,55 @@
+// Small AVX-512 helpers the integer kernels share. The 512-bit kernels take
+// two packed 8-row groups at once (packed_weights.hpp): the low 256 bits of
+// a register are a lane-for-lane copy of what the AVX2 kernel holds for the
+// first group, the high 256 bits the same for the second. Only
+// *_avx512.cpp files include this; the anonymous namespace keeps every copy
+// internal to its file (SIMD objects define no weak symbols).
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+namespace cortiq::kernels::avx512 {
+namespace {
+
+inline __m256i load256(const void* p) {
+  return _mm256_loadu_si256(static_cast<const __m256i*>(p));
+}
+
+inline __m128i load128(const void* p) {
+  return _mm_loadu_si128(static_cast<const __m128i*>(p));
+}
+
+// 32 bytes at p0 (low half) and 32 bytes at p1 (high half).
+inline __m512i load_pair256(const std::byte* p0, const std::byte* p1) {
+  return _mm512_inserti64x4(_mm512_castsi256_si512(load256(p0)), load256(p1), 1);
+}
+
+// Eight fp16 values at p0 and eight at p1 as sixteen floats (two groups'
+// block scales).
+inline __m512 halves_pair8(const std::byte* p0, const std::byte* p1) {
+  return _mm512_cvtph_ps(
+      _mm256_inserti128_si256(_mm256_castsi128_si256(load128(p0)), load128(p1), 1));
+}
+
+// Four activation codes, broadcast to every 32-bit lane.
+inline __m512i broadcast4(const int8_t* q) {
+  int32_t v;
+  std::memcpy(&v, q, sizeof(v));
+  return _mm512_set1_epi32(v);
+}
+
+// As the AVX2 kernels' (simd_avx2.hpp): decode asks for the bytes of each
+// stream this far ahead itself.
+constexpr int64_t kPrefetchBytes = 1024;
+
+inline void prefetch_ahead(const std::byte* p, int64_t bytes) {
+  const char* ahead = reinterpret_cast<const char*>(p) + kPrefetchBytes;
+  for (int64_t off = 0; off < bytes; off += 64) _mm_prefetch(ahead + off, _MM_HINT_T0);
+}
+
+}  // namespace
+}  // namespace cortiq::kernels::avx512
