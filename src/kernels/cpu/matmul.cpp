@@ -16,7 +16,9 @@
 #include "base/error.hpp"
 #include "base/fp16.hpp"
 #include "base/thread_pool.hpp"
+#include "kernels/cpu/convert.hpp"
 #include "kernels/cpu/dequantize_fast.hpp"
+#include "kernels/cpu/matmul_float.hpp"
 #include "kernels/cpu/matmul_integer.hpp"
 #include "quant/blocks.hpp"
 #include "quant/quantize.hpp"
@@ -104,6 +106,20 @@ void round_blocks(std::span<const float> x, std::span<float> out, int64_t block,
                 " elements is not a whole number of " + std::to_string(block) + "-element blocks");
   }
   for (int64_t i = 0; i < n; i += block) fn(x.data() + i, out.data() + i);
+}
+
+// x through a 16-bit float format and back, a stack buffer at a time, with
+// the row converters (every SIMD level gives the scalar conversion's bits).
+using ToHalves = void (*)(std::span<const float>, std::span<uint16_t>);
+using FromHalves = void (*)(std::span<const uint16_t>, std::span<float>);
+void round_through_16_bits(std::span<const float> x, std::span<float> out, ToHalves to,
+                           FromHalves from) {
+  std::array<uint16_t, 512> halves;
+  for (size_t i = 0; i < x.size(); i += halves.size()) {
+    const size_t n = std::min(halves.size(), x.size() - i);
+    to(x.subspan(i, n), std::span(halves).first(n));
+    from(std::span(halves).first(n), out.subspan(i, n));
+  }
 }
 
 // ggml's vec_dot_type of each weight type we can multiply with.
@@ -240,11 +256,9 @@ void round_activations(GgmlType weight_type, std::span<const float> x, std::span
       if (out.data() != x.data()) std::copy(x.begin(), x.end(), out.begin());
       return;
     case GgmlType::F16:
-      for (size_t i = 0; i < x.size(); ++i) out[i] = fp16_to_fp32(fp32_to_fp16(x[i]));
-      return;
+      return round_through_16_bits(x, out, fp32_to_fp16_row, fp16_to_fp32_row);
     case GgmlType::BF16:
-      for (size_t i = 0; i < x.size(); ++i) out[i] = bf16_to_fp32(fp32_to_bf16(x[i]));
-      return;
+      return round_through_16_bits(x, out, fp32_to_bf16_row, bf16_to_fp32_row);
     case GgmlType::Q8_0:
     case GgmlType::Q8_1:
       return round_blocks(x, out, kBlock32, round_q8_0_block);
@@ -291,6 +305,10 @@ void matmul(const WeightView& w, std::span<const float> x, int64_t n_rows_x, std
     act = rounded;
     if (min_terms) corrections = corr;
   }
+
+  // F32, F16 and BF16 weights in register tiles where the level has them
+  // (the same bits as below).
+  if (!min_terms && matmul_float_tiles(w, act, n_rows_x, y, y_stride, pool, scratch)) return;
 
   // Each output row is one weight row against every activation row, so the
   // weight bytes are decoded once per call whatever the batch size.

@@ -1,0 +1,145 @@
+// AVX-512 float tiles (matmul_float.hpp): one zmm register is exactly the
+// 16 lanes of dot_f32, so each output accumulates in its own register with
+// a multiply and an add per 16 elements (no FMA: each product and each sum
+// rounds as in the scalar reference), the last partial chunk adds under a
+// mask (lanes past the end are not touched, as the reference leaves them),
+// and the fold is the reference's pairwise 8-4-2-1.
+//
+// Tiles of 4 weight rows x up to 6 activation rows: 24 accumulators and
+// the 4 widened weight vectors fill the 32 registers, and every loaded
+// vector serves 4 or 6 products.
+#include <immintrin.h>
+
+#include "kernels/cpu/matmul_float.hpp"
+
+namespace cortiq::kernels::avx512 {
+
+namespace {
+
+// Sixteen weights from element i of a row, widened to floats; `mask`
+// selects the first elements of a last partial chunk (the rest are zero).
+struct LoadF32 {
+  static constexpr int64_t kBytes = 4;
+  static __m512 at(const std::byte* row, int64_t i) {
+    return _mm512_loadu_ps(reinterpret_cast<const float*>(row) + i);
+  }
+  static __m512 masked(const std::byte* row, int64_t i, __mmask16 mask) {
+    return _mm512_maskz_loadu_ps(mask, reinterpret_cast<const float*>(row) + i);
+  }
+};
+
+struct LoadF16 {
+  static constexpr int64_t kBytes = 2;
+  static __m512 at(const std::byte* row, int64_t i) {
+    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 2 * i)));
+  }
+  static __m512 masked(const std::byte* row, int64_t i, __mmask16 mask) {
+    return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mask, row + 2 * i));
+  }
+};
+
+struct LoadBF16 {
+  static constexpr int64_t kBytes = 2;
+  static __m512 widen(__m256i h) {
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+  }
+  static __m512 at(const std::byte* row, int64_t i) {
+    return widen(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 2 * i)));
+  }
+  static __m512 masked(const std::byte* row, int64_t i, __mmask16 mask) {
+    return widen(_mm256_maskz_loadu_epi16(mask, row + 2 * i));
+  }
+};
+
+// dot_f32's fold: lane j += lane j + 8, then + 4, + 2, + 1.
+float fold(__m512 v) {
+  const __m256 h8 = _mm256_add_ps(_mm512_castps512_ps256(v),
+                                  _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+  __m128 h = _mm_add_ps(_mm256_castps256_ps128(h8), _mm256_extractf128_ps(h8, 1));
+  h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+  h = _mm_add_ss(h, _mm_shuffle_ps(h, h, 1));
+  return _mm_cvtss_f32(h);
+}
+
+// A lone activation row (decode) streams the weights once: ask for them
+// this far ahead.
+constexpr int64_t kPrefetchElements = 512;
+
+template <class Load, int C>
+void tile(const std::byte* w, size_t w_row_bytes, const float* a, int64_t a_stride, int64_t n,
+          float* y, int64_t y_stride) {
+  constexpr int R = kFloatTileRows;
+  __m512 acc[R][C];
+  for (int r = 0; r < R; ++r) {
+    for (int c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_ps();
+  }
+  const std::byte* rows[R];
+  for (int r = 0; r < R; ++r) rows[r] = w + r * w_row_bytes;
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    __m512 wv[R];
+    for (int r = 0; r < R; ++r) {
+      if (C == 1) {
+        _mm_prefetch(
+            reinterpret_cast<const char*>(rows[r] + (i + kPrefetchElements) * Load::kBytes),
+            _MM_HINT_T0);
+      }
+      wv[r] = Load::at(rows[r], i);
+    }
+    for (int c = 0; c < C; ++c) {
+      const __m512 av = _mm512_loadu_ps(a + c * a_stride + i);
+      for (int r = 0; r < R; ++r) acc[r][c] = _mm512_add_ps(acc[r][c], _mm512_mul_ps(wv[r], av));
+    }
+  }
+  if (i < n) {
+    const auto mask = static_cast<__mmask16>((1u << (n - i)) - 1);
+    __m512 wv[R];
+    for (int r = 0; r < R; ++r) wv[r] = Load::masked(rows[r], i, mask);
+    for (int c = 0; c < C; ++c) {
+      const __m512 av = _mm512_maskz_loadu_ps(mask, a + c * a_stride + i);
+      for (int r = 0; r < R; ++r) {
+        acc[r][c] = _mm512_mask_add_ps(acc[r][c], mask, acc[r][c], _mm512_mul_ps(wv[r], av));
+      }
+    }
+  }
+  for (int c = 0; c < C; ++c) {
+    for (int r = 0; r < R; ++r) y[c * y_stride + r] = fold(acc[r][c]);
+  }
+}
+
+template <class Load>
+FloatTile tile_for(int n_act) {
+  switch (n_act) {
+    case 1:
+      return tile<Load, 1>;
+    case 2:
+      return tile<Load, 2>;
+    case 3:
+      return tile<Load, 3>;
+    case 4:
+      return tile<Load, 4>;
+    case 5:
+      return tile<Load, 5>;
+    case 6:
+      return tile<Load, 6>;
+    default:
+      return nullptr;
+  }
+}
+
+}  // namespace
+
+FloatTile float_tile(GgmlType type, int n_act) {
+  switch (type) {
+    case GgmlType::F32:
+      return tile_for<LoadF32>(n_act);
+    case GgmlType::F16:
+      return tile_for<LoadF16>(n_act);
+    case GgmlType::BF16:
+      return tile_for<LoadBF16>(n_act);
+    default:
+      return nullptr;
+  }
+}
+
+}  // namespace cortiq::kernels::avx512
