@@ -148,5 +148,39 @@ TEST(CliBench, ReportsPromptAndGenerationRowsInEachFormat) {
   EXPECT_EQ(test::run_cli("bench " + model_arg() + " -o xml", &out), 2);
 }
 
+// -d D runs each test after D tokens in the cache, named as llama-bench
+// names it; tg reports the bytes a step reads (weights plus the cache rows
+// it attends to, so more at depth) and the machine's read bandwidth.
+double number_of(const Json* j) {
+  return j->type == Json::Type::integer ? static_cast<double>(j->integer) : j->number;
+}
+
+TEST(CliBench, DepthAndReadBandwidth) {
+  const QuietLog quiet;
+  std::string out;
+  ASSERT_EQ(test::run_cli("bench " + model_arg() + " -p 8 -n 4 -d 24 -r 1", &out), 0) << out;
+  EXPECT_NE(out.find("pp8 @ d24"), std::string::npos) << out;
+  EXPECT_NE(out.find("tg4 @ d24: "), std::string::npos) << out;
+  EXPECT_NE(out.find("of the machine's read bandwidth"), std::string::npos) << out;
+  double bytes[2] = {};
+  for (const int depth : {0, 24}) {
+    ASSERT_EQ(
+        test::run_cli(
+            "bench " + model_arg() + " -p 0 -n 4 -r 1 -o json -d " + std::to_string(depth), &out),
+        0)
+        << out;
+    const Json json = parse_json(out);
+    ASSERT_EQ(json.array.size(), 1u);
+    const Json& tg = json.array[0];
+    EXPECT_EQ(number_of(tg.find("n_depth")), depth);
+    EXPECT_GT(number_of(tg.find("machine_read_bytes_per_second")), 0.0);
+    EXPECT_NEAR(number_of(tg.find("read_bytes_per_second")),
+                number_of(tg.find("bytes_per_token")) * number_of(tg.find("avg_ts")),
+                1e-6 * number_of(tg.find("read_bytes_per_second")));
+    bytes[depth > 0] = number_of(tg.find("bytes_per_token"));
+  }
+  EXPECT_GT(bytes[1], bytes[0]);  // 24 more cache rows per step
+}
+
 }  // namespace
 }  // namespace cortiq

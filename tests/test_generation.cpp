@@ -172,6 +172,28 @@ TEST(EngineCancel, CallbackReturningFalseCancelsAndTheSessionStaysUsable) {
   EXPECT_EQ(after.tokens, fresh.generate(std::span<const TokenId>(prompt), greedy(10)).tokens);
 }
 
+// truncate(n) leaves the session as if only the first n tokens had been
+// forwarded: the next tokens' logits are a fresh session's, bit for bit.
+TEST(EngineSession, TruncateKeepsAPrefixAsIfOnlyItHadBeenForwarded) {
+  const auto model = load_test_model({});
+  Session s(model);
+  const auto ids = ids_from(1, 24);
+  s.append(ids);
+  s.truncate(10);
+  EXPECT_EQ(s.history().size(), 10u);
+  EXPECT_EQ(s.cache_rows(), 10);
+  const auto next = ids_from(40, 5);
+  const std::vector<float> after_cut = s.evaluate(next);
+  Session fresh(model);
+  fresh.append(std::span<const TokenId>(ids).first(10));
+  const std::vector<float> expected = fresh.evaluate(next);
+  ASSERT_EQ(after_cut.size(), expected.size());
+  EXPECT_EQ(std::memcmp(after_cut.data(), expected.data(), expected.size() * sizeof(float)), 0);
+  s.truncate(s.history().size());  // keeping everything changes nothing
+  EXPECT_EQ(s.history().size(), 15u);
+  EXPECT_THROW(s.truncate(16), Error);
+}
+
 TEST(EngineCancel, FlagFromAnotherThreadStopsAtTheNextStep) {
   const auto model = load_test_model({}, 2, KvType::f32, 4, /*context=*/2048);
   Session s(model);

@@ -195,6 +195,12 @@ class Session {
 
   // Forgets the history (the cache is emptied).
   void reset();
+  // Keeps the first n_tokens of the history and forgets the rest, as if
+  // only they had been forwarded (a sliding-window model whose cache no
+  // longer holds the rows a cut there needs forwards them again).
+  // last_logits() is not recomputed. Throws cortiq::Error when the history
+  // is shorter than n_tokens.
+  void truncate(size_t n_tokens);
   // The tokens whose keys and values are in the cache, in order (the
   // cache records them).
   std::span<const TokenId> history() const;

@@ -63,6 +63,13 @@ void Session::reset() {
   cache_->clear_all();
 }
 
+void Session::truncate(size_t n_tokens) {
+  if (n_tokens > history().size()) {
+    throw Error(strfmt("cannot keep %zu tokens of a history of %zu", n_tokens, history().size()));
+  }
+  if (n_tokens < history().size()) cut_history(static_cast<int64_t>(n_tokens));
+}
+
 void Session::check_prompt(std::span<const TokenId> prompt) const {
   if (prompt.empty()) throw Error("the prompt is empty");
   const int64_t ctx = model_->context_length();

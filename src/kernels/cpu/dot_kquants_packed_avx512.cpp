@@ -107,6 +107,29 @@ void q4_k_fold(const std::byte* b0, const std::byte* b1, float ad_scalar, __m512
   _mm512_storeu_ps(acc_row, acc);
 }
 
+// One activation row's integer sum (decode): each code chunk is loaded once
+// and gives both its sub-blocks (low nibbles 2c, high 2c + 1).
+__m512i q4_k_one_row_sum(const std::byte* b0, const std::byte* b1, const Q4KPairScales& s,
+                         const int8_t* q) {
+  const __m512i low = _mm512_set1_epi8(0x0F);
+  __m512i isum = _mm512_setzero_si512();
+  for (int c = 0; c < 4; ++c) {
+    __m512i sum_lo = _mm512_setzero_si512();
+    __m512i sum_hi = _mm512_setzero_si512();
+    for (int k = 0; k < 8; ++k) {
+      const int64_t chunk = 128 + 32 * (8 * c + k);
+      const __m512i w = load_pair256(b0 + chunk, b1 + chunk);
+      sum_lo =
+          _mm512_dpbusd_epi32(sum_lo, _mm512_and_si512(w, low), broadcast4(q + 64 * c + 4 * k));
+      sum_hi = _mm512_dpbusd_epi32(sum_hi, _mm512_and_si512(_mm512_srli_epi16(w, 4), low),
+                                   broadcast4(q + 64 * c + 32 + 4 * k));
+    }
+    isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(sum_lo, s.scale[2 * c]));
+    isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(sum_hi, s.scale[2 * c + 1]));
+  }
+  return isum;
+}
+
 // N activation rows against one pair, their accumulators in out (zeroed by
 // the caller). Sub-block j's codes are chunks 8 (j / 2) + k, low nibbles for
 // even j, high for odd.
@@ -127,7 +150,8 @@ void q4_k_rows(const std::byte* group, const std::byte* second, const Q8BlockK* 
     for (int i = 0; i < N; ++i) q[i] = a[i * a_stride + b].qs;
     __m512i isum[N];
     for (int i = 0; i < N; ++i) isum[i] = _mm512_setzero_si512();
-    for (int j = 0; j < 8; ++j) {
+    if constexpr (N == 1) isum[0] = q4_k_one_row_sum(b0, b1, s, q[0]);
+    for (int j = 0; j < (N == 1 ? 0 : 8); ++j) {
       const int c = j / 2;
       __m512i sum[N];
       for (int i = 0; i < N; ++i) sum[i] = _mm512_setzero_si512();
@@ -189,6 +213,45 @@ __m512i q6_codes(const std::byte* b0, const std::byte* b1, int h, int k, int m) 
   return _mm512_or_si512(low, _mm512_and_si512(high, m30));
 }
 
+// One activation row's integer sum (decode): each chunk's ql and qh bytes
+// are loaded once and give the code vectors of all four k.
+void q6_k_one_row_sums(const std::byte* b0, const std::byte* b1, const Q6KPairScales& s,
+                       const int8_t* q, __m512i& isum) {
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  const __m512i m30 = _mm512_set1_epi8(0x30);
+  isum = _mm512_setzero_si512();
+  for (int h = 0; h < 2; ++h) {
+    for (int m0 = 0; m0 < 8; m0 += 4) {
+      __m512i sum[4];
+      for (int k = 0; k < 4; ++k) sum[k] = _mm512_setzero_si512();
+      for (int m = m0; m < m0 + 4; ++m) {
+        const int64_t l0 = 144 + 32 * (16 * h + m);
+        const int64_t l1 = 144 + 32 * (16 * h + 8 + m);
+        const int64_t qh = 1168 + 32 * (8 * h + m);
+        const __m512i ql0 = load_pair256(b0 + l0, b1 + l0);
+        const __m512i ql1 = load_pair256(b0 + l1, b1 + l1);
+        const __m512i hb = load_pair256(b0 + qh, b1 + qh);
+        const __m512i codes[4] = {
+            _mm512_or_si512(_mm512_and_si512(ql0, m4),
+                            _mm512_and_si512(_mm512_slli_epi16(hb, 4), m30)),
+            _mm512_or_si512(_mm512_and_si512(ql1, m4),
+                            _mm512_and_si512(_mm512_slli_epi16(hb, 2), m30)),
+            _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql0, 4), m4),
+                            _mm512_and_si512(hb, m30)),
+            _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(ql1, 4), m4),
+                            _mm512_and_si512(_mm512_srli_epi16(hb, 2), m30)),
+        };
+        for (int k = 0; k < 4; ++k) {
+          sum[k] = _mm512_dpbusd_epi32(sum[k], codes[k], broadcast4(q + 128 * h + 32 * k + 4 * m));
+        }
+      }
+      for (int k = 0; k < 4; ++k) {
+        isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(sum[k], s.scale[8 * h + 2 * k + m0 / 4]));
+      }
+    }
+  }
+}
+
 template <int N>
 void q6_k_rows(const std::byte* group, const std::byte* second, const Q8BlockK* a, int64_t a_stride,
                int64_t n_blocks, float* out) {
@@ -205,22 +268,26 @@ void q6_k_rows(const std::byte* group, const std::byte* second, const Q8BlockK* 
     for (int i = 0; i < N; ++i) q[i] = a[i * a_stride + b].qs;
     __m512i isum[N];
     for (int i = 0; i < N; ++i) isum[i] = _mm512_setzero_si512();
-    // Group g = 8h + 2k + m / 4 is chunks m = 0..3 or 4..7 of (h, k).
-    for (int h = 0; h < 2; ++h) {
-      for (int k = 0; k < 4; ++k) {
-        for (int m0 = 0; m0 < 8; m0 += 4) {
-          __m512i sum[N];
-          for (int i = 0; i < N; ++i) sum[i] = _mm512_setzero_si512();
-          for (int m = m0; m < m0 + 4; ++m) {
-            const __m512i codes = q6_codes(b0, b1, h, k, m);
-            for (int i = 0; i < N; ++i) {
-              sum[i] =
-                  _mm512_dpbusd_epi32(sum[i], codes, broadcast4(q[i] + 128 * h + 32 * k + 4 * m));
+    if constexpr (N == 1) {
+      q6_k_one_row_sums(b0, b1, s, q[0], isum[0]);
+    } else {
+      // Group g = 8h + 2k + m / 4 is chunks m = 0..3 or 4..7 of (h, k).
+      for (int h = 0; h < 2; ++h) {
+        for (int k = 0; k < 4; ++k) {
+          for (int m0 = 0; m0 < 8; m0 += 4) {
+            __m512i sum[N];
+            for (int i = 0; i < N; ++i) sum[i] = _mm512_setzero_si512();
+            for (int m = m0; m < m0 + 4; ++m) {
+              const __m512i codes = q6_codes(b0, b1, h, k, m);
+              for (int i = 0; i < N; ++i) {
+                sum[i] =
+                    _mm512_dpbusd_epi32(sum[i], codes, broadcast4(q[i] + 128 * h + 32 * k + 4 * m));
+              }
             }
-          }
-          const __m512i& scale = s.scale[8 * h + 2 * k + m0 / 4];
-          for (int i = 0; i < N; ++i) {
-            isum[i] = _mm512_add_epi32(isum[i], _mm512_mullo_epi32(sum[i], scale));
+            const __m512i& scale = s.scale[8 * h + 2 * k + m0 / 4];
+            for (int i = 0; i < N; ++i) {
+              isum[i] = _mm512_add_epi32(isum[i], _mm512_mullo_epi32(sum[i], scale));
+            }
           }
         }
       }
