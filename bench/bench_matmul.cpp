@@ -4,12 +4,14 @@
 // peak (prefill); see docs/performance.md.
 #include <benchmark/benchmark.h>
 
+#include <memory>
 #include <vector>
 
 #include "base/random.hpp"
 #include "base/thread_pool.hpp"
 #include "kernels/cpu/matmul.hpp"
 #include "kernels/cpu/packed_weights.hpp"
+#include "kernels/cpu/read_bandwidth.hpp"
 #include "quant/quantize.hpp"
 
 namespace {
@@ -56,6 +58,61 @@ void run_matmul(benchmark::State& state, GgmlType type, int64_t n_rows_x) {
                          benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
 }
 
+// Copies of one matrix, more bytes in all than any L3 here, so a decode
+// that goes through them in turn reads every weight from memory, as a
+// model's decode does.
+struct MatrixCopies {
+  static constexpr int kCopies = 24;
+  std::vector<std::vector<std::byte>> data, packed;
+  std::vector<cortiq::kernels::WeightView> views;
+
+  explicit MatrixCopies(const Matrix& m) {
+    data.reserve(kCopies);
+    packed.reserve(kCopies);
+    for (int i = 0; i < kCopies; ++i) {
+      cortiq::kernels::WeightView v = m.view;
+      v.data = data.emplace_back(m.bytes).data();
+      if (m.view.packed) {
+        v.packed = packed.emplace_back(m.view.packed, m.view.packed + m.bytes.size()).data();
+      }
+      views.push_back(v);
+    }
+  }
+};
+
+void BM_MatmulDecodeFromMemory(benchmark::State& state) {
+  static cortiq::ThreadPool pool(2);
+  const Matrix m(static_cast<GgmlType>(state.range(0)));
+  const MatrixCopies copies(m);
+  std::vector<float> x(Matrix::kCols, 0.5f), y(Matrix::kRows);
+  cortiq::kernels::MatmulScratch scratch;
+  size_t next = 0;
+  for (auto _ : state) {
+    cortiq::kernels::matmul(copies.views[next], x, 1, y, Matrix::kRows, pool, scratch);
+    next = (next + 1) % copies.views.size();
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * m.bytes.size()));
+}
+
+// The machine's read bandwidth on the same two threads: each streams its
+// half of a 512 MiB buffer (the decode roofline to compare the above with).
+void BM_ReadBandwidth(benchmark::State& state) {
+  static cortiq::ThreadPool pool(2);
+  constexpr size_t kBytes = size_t{512} << 20;
+  const auto buffer = std::make_unique<std::byte[]>(kBytes);
+  pool.run(
+      [&](int t, int n) { std::fill_n(buffer.get() + kBytes / n * t, kBytes / n, std::byte{1}); });
+  for (auto _ : state) {
+    uint64_t sums[2] = {};
+    pool.run([&](int t, int n) {
+      sums[t] = cortiq::kernels::read_sum(buffer.get() + kBytes / n * t, kBytes / n);
+    });
+    benchmark::DoNotOptimize(sums);
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * kBytes));
+}
+
 void BM_MatmulDecode(benchmark::State& state) {
   run_matmul(state, static_cast<GgmlType>(state.range(0)), 1);
 }
@@ -74,6 +131,15 @@ void weight_types(benchmark::internal::Benchmark* b) {
 }
 
 BENCHMARK(BM_MatmulDecode)->Apply(weight_types);
+BENCHMARK(BM_MatmulDecodeFromMemory)
+    ->Arg(static_cast<int64_t>(GgmlType::F16))
+    ->Arg(static_cast<int64_t>(GgmlType::Q8_0))
+    ->Arg(static_cast<int64_t>(GgmlType::Q4_0))
+    ->Arg(static_cast<int64_t>(GgmlType::Q4_K))
+    ->Arg(static_cast<int64_t>(GgmlType::Q6_K))
+    ->ArgName("type")
+    ->UseRealTime();
+BENCHMARK(BM_ReadBandwidth)->UseRealTime();
 BENCHMARK(BM_MatmulPrefill64)->Apply(weight_types);
 
 }  // namespace

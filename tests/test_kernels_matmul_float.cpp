@@ -54,36 +54,50 @@ uint32_t bits(float f) {
   return std::bit_cast<uint32_t>(f);
 }
 
+// The tile kernels of the SIMD levels this machine runs.
+struct Level {
+  const char* name;
+  FloatTile (*tile)(GgmlType, int);
+};
+std::vector<Level> levels() {
+  std::vector<Level> out;
+#if defined(__x86_64__)
+  if (simd_level() >= SimdLevel::avx2) out.push_back({"avx2", avx2::float_tile});
+  if (simd_level() >= SimdLevel::avx512) out.push_back({"avx512", avx512::float_tile});
+#endif
+  return out;
+}
+
 TEST(KernelFloatTiles, EveryTileGivesTheScalarDotBits) {
-  if (simd_level() < SimdLevel::avx512) {
-    GTEST_SKIP() << "no AVX-512 on this CPU (or CORTIQ_SIMD below it)";
-  }
-  for (const GgmlType type : kTypes) {
-    for (int64_t n = 1; n <= 200; n += (n < 40 ? 1 : 37)) {
-      const Rows w = make_rows(type, kFloatTileRows, n, 100 + static_cast<uint64_t>(n), 1.0);
-      // Activation rows with a stride wider than n, in very different scales.
-      const int64_t stride = n + 3;
-      std::vector<float> a(static_cast<size_t>(kFloatTileActs * stride), 99.0f);
-      for (int c = 0; c < kFloatTileActs; ++c) {
-        const std::vector<float> v = test::normal_values(7 + c, n, c % 2 ? 1e-3 : 1e3);
-        std::copy(v.begin(), v.end(), a.begin() + c * stride);
-      }
-      if (n > 20) a[static_cast<size_t>(stride + 17)] = std::numeric_limits<float>::infinity();
-      for (int n_act = 1; n_act <= kFloatTileActs; ++n_act) {
-        const int64_t y_stride = kFloatTileRows + 5;
-        std::vector<float> y(static_cast<size_t>(n_act * y_stride), -7.0f);
-        avx512::float_tile(type, n_act)(w.bytes.data(), w.row_bytes, a.data(), stride, n, y.data(),
-                                        y_stride);
-        for (int c = 0; c < n_act; ++c) {
-          for (int r = 0; r < kFloatTileRows; ++r) {
-            const float expected =
-                scalar::dot_f32(w.values.data() + r * n, a.data() + c * stride, n);
-            ASSERT_EQ(bits(y[static_cast<size_t>(c * y_stride + r)]), bits(expected))
-                << ggml_type_name(type) << " n " << n << " n_act " << n_act << " row " << r
-                << " act " << c;
+  if (levels().empty()) GTEST_SKIP() << "no SIMD level with float tiles on this CPU";
+  for (const Level& level : levels()) {
+    for (const GgmlType type : kTypes) {
+      for (int64_t n = 1; n <= 200; n += (n < 40 ? 1 : 37)) {
+        const Rows w = make_rows(type, kFloatTileRows, n, 100 + static_cast<uint64_t>(n), 1.0);
+        // Activation rows with a stride wider than n, in very different scales.
+        const int64_t stride = n + 3;
+        std::vector<float> a(static_cast<size_t>(kFloatTileActs * stride), 99.0f);
+        for (int c = 0; c < kFloatTileActs; ++c) {
+          const std::vector<float> v = test::normal_values(7 + c, n, c % 2 ? 1e-3 : 1e3);
+          std::copy(v.begin(), v.end(), a.begin() + c * stride);
+        }
+        if (n > 20) a[static_cast<size_t>(stride + 17)] = std::numeric_limits<float>::infinity();
+        for (int n_act = 1; n_act <= kFloatTileActs; ++n_act) {
+          const int64_t y_stride = kFloatTileRows + 5;
+          std::vector<float> y(static_cast<size_t>(n_act * y_stride), -7.0f);
+          level.tile(type, n_act)(w.bytes.data(), w.row_bytes, a.data(), stride, n, y.data(),
+                                  y_stride);
+          for (int c = 0; c < n_act; ++c) {
+            for (int r = 0; r < kFloatTileRows; ++r) {
+              const float expected =
+                  scalar::dot_f32(w.values.data() + r * n, a.data() + c * stride, n);
+              ASSERT_EQ(bits(y[static_cast<size_t>(c * y_stride + r)]), bits(expected))
+                  << level.name << " " << ggml_type_name(type) << " n " << n << " n_act " << n_act
+                  << " row " << r << " act " << c;
+            }
+            // Outputs past the tile's rows are left alone.
+            EXPECT_EQ(y[static_cast<size_t>(c * y_stride + kFloatTileRows)], -7.0f);
           }
-          // Outputs past the tile's rows are left alone.
-          EXPECT_EQ(y[static_cast<size_t>(c * y_stride + kFloatTileRows)], -7.0f);
         }
       }
     }

@@ -35,6 +35,7 @@ int64_t rows_per_pass(int64_t n_cols) {
 FloatTile float_tile(GgmlType type, int n_act) {
 #if defined(__x86_64__)
   if (simd_level() >= SimdLevel::avx512) return avx512::float_tile(type, n_act);
+  if (simd_level() >= SimdLevel::avx2) return avx2::float_tile(type, n_act);
 #endif
   (void)type, (void)n_act;
   return nullptr;

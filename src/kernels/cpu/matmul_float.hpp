@@ -36,6 +36,9 @@ using FloatTile = void (*)(const std::byte* w, size_t w_row_bytes, const float* 
 // there is none (other types, or a level without tiles).
 FloatTile float_tile(GgmlType type, int n_act);
 
+namespace avx2 {
+FloatTile float_tile(GgmlType type, int n_act);
+}
 namespace avx512 {
 FloatTile float_tile(GgmlType type, int n_act);
 }

@@ -1,0 +1,165 @@
+// AVX2 float tiles (matmul_float.hpp): dot_f32's 16 lanes are two ymm
+// registers per output (lanes 0-7 and 8-15, as dot_lanes_avx2.hpp), each
+// updated with a multiply and an add per 16 elements (no FMA), the last
+// partial chunk through the reference's scalar lane loop, then the
+// pairwise fold: the scalar bits.
+//
+// Tiles of 2 weight rows x up to 3 activation rows: 12 accumulators, the
+// two weight rows' half-chunk and one activation half-chunk fill the 16
+// registers.
+#include <immintrin.h>
+
+#include <array>
+#include <cstring>
+
+#include "kernels/cpu/matmul_float.hpp"
+
+namespace cortiq::kernels::avx2 {
+
+namespace {
+
+constexpr int kRows = 2;
+
+struct LoadF32 {
+  static float one(const std::byte* row, int64_t i) {
+    return reinterpret_cast<const float*>(row)[i];
+  }
+  static __m256 at(const std::byte* row, int64_t i) {
+    return _mm256_loadu_ps(reinterpret_cast<const float*>(row) + i);
+  }
+};
+
+struct LoadF16 {
+  static float one(const std::byte* row, int64_t i) {
+    uint16_t h;
+    std::memcpy(&h, row + 2 * i, sizeof(h));
+    return _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(h)));
+  }
+  static __m256 at(const std::byte* row, int64_t i) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * i)));
+  }
+};
+
+struct LoadBF16 {
+  static float one(const std::byte* row, int64_t i) {
+    uint16_t h;
+    std::memcpy(&h, row + 2 * i, sizeof(h));
+    const uint32_t bits = static_cast<uint32_t>(h) << 16;
+    float f;
+    std::memcpy(&f, &bits, sizeof(f));
+    return f;
+  }
+  static __m256 at(const std::byte* row, int64_t i) {
+    const __m256i wide =
+        _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + 2 * i)));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
+  }
+};
+
+// dot_f32's fold of lanes lo (0-7) and hi (8-15).
+float fold(__m256 lo, __m256 hi) {
+  const __m256 v = _mm256_add_ps(lo, hi);
+  __m128 h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+  h = _mm_add_ss(h, _mm_shuffle_ps(h, h, 1));
+  return _mm_cvtss_f32(h);
+}
+
+template <class Load, int C>
+void tile_rows(const std::byte* w, size_t w_row_bytes, const float* a, int64_t a_stride, int64_t n,
+               float* y, int64_t y_stride) {
+  __m256 lo[kRows][C], hi[kRows][C];
+  for (int r = 0; r < kRows; ++r) {
+    for (int c = 0; c < C; ++c) lo[r][c] = hi[r][c] = _mm256_setzero_ps();
+  }
+  const std::byte* rows[kRows] = {w, w + w_row_bytes};
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m256 w0 = Load::at(rows[0], i), w1 = Load::at(rows[1], i);
+    for (int c = 0; c < C; ++c) {
+      const __m256 av = _mm256_loadu_ps(a + c * a_stride + i);
+      lo[0][c] = _mm256_add_ps(lo[0][c], _mm256_mul_ps(w0, av));
+      lo[1][c] = _mm256_add_ps(lo[1][c], _mm256_mul_ps(w1, av));
+    }
+    const __m256 v0 = Load::at(rows[0], i + 8), v1 = Load::at(rows[1], i + 8);
+    for (int c = 0; c < C; ++c) {
+      const __m256 av = _mm256_loadu_ps(a + c * a_stride + i + 8);
+      hi[0][c] = _mm256_add_ps(hi[0][c], _mm256_mul_ps(v0, av));
+      hi[1][c] = _mm256_add_ps(hi[1][c], _mm256_mul_ps(v1, av));
+    }
+  }
+  for (int c = 0; c < C; ++c) {
+    for (int r = 0; r < kRows; ++r) {
+      if (i < n) {  // the reference's tail: lane j += w[i + j] * a[i + j]
+        alignas(32) std::array<float, 16> lanes;
+        _mm256_store_ps(lanes.data(), lo[r][c]);
+        _mm256_store_ps(lanes.data() + 8, hi[r][c]);
+        for (int64_t j = 0; i + j < n; ++j)
+          lanes[j] += Load::one(rows[r], i + j) * a[c * a_stride + i + j];
+        lo[r][c] = _mm256_load_ps(lanes.data());
+        hi[r][c] = _mm256_load_ps(lanes.data() + 8);
+      }
+      y[c * y_stride + r] = fold(lo[r][c], hi[r][c]);
+    }
+  }
+}
+
+// A tile of kFloatTileRows weight rows: kRows at a time.
+template <class Load, int C>
+void tile(const std::byte* w, size_t w_row_bytes, const float* a, int64_t a_stride, int64_t n,
+          float* y, int64_t y_stride) {
+  static_assert(kFloatTileRows % kRows == 0);
+  for (int r = 0; r < kFloatTileRows; r += kRows) {
+    tile_rows<Load, C>(w + r * w_row_bytes, w_row_bytes, a, a_stride, n, y + r, y_stride);
+  }
+}
+
+// Activation rows three at a time (the register budget), then the rest.
+template <class Load, int C>
+void tile_acts(const std::byte* w, size_t w_row_bytes, const float* a, int64_t a_stride, int64_t n,
+               float* y, int64_t y_stride) {
+  int c = 0;
+  for (; c + 3 <= C; c += 3)
+    tile<Load, 3>(w, w_row_bytes, a + c * a_stride, a_stride, n, y + c * y_stride, y_stride);
+  if (C - c == 2)
+    tile<Load, 2>(w, w_row_bytes, a + c * a_stride, a_stride, n, y + c * y_stride, y_stride);
+  if (C - c == 1)
+    tile<Load, 1>(w, w_row_bytes, a + c * a_stride, a_stride, n, y + c * y_stride, y_stride);
+}
+
+template <class Load>
+FloatTile tile_for(int n_act) {
+  switch (n_act) {
+    case 1:
+      return tile_acts<Load, 1>;
+    case 2:
+      return tile_acts<Load, 2>;
+    case 3:
+      return tile_acts<Load, 3>;
+    case 4:
+      return tile_acts<Load, 4>;
+    case 5:
+      return tile_acts<Load, 5>;
+    case 6:
+      return tile_acts<Load, 6>;
+    default:
+      return nullptr;
+  }
+}
+
+}  // namespace
+
+FloatTile float_tile(GgmlType type, int n_act) {
+  switch (type) {
+    case GgmlType::F32:
+      return tile_for<LoadF32>(n_act);
+    case GgmlType::F16:
+      return tile_for<LoadF16>(n_act);
+    case GgmlType::BF16:
+      return tile_for<LoadBF16>(n_act);
+    default:
+      return nullptr;
+  }
+}
+
+}  // namespace cortiq::kernels::avx2
