@@ -124,6 +124,9 @@ void score_tile(const float* kt, const float* q, int64_t n_q, int64_t dim, float
   }
 }
 
+// Value rows are prefetched this many positions ahead.
+constexpr int64_t kValuesAhead = 16;
+
 // U heads x R registers of outputs [i0, i0 + 8R), over positions [p0, p1):
 // each output's chain continues from out (or starts at 0 when zero).
 template <typename Element, int U, int R>
@@ -137,6 +140,14 @@ void weighted_block(const float* const* a, float* const* out, const HeadRows& ro
     }
   }
   for (int64_t p = p0; p < p1; ++p) {
+    // The rows a head reads lie a cache row apart (see prefetch_rows in
+    // attention.cpp): ask for them a few positions ahead.
+    if (p + kValuesAhead < p1) {
+      const auto* ahead =
+          reinterpret_cast<const char*>(head_row<Element>(rows, p + kValuesAhead) + i0);
+      for (size_t at = 0; at < R * 8 * sizeof(Element); at += 64)
+        _mm_prefetch(ahead + at, _MM_HINT_T0);
+    }
     const Element* v = head_row<Element>(rows, p) + i0;
     __m256 x[R];
     for (int r = 0; r < R; ++r) x[r] = load8(v + 8 * r);
