@@ -160,6 +160,15 @@ TEST(KernelAttention, SinglePositionReturnsItsValues) {
   for (int i = 0; i < 16; ++i) EXPECT_EQ(out[i], v.at(2, 16, i)) << i;
 }
 
+// The SIMD levels' loops this CPU runs (AVX2, and AVX-512's where it has
+// them).
+std::vector<const AttentionLoops*> simd_loops() {
+  std::vector<const AttentionLoops*> out;
+  if (cpu_features().avx2) out.push_back(&attention_loops_of(SimdLevel::avx2));
+  if (simd_level() >= SimdLevel::avx512) out.push_back(&attention_loops_of(SimdLevel::avx512));
+  return out;
+}
+
 // The AVX2 inner loops give the scalar loops' bits: key tiles transposed
 // (f32 and f16 rows, full and short tiles), tiles of scores (plain and, for
 // fp16 operands, fused; query blocks of 4 and the 1..3 left over), the
@@ -170,115 +179,118 @@ TEST(KernelAttention, SinglePositionReturnsItsValues) {
 TEST(KernelAttention, SimdLoopsMatchScalarBitForBit) {
   if (!cpu_features().avx2) GTEST_SKIP() << "no AVX2 on this CPU";
   const AttentionLoops& s = scalar::kAttentionLoops;
-  const AttentionLoops& v = avx2::kAttentionLoops;
-  auto same_bits = [](const std::vector<float>& a, const std::vector<float>& b) {
-    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
-  };
-  // Key rows in scattered cells, at an offset inside the row.
-  const int64_t n_cells = 16, row_elems = 160;
-  const std::vector<int32_t> cells = {9, 4, 0, 15, 8, 2, 6, 1, 13, 7, 3, 11, 5, 10, 14, 12};
-  for (const bool f16 : {false, true}) {
-    const Cache keys(1, n_cells, row_elems, f16);
-    const HeadRows rows{keys.bytes.data(), keys.row_bytes, cells.data(), 16 * (f16 ? 2u : 4u)};
-    for (const int64_t dim : {8, 64, 128}) {
-      for (const int64_t n : {1, 7, 8, 16}) {
-        std::vector<float> ks(static_cast<size_t>(dim * kKeyTile), 5.0f), kv(ks);
-        (f16 ? s.transpose_keys_f16 : s.transpose_keys_f32)(rows, n, dim, ks.data());
-        (f16 ? v.transpose_keys_f16 : v.transpose_keys_f32)(rows, n, dim, kv.data());
-        EXPECT_TRUE(same_bits(ks, kv)) << f16 << " " << dim << " " << n;
-        EXPECT_EQ(ks[3 * kKeyTile + 0], keys.at(cells[0], row_elems, 16 + 3));
-        EXPECT_EQ(ks[5 * kKeyTile + n - 1], keys.at(cells[n - 1], row_elems, 16 + 5));
-        if (n < kKeyTile) {
-          EXPECT_EQ(ks[kKeyTile + n], 0.0f);
+  for (const AttentionLoops* level : simd_loops()) {
+    const AttentionLoops& v = *level;
+    auto same_bits = [](const std::vector<float>& a, const std::vector<float>& b) {
+      return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * 4) == 0;
+    };
+    // Key rows in scattered cells, at an offset inside the row.
+    const int64_t n_cells = 16, row_elems = 160;
+    const std::vector<int32_t> cells = {9, 4, 0, 15, 8, 2, 6, 1, 13, 7, 3, 11, 5, 10, 14, 12};
+    for (const bool f16 : {false, true}) {
+      const Cache keys(1, n_cells, row_elems, f16);
+      const HeadRows rows{keys.bytes.data(), keys.row_bytes, cells.data(), 16 * (f16 ? 2u : 4u)};
+      for (const int64_t dim : {8, 64, 128}) {
+        for (const int64_t n : {1, 7, 8, 16}) {
+          std::vector<float> ks(static_cast<size_t>(dim * kKeyTile), 5.0f), kv(ks);
+          (f16 ? s.transpose_keys_f16 : s.transpose_keys_f32)(rows, n, dim, ks.data());
+          (f16 ? v.transpose_keys_f16 : v.transpose_keys_f32)(rows, n, dim, kv.data());
+          EXPECT_TRUE(same_bits(ks, kv)) << f16 << " " << dim << " " << n;
+          EXPECT_EQ(ks[3 * kKeyTile + 0], keys.at(cells[0], row_elems, 16 + 3));
+          EXPECT_EQ(ks[5 * kKeyTile + n - 1], keys.at(cells[n - 1], row_elems, 16 + 5));
+          if (n < kKeyTile) {
+            EXPECT_EQ(ks[kKeyTile + n], 0.0f);
+          }
         }
       }
     }
-  }
-  for (const bool halves : {false, true}) {
-    std::vector<float> kt = normal_values(2, 128 * kKeyTile, 2.0);
-    std::vector<float> queries = normal_values(4, 9 * 128, 2.0);
-    if (halves) {
-      for (float& f : kt) f = fp16_to_fp32(fp32_to_fp16(f));
-      for (float& f : queries) f = fp16_to_fp32(fp32_to_fp16(f));
-    }
-    for (const int64_t dim : {8, 64, 128}) {
-      for (const int64_t n_q : {1, 2, 3, 4, 5, 9}) {
-        const int64_t stride = 21;
-        std::vector<float> ss(static_cast<size_t>(n_q * stride), 3.0f), sv(ss);
-        (halves ? s.score_tile_f16 : s.score_tile)(kt.data(), queries.data(), n_q, dim, 0.125f,
-                                                   ss.data(), stride);
-        (halves ? v.score_tile_f16 : v.score_tile)(kt.data(), queries.data(), n_q, dim, 0.125f,
-                                                   sv.data(), stride);
-        EXPECT_TRUE(same_bits(ss, sv)) << halves << " " << dim << " " << n_q;
-        // Query n_q - 1, position 11: one chain over d.
-        float chain = 0.0f;
-        for (int64_t d = 0; d < dim; ++d)
-          chain += queries[(n_q - 1) * dim + d] * kt[d * kKeyTile + 11];
-        EXPECT_EQ(ss[(n_q - 1) * stride + 11], chain * 0.125f);
+    for (const bool halves : {false, true}) {
+      std::vector<float> kt = normal_values(2, 128 * kKeyTile, 2.0);
+      std::vector<float> queries = normal_values(4, 9 * 128, 2.0);
+      if (halves) {
+        for (float& f : kt) f = fp16_to_fp32(fp32_to_fp16(f));
+        for (float& f : queries) f = fp16_to_fp32(fp32_to_fp16(f));
+      }
+      for (const int64_t dim : {8, 64, 128}) {
+        for (const int64_t n_q : {1, 2, 3, 4, 5, 9}) {
+          const int64_t stride = 21;
+          std::vector<float> ss(static_cast<size_t>(n_q * stride), 3.0f), sv(ss);
+          (halves ? s.score_tile_f16 : s.score_tile)(kt.data(), queries.data(), n_q, dim, 0.125f,
+                                                     ss.data(), stride);
+          (halves ? v.score_tile_f16 : v.score_tile)(kt.data(), queries.data(), n_q, dim, 0.125f,
+                                                     sv.data(), stride);
+          EXPECT_TRUE(same_bits(ss, sv)) << halves << " " << dim << " " << n_q;
+          // Query n_q - 1, position 11: one chain over d.
+          float chain = 0.0f;
+          for (int64_t d = 0; d < dim; ++d)
+            chain += queries[(n_q - 1) * dim + d] * kt[d * kKeyTile + 11];
+          EXPECT_EQ(ss[(n_q - 1) * stride + 11], chain * 0.125f);
+        }
       }
     }
-  }
-  // Value rows in scattered cells; heads of different lengths, in any order.
-  const int64_t n_pos_max = 16;
-  for (const bool f16 : {false, true}) {
-    const Cache values(7, n_cells, row_elems, f16);
-    const HeadRows rows{values.bytes.data(), values.row_bytes, cells.data(), 16 * (f16 ? 2u : 4u)};
-    std::vector<float> probs = normal_values(8, 4 * n_pos_max);
-    for (float& p : probs) p = fp16_to_fp32(fp32_to_fp16(p));
-    const std::vector<std::vector<int64_t>> lengths = {
-        {9}, {16, 3}, {5, 5, 0}, {7, 16, 2, 7}, {1, 2, 3, 4}, {16, 16, 16, 16}};
-    for (const auto& n_pos : lengths) {
-      const int n_units = static_cast<int>(n_pos.size());
-      for (const int64_t n : {8, 40, 128}) {
-        std::vector<float> ws(static_cast<size_t>(4 * n), 5.0f), wv(ws);
-        const float* a[4];
-        float* os[4];
-        float* ov[4];
-        for (int u = 0; u < n_units; ++u) {
-          a[u] = probs.data() + u * n_pos_max;
-          os[u] = ws.data() + u * n;
-          ov[u] = wv.data() + u * n;
+    // Value rows in scattered cells; heads of different lengths, in any order.
+    const int64_t n_pos_max = 16;
+    for (const bool f16 : {false, true}) {
+      const Cache values(7, n_cells, row_elems, f16);
+      const HeadRows rows{values.bytes.data(), values.row_bytes, cells.data(),
+                          16 * (f16 ? 2u : 4u)};
+      std::vector<float> probs = normal_values(8, 4 * n_pos_max);
+      for (float& p : probs) p = fp16_to_fp32(fp32_to_fp16(p));
+      const std::vector<std::vector<int64_t>> lengths = {
+          {9}, {16, 3}, {5, 5, 0}, {7, 16, 2, 7}, {1, 2, 3, 4}, {16, 16, 16, 16}};
+      for (const auto& n_pos : lengths) {
+        const int n_units = static_cast<int>(n_pos.size());
+        for (const int64_t n : {8, 40, 128}) {
+          std::vector<float> ws(static_cast<size_t>(4 * n), 5.0f), wv(ws);
+          const float* a[4];
+          float* os[4];
+          float* ov[4];
+          for (int u = 0; u < n_units; ++u) {
+            a[u] = probs.data() + u * n_pos_max;
+            os[u] = ws.data() + u * n;
+            ov[u] = wv.data() + u * n;
+          }
+          (f16 ? s.weighted_f16 : s.weighted_f32)(a, n_pos.data(), n_units, rows, os, n);
+          (f16 ? v.weighted_f16 : v.weighted_f32)(a, n_pos.data(), n_units, rows, ov, n);
+          EXPECT_TRUE(same_bits(ws, wv)) << (f16 ? "f16 " : "f32 ") << n_units << " " << n;
+          const int last = n_units - 1;
+          float expected0 = 0.0f;
+          for (int64_t p = 0; p < n_pos[last]; ++p)
+            expected0 += a[last][p] * values.at(cells[p], row_elems, 16);
+          EXPECT_EQ(ws[last * n], expected0);
         }
-        (f16 ? s.weighted_f16 : s.weighted_f32)(a, n_pos.data(), n_units, rows, os, n);
-        (f16 ? v.weighted_f16 : v.weighted_f32)(a, n_pos.data(), n_units, rows, ov, n);
-        EXPECT_TRUE(same_bits(ws, wv)) << (f16 ? "f16 " : "f32 ") << n_units << " " << n;
-        const int last = n_units - 1;
-        float expected0 = 0.0f;
-        for (int64_t p = 0; p < n_pos[last]; ++p)
-          expected0 += a[last][p] * values.at(cells[p], row_elems, 16);
-        EXPECT_EQ(ws[last * n], expected0);
       }
     }
-  }
-  // Softmax: ordinary scores, and scores whose exponentials underflow to 0
-  // (exp_approx's lower range) beside one that dominates.
-  std::vector<float> ordinary = normal_values(3, 77, 4.0);
-  std::vector<float> extreme = normal_values(5, 77, 40.0);
-  extreme[5] = -200.0f;
-  extreme[9] = 150.0f;
-  extreme[13] = -130.0f;
-  for (const auto* scores : {&ordinary, &extreme}) {
-    for (const bool round : {false, true}) {
-      for (const int64_t n : {1, 7, 8, 23, 77}) {
-        std::vector<float> a(scores->begin(), scores->begin() + n), b = a;
-        s.softmax(a.data(), n, round);
-        v.softmax(b.data(), n, round);
-        EXPECT_TRUE(same_bits(a, b)) << n << " " << round;
-        // The scalar loop is the documented formula.
-        const float max = *std::max_element(scores->begin(), scores->begin() + n);
-        std::vector<float> e(static_cast<size_t>(n));
-        double sum = 0.0;
-        for (int64_t i = 0; i < n; i += 8) {
-          float g[8] = {};
-          for (int64_t j = 0; j < 8 && i + j < n; ++j)
-            g[j] = e[i + j] = exp_approx((*scores)[i + j] - max);
-          sum += static_cast<double>(((g[0] + g[4]) + (g[2] + g[6])) +
-                                     ((g[1] + g[5]) + (g[3] + g[7])));
-        }
-        const auto inv = static_cast<float>(1.0 / sum);
-        for (int64_t i = 0; i < n; ++i) {
-          const float p = e[i] * inv;
-          ASSERT_EQ(a[i], round ? fp16_to_fp32(fp32_to_fp16(p)) : p) << n << " " << i;
+    // Softmax: ordinary scores, and scores whose exponentials underflow to 0
+    // (exp_approx's lower range) beside one that dominates.
+    std::vector<float> ordinary = normal_values(3, 77, 4.0);
+    std::vector<float> extreme = normal_values(5, 77, 40.0);
+    extreme[5] = -200.0f;
+    extreme[9] = 150.0f;
+    extreme[13] = -130.0f;
+    for (const auto* scores : {&ordinary, &extreme}) {
+      for (const bool round : {false, true}) {
+        for (const int64_t n : {1, 7, 8, 23, 77}) {
+          std::vector<float> a(scores->begin(), scores->begin() + n), b = a;
+          s.softmax(a.data(), n, round);
+          v.softmax(b.data(), n, round);
+          EXPECT_TRUE(same_bits(a, b)) << n << " " << round;
+          // The scalar loop is the documented formula.
+          const float max = *std::max_element(scores->begin(), scores->begin() + n);
+          std::vector<float> e(static_cast<size_t>(n));
+          double sum = 0.0;
+          for (int64_t i = 0; i < n; i += 8) {
+            float g[8] = {};
+            for (int64_t j = 0; j < 8 && i + j < n; ++j)
+              g[j] = e[i + j] = exp_approx((*scores)[i + j] - max);
+            sum += static_cast<double>(((g[0] + g[4]) + (g[2] + g[6])) +
+                                       ((g[1] + g[5]) + (g[3] + g[7])));
+          }
+          const auto inv = static_cast<float>(1.0 / sum);
+          for (int64_t i = 0; i < n; ++i) {
+            const float p = e[i] * inv;
+            ASSERT_EQ(a[i], round ? fp16_to_fp32(fp32_to_fp16(p)) : p) << n << " " << i;
+          }
         }
       }
     }
@@ -798,7 +810,7 @@ TEST(KernelAttentionVariants, ProbabilitiesFollowTheDocumentedFormulas) {
 // and without a sink.
 TEST(KernelAttentionVariants, WindowLoopsAreTheMaskedPlainLoops) {
   std::vector<const AttentionLoops*> levels = {&scalar::kAttentionLoops};
-  if (cpu_features().avx2) levels.push_back(&avx2::kAttentionLoops);
+  for (const AttentionLoops* simd : simd_loops()) levels.push_back(simd);
   const std::vector<float> scores = normal_values(41, 80, 4.0);
   const float inf = std::numeric_limits<float>::infinity();
   EXPECT_EQ(exp_approx(-inf), 0.0f);
@@ -856,87 +868,90 @@ TEST(KernelAttentionVariants, WindowLoopsAreTheMaskedPlainLoops) {
 TEST(KernelAttentionVariants, SimdWindowLoopsMatchScalarBitForBit) {
   if (!cpu_features().avx2) GTEST_SKIP() << "no AVX2 on this CPU";
   const AttentionLoops& s = scalar::kAttentionLoops;
-  const AttentionLoops& v = avx2::kAttentionLoops;
-  const std::vector<float> scores = normal_values(51, 77, 4.0);
-  for (const float* sink : {static_cast<const float*>(nullptr), &scores[3]}) {
-    for (const float sink_value : {0.0f, 40.0f, -90.0f}) {
-      const float shifted = sink == nullptr ? 0.0f : *sink + sink_value;
-      const float* use = sink == nullptr ? nullptr : &shifted;
-      for (const bool round : {false, true}) {
-        for (int64_t lead = 0; lead < 8; ++lead) {
-          for (const int64_t n : {1, 2, 7, 8, 9, 15, 16, 23, 77}) {
-            std::vector<float> a(scores.begin(), scores.begin() + n), b = a;
-            s.softmax_window(a.data(), n, lead, use, round);
-            v.softmax_window(b.data(), n, lead, use, round);
-            EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)))
-                << "lead " << lead << " n " << n << " round " << round;
+  for (const AttentionLoops* level : simd_loops()) {
+    const AttentionLoops& v = *level;
+    const std::vector<float> scores = normal_values(51, 77, 4.0);
+    for (const float* sink : {static_cast<const float*>(nullptr), &scores[3]}) {
+      for (const float sink_value : {0.0f, 40.0f, -90.0f}) {
+        const float shifted = sink == nullptr ? 0.0f : *sink + sink_value;
+        const float* use = sink == nullptr ? nullptr : &shifted;
+        for (const bool round : {false, true}) {
+          for (int64_t lead = 0; lead < 8; ++lead) {
+            for (const int64_t n : {1, 2, 7, 8, 9, 15, 16, 23, 77}) {
+              std::vector<float> a(scores.begin(), scores.begin() + n), b = a;
+              s.softmax_window(a.data(), n, lead, use, round);
+              v.softmax_window(b.data(), n, lead, use, round);
+              EXPECT_EQ(0, std::memcmp(a.data(), b.data(), a.size() * sizeof(float)))
+                  << "lead " << lead << " n " << n << " round " << round;
+            }
           }
         }
       }
     }
-  }
-  // With a sink, the scalar loop is ggml's formula.
-  {
-    const int64_t n = 21, lead = 5;
-    const float sink = 1.5f;
-    std::vector<float> a(scores.begin(), scores.begin() + n);
-    s.softmax_window(a.data(), n, lead, &sink, false);
-    float max = *std::max_element(scores.begin(), scores.begin() + n);
-    max = max > sink ? max : sink;
-    double sum = 0.0;
-    std::vector<float> e(static_cast<size_t>(n));
-    for (int64_t i = -lead; i < n; i += 8) {
-      float g[8] = {};
-      for (int64_t j = 0; j < 8 && i + j < n; ++j) {
-        if (i + j >= 0) g[j] = e[i + j] = exp_approx(scores[i + j] - max);
-      }
-      sum += static_cast<double>(((g[0] + g[4]) + (g[2] + g[6])) + ((g[1] + g[5]) + (g[3] + g[7])));
-    }
-    sum += static_cast<double>(std::exp(sink - max));
-    const auto inv = static_cast<float>(1.0 / sum);
-    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(a[i], e[i] * inv) << i;
-  }
-  const int64_t n_cells = 24, row_elems = 136;
-  std::vector<int32_t> cells;
-  for (int32_t i = 0; i < n_cells; ++i) cells.push_back((i * 5) % n_cells);
-  const std::vector<std::vector<std::pair<int64_t, int64_t>>> ranges = {
-      {{3, 9}},
-      {{0, 24}, {5, 17}},
-      {{2, 10}, {6, 20}, {10, 12}},
-      {{0, 4}, {8, 12}, {7, 7}, {1, 23}},
-      {{5, 5}, {9, 9}},
-      {{11, 24}, {13, 24}, {17, 24}, {23, 24}},
-      {{0, 16}, {0, 16}, {4, 16}, {0, 9}}};
-  for (const bool f16 : {false, true}) {
-    const Cache values(52, n_cells, row_elems, f16);
-    const HeadRows rows{values.bytes.data(), values.row_bytes, cells.data(), 8 * (f16 ? 2u : 4u)};
-    std::vector<float> probs = normal_values(53, 4 * n_cells);
-    for (float& p : probs) p = fp16_to_fp32(fp32_to_fp16(p));
-    for (const auto& units : ranges) {
-      const int n_units = static_cast<int>(units.size());
-      for (const int64_t n : {8, 48, 128}) {
-        std::vector<float> ws(static_cast<size_t>(4 * n), 5.0f), wv(ws);
-        const float* a[4];
-        float* os[4];
-        float* ov[4];
-        int64_t begin[4], end[4];
-        for (int u = 0; u < n_units; ++u) {
-          a[u] = probs.data() + u * n_cells;
-          os[u] = ws.data() + u * n;
-          ov[u] = wv.data() + u * n;
-          begin[u] = units[u].first;
-          end[u] = units[u].second;
+    // With a sink, the scalar loop is ggml's formula.
+    {
+      const int64_t n = 21, lead = 5;
+      const float sink = 1.5f;
+      std::vector<float> a(scores.begin(), scores.begin() + n);
+      s.softmax_window(a.data(), n, lead, &sink, false);
+      float max = *std::max_element(scores.begin(), scores.begin() + n);
+      max = max > sink ? max : sink;
+      double sum = 0.0;
+      std::vector<float> e(static_cast<size_t>(n));
+      for (int64_t i = -lead; i < n; i += 8) {
+        float g[8] = {};
+        for (int64_t j = 0; j < 8 && i + j < n; ++j) {
+          if (i + j >= 0) g[j] = e[i + j] = exp_approx(scores[i + j] - max);
         }
-        (f16 ? s.weighted_range_f16 : s.weighted_range_f32)(a, begin, end, n_units, rows, os, n);
-        (f16 ? v.weighted_range_f16 : v.weighted_range_f32)(a, begin, end, n_units, rows, ov, n);
-        EXPECT_EQ(0, std::memcmp(ws.data(), wv.data(), ws.size() * sizeof(float)))
-            << (f16 ? "f16 " : "f32 ") << n_units << " units, n " << n;
-        // The last head's first output: one chain over its own positions.
-        const int last = n_units - 1;
-        float expected = 0.0f;
-        for (int64_t p = begin[last]; p < end[last]; ++p)
-          expected += a[last][p] * values.at(cells[p], row_elems, 8);
-        EXPECT_EQ(ws[last * n], expected);
+        sum +=
+            static_cast<double>(((g[0] + g[4]) + (g[2] + g[6])) + ((g[1] + g[5]) + (g[3] + g[7])));
+      }
+      sum += static_cast<double>(std::exp(sink - max));
+      const auto inv = static_cast<float>(1.0 / sum);
+      for (int64_t i = 0; i < n; ++i) ASSERT_EQ(a[i], e[i] * inv) << i;
+    }
+    const int64_t n_cells = 24, row_elems = 136;
+    std::vector<int32_t> cells;
+    for (int32_t i = 0; i < n_cells; ++i) cells.push_back((i * 5) % n_cells);
+    const std::vector<std::vector<std::pair<int64_t, int64_t>>> ranges = {
+        {{3, 9}},
+        {{0, 24}, {5, 17}},
+        {{2, 10}, {6, 20}, {10, 12}},
+        {{0, 4}, {8, 12}, {7, 7}, {1, 23}},
+        {{5, 5}, {9, 9}},
+        {{11, 24}, {13, 24}, {17, 24}, {23, 24}},
+        {{0, 16}, {0, 16}, {4, 16}, {0, 9}}};
+    for (const bool f16 : {false, true}) {
+      const Cache values(52, n_cells, row_elems, f16);
+      const HeadRows rows{values.bytes.data(), values.row_bytes, cells.data(), 8 * (f16 ? 2u : 4u)};
+      std::vector<float> probs = normal_values(53, 4 * n_cells);
+      for (float& p : probs) p = fp16_to_fp32(fp32_to_fp16(p));
+      for (const auto& units : ranges) {
+        const int n_units = static_cast<int>(units.size());
+        for (const int64_t n : {8, 48, 128}) {
+          std::vector<float> ws(static_cast<size_t>(4 * n), 5.0f), wv(ws);
+          const float* a[4];
+          float* os[4];
+          float* ov[4];
+          int64_t begin[4], end[4];
+          for (int u = 0; u < n_units; ++u) {
+            a[u] = probs.data() + u * n_cells;
+            os[u] = ws.data() + u * n;
+            ov[u] = wv.data() + u * n;
+            begin[u] = units[u].first;
+            end[u] = units[u].second;
+          }
+          (f16 ? s.weighted_range_f16 : s.weighted_range_f32)(a, begin, end, n_units, rows, os, n);
+          (f16 ? v.weighted_range_f16 : v.weighted_range_f32)(a, begin, end, n_units, rows, ov, n);
+          EXPECT_EQ(0, std::memcmp(ws.data(), wv.data(), ws.size() * sizeof(float)))
+              << (f16 ? "f16 " : "f32 ") << n_units << " units, n " << n;
+          // The last head's first output: one chain over its own positions.
+          const int last = n_units - 1;
+          float expected = 0.0f;
+          for (int64_t p = begin[last]; p < end[last]; ++p)
+            expected += a[last][p] * values.at(cells[p], row_elems, 8);
+          EXPECT_EQ(ws[last * n], expected);
+        }
       }
     }
   }

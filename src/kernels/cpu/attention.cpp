@@ -134,11 +134,31 @@ const AttentionLoops kAttentionLoops{transpose_keys<float>,
 
 }  // namespace scalar
 
-const AttentionLoops& attention_loops() {
+const AttentionLoops& attention_loops_of(SimdLevel level) {
 #if defined(__x86_64__)
-  if (simd_level() >= SimdLevel::avx2) return avx2::kAttentionLoops;
+  if (level == SimdLevel::avx512) {
+    // Built here, in baseline code: AVX-512's tiles, AVX2's transposes and
+    // softmax.
+    static const AttentionLoops loops = [] {
+      AttentionLoops l = avx512::kAttentionLoops;
+      l.transpose_keys_f32 = avx2::kAttentionLoops.transpose_keys_f32;
+      l.transpose_keys_f16 = avx2::kAttentionLoops.transpose_keys_f16;
+      l.softmax_window = avx2::kAttentionLoops.softmax_window;
+      l.softmax = avx2::kAttentionLoops.softmax;
+      return l;
+    }();
+    return loops;
+  }
+  if (level == SimdLevel::avx2) return avx2::kAttentionLoops;
 #endif
   return scalar::kAttentionLoops;
+}
+
+const AttentionLoops& attention_loops() {
+  const SimdLevel level = simd_level();
+  return attention_loops_of(level >= SimdLevel::avx512 ? SimdLevel::avx512
+                            : level >= SimdLevel::avx2 ? SimdLevel::avx2
+                                                       : SimdLevel::scalar);
 }
 
 namespace {

@@ -192,53 +192,14 @@ void weighted_span_of(int units, const float* const* sa, float* const* so, const
   }
 }
 
-// The positions are cut at every head's begin and end; between two cuts
-// the heads whose range covers the piece run their chains together, each
-// chain continuing from its output (or starting from 0 at its begin), so
-// each head's chain is its scalar order whatever the other heads cover.
 template <typename Element>
 void weighted_range(const float* const* a, const int64_t* begin, const int64_t* end, int n_units,
                     const HeadRows& rows, float* const* out, int64_t n) {
-  // Sorted without repeats, by insertion (no std::sort instance in a SIMD
-  // object).
-  int64_t cuts[2 * kMaxValueUnits];
-  int n_cuts = 0;
-  auto add_cut = [&](int64_t p) {
-    int at = n_cuts;
-    while (at > 0 && cuts[at - 1] > p) --at;
-    if (at > 0 && cuts[at - 1] == p) return;
-    for (int i = n_cuts; i > at; --i) cuts[i] = cuts[i - 1];
-    cuts[at] = p;
-    ++n_cuts;
-  };
-  for (int u = 0; u < n_units; ++u) {
-    if (begin[u] >= end[u]) {
-      std::fill_n(out[u], n, 0.0f);
-      continue;
-    }
-    add_cut(begin[u]);
-    add_cut(end[u]);
-  }
-  for (int k = 0; k + 1 < n_cuts; ++k) {
-    const int64_t p0 = cuts[k], p1 = cuts[k + 1];
-    const float* sa[kMaxValueUnits];
-    float* so[kMaxValueUnits];
-    int units = 0;
-    bool all_begin = true;  // every chain starts at p0: no output to load
-    for (int u = 0; u < n_units; ++u) {
-      if (begin[u] > p0 || end[u] < p1) continue;
-      sa[units] = a[u];
-      so[units++] = out[u];
-      all_begin = all_begin && begin[u] == p0;
-    }
-    if (units == 0) continue;
-    if (!all_begin) {
-      for (int u = 0; u < n_units; ++u) {
-        if (begin[u] == p0 && end[u] >= p1) std::fill_n(out[u], n, 0.0f);
-      }
-    }
-    weighted_span_of<Element>(units, sa, so, rows, p0, p1, n, all_begin);
-  }
+  weighted_by_cuts(
+      a, begin, end, n_units, out, n,
+      [&](int units, const float* const* sa, float* const* so, int64_t p0, int64_t p1, bool zero) {
+        weighted_span_of<Element>(units, sa, so, rows, p0, p1, n, zero);
+      });
 }
 
 template <typename Element>

@@ -17,6 +17,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "base/cpu_features.hpp"
+
 namespace cortiq::kernels {
 
 // Positions per transposed key tile (two AVX2 registers).
@@ -78,8 +80,69 @@ struct AttentionLoops {
   void (*softmax)(float* s, int64_t n, bool round_to_f16);
 };
 
+namespace {
+
+// The SIMD levels' weighted_range: the positions are cut at every head's
+// begin and end; between two cuts the heads whose range covers the piece
+// run their chains together (span(units, a, out, p0, p1, zero)), each
+// chain continuing from its output (or starting from 0 at its begin), so
+// each head's chain is its scalar order whatever the other heads cover.
+// (Anonymous namespace: every SIMD object has its own copy, no weak
+// symbol.)
+template <class Span>
+void weighted_by_cuts(const float* const* a, const int64_t* begin, const int64_t* end, int n_units,
+                      float* const* out, int64_t n, Span span) {
+  // Sorted without repeats, by insertion (no std::sort instance in a SIMD
+  // object).
+  int64_t cuts[2 * kMaxValueUnits];
+  int n_cuts = 0;
+  auto add_cut = [&](int64_t p) {
+    int at = n_cuts;
+    while (at > 0 && cuts[at - 1] > p) --at;
+    if (at > 0 && cuts[at - 1] == p) return;
+    for (int i = n_cuts; i > at; --i) cuts[i] = cuts[i - 1];
+    cuts[at] = p;
+    ++n_cuts;
+  };
+  auto zero_out = [n](float* o) {
+    for (int64_t i = 0; i < n; ++i) o[i] = 0.0f;
+  };
+  for (int u = 0; u < n_units; ++u) {
+    if (begin[u] >= end[u]) {
+      zero_out(out[u]);
+      continue;
+    }
+    add_cut(begin[u]);
+    add_cut(end[u]);
+  }
+  for (int k = 0; k + 1 < n_cuts; ++k) {
+    const int64_t p0 = cuts[k], p1 = cuts[k + 1];
+    const float* sa[kMaxValueUnits];
+    float* so[kMaxValueUnits];
+    int units = 0;
+    bool all_begin = true;  // every chain starts at p0: no output to load
+    for (int u = 0; u < n_units; ++u) {
+      if (begin[u] > p0 || end[u] < p1) continue;
+      sa[units] = a[u];
+      so[units++] = out[u];
+      all_begin = all_begin && begin[u] == p0;
+    }
+    if (units == 0) continue;
+    if (!all_begin) {
+      for (int u = 0; u < n_units; ++u) {
+        if (begin[u] == p0 && end[u] >= p1) zero_out(out[u]);
+      }
+    }
+    span(units, sa, so, p0, p1, all_begin);
+  }
+}
+
+}  // namespace
+
 // The loops for this machine's SIMD level.
 const AttentionLoops& attention_loops();
+// The loops of one level (scalar, avx2 or avx512; the CPU must have it).
+const AttentionLoops& attention_loops_of(SimdLevel level);
 
 namespace scalar {
 extern const AttentionLoops kAttentionLoops;
@@ -87,5 +150,10 @@ extern const AttentionLoops kAttentionLoops;
 namespace avx2 {
 extern const AttentionLoops kAttentionLoops;
 }
+namespace avx512 {
+// Score tiles and value sums only: attention_loops_of(avx512) adds the
+// AVX2 key transposes and softmax.
+extern const AttentionLoops kAttentionLoops;
+}  // namespace avx512
 
 }  // namespace cortiq::kernels
