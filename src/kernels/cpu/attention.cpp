@@ -35,12 +35,6 @@ namespace cortiq::kernels {
 namespace scalar {
 namespace {
 
-template <typename Element>
-const Element* head_row(const HeadRows& rows, int64_t p) {
-  return reinterpret_cast<const Element*>(
-      rows.base + static_cast<size_t>(rows.cells[p]) * rows.row_bytes + rows.offset);
-}
-
 float to_f32(float x) {
   return x;
 }

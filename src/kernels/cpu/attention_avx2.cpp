@@ -35,12 +35,6 @@ __m256 load8(const Element* p) {
   }
 }
 
-template <typename Element>
-const Element* head_row(const HeadRows& rows, int64_t p) {
-  return reinterpret_cast<const Element*>(
-      rows.base + static_cast<size_t>(rows.cells[p]) * rows.row_bytes + rows.offset);
-}
-
 // r[t] = column t of the 8x8 block whose rows are r[0..8).
 void transpose8x8(__m256 (&r)[8]) {
   const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);

@@ -50,12 +50,6 @@ __m256 load8(const Element* p) {
   }
 }
 
-template <typename Element>
-const Element* head_row(const HeadRows& rows, int64_t p) {
-  return reinterpret_cast<const Element*>(
-      rows.base + static_cast<size_t>(rows.cells[p]) * rows.row_bytes + rows.offset);
-}
-
 // U queries x 16 positions: U accumulators, one chain over d each.
 template <bool kFused, int U>
 void score_block(const float* kt, const float* q, int64_t dim, float scale, float* out,

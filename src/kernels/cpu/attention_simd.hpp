@@ -82,13 +82,20 @@ struct AttentionLoops {
 
 namespace {
 
+// Position p's row of one head: element type Element (float or uint16_t).
+template <typename Element>
+const Element* head_row(const HeadRows& rows, int64_t p) {
+  return reinterpret_cast<const Element*>(
+      rows.base + static_cast<size_t>(rows.cells[p]) * rows.row_bytes + rows.offset);
+}
+
 // The SIMD levels' weighted_range: the positions are cut at every head's
 // begin and end; between two cuts the heads whose range covers the piece
 // run their chains together (span(units, a, out, p0, p1, zero)), each
 // chain continuing from its output (or starting from 0 at its begin), so
 // each head's chain is its scalar order whatever the other heads cover.
-// (Anonymous namespace: every SIMD object has its own copy, no weak
-// symbol.)
+// (These helpers are in an anonymous namespace: every SIMD object has its
+// own copy, no weak symbol.)
 template <class Span>
 void weighted_by_cuts(const float* const* a, const int64_t* begin, const int64_t* end, int n_units,
                       float* const* out, int64_t n, Span span) {

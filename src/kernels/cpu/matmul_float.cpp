@@ -1,18 +1,17 @@
 // The float tiles' dispatch and their split over the threads (see
 // matmul_float.hpp). As in the integer path (matmul_integer.cpp), the
 // activation rows go in passes small enough to stay in the core's L2 while
-// every weight row of the thread meets them, and (pass, slice) work items
-// go to whichever thread asks next; which thread computes an output never
-// changes its bits.
+// every weight row of the thread meets them, shared out as (pass, slice)
+// work items (work_items.hpp).
 #include "kernels/cpu/matmul_float.hpp"
 
 #include <algorithm>
-#include <atomic>
 
 #include "base/cpu_features.hpp"
 #include "base/thread_pool.hpp"
 #include "kernels/cpu/dequantize_fast.hpp"
 #include "kernels/cpu/matmul.hpp"
+#include "kernels/cpu/work_items.hpp"
 
 namespace cortiq::kernels {
 
@@ -54,39 +53,33 @@ bool matmul_float_tiles(const WeightView& w, const float* act, int64_t n_rows_x,
   const int64_t n_passes = (n_rows_x + per_pass - 1) / per_pass;
   const int64_t n_units = n_tiles + (first_rest < w.n_rows ? 1 : 0);
   const int64_t n_slices = std::min<int64_t>(n_units, kSlicesPerThread * pool.size());
-  std::atomic<int64_t> next{0};
   if (scratch.weight_rows.size() < static_cast<size_t>(pool.size())) {
     scratch.weight_rows.resize(static_cast<size_t>(pool.size()));
   }
-  pool.run([&](int thread, int) {
+  run_work_items(pool, n_passes, n_slices, [&](int thread, int64_t pass_index, int64_t slice) {
     // A left-over weight row as floats (grown once, then reused).
     std::vector<float>& row = scratch.weight_rows[static_cast<size_t>(thread)];
-    for (int64_t item = next.fetch_add(1, std::memory_order_relaxed); item < n_passes * n_slices;
-         item = next.fetch_add(1, std::memory_order_relaxed)) {
-      const int64_t pass = item / n_slices * per_pass;
-      const int64_t pass_end = std::min(n_rows_x, pass + per_pass);
-      const int64_t slice = item % n_slices;
-      const int64_t begin = n_units * slice / n_slices;
-      const int64_t end = n_units * (slice + 1) / n_slices;
-      for (int64_t u = begin; u < end; ++u) {
-        if (u == n_tiles) {  // the rows after the last whole tile
-          if (row.size() < static_cast<size_t>(n_cols)) row.resize(static_cast<size_t>(n_cols));
-          for (int64_t o = first_rest; o < w.n_rows; ++o) {
-            dequantize_row_fast(w.type, w.row(o),
-                                std::span(row).first(static_cast<size_t>(n_cols)));
-            for (int64_t i = pass; i < pass_end; ++i) {
-              y[static_cast<size_t>(i * y_stride + o)] =
-                  dot_f32(row.data(), act + i * n_cols, n_cols);
-            }
+    const int64_t pass = pass_index * per_pass;
+    const int64_t pass_end = std::min(n_rows_x, pass + per_pass);
+    const int64_t begin = n_units * slice / n_slices;
+    const int64_t end = n_units * (slice + 1) / n_slices;
+    for (int64_t u = begin; u < end; ++u) {
+      if (u == n_tiles) {  // the rows after the last whole tile
+        if (row.size() < static_cast<size_t>(n_cols)) row.resize(static_cast<size_t>(n_cols));
+        for (int64_t o = first_rest; o < w.n_rows; ++o) {
+          dequantize_row_fast(w.type, w.row(o), std::span(row).first(static_cast<size_t>(n_cols)));
+          for (int64_t i = pass; i < pass_end; ++i) {
+            y[static_cast<size_t>(i * y_stride + o)] =
+                dot_f32(row.data(), act + i * n_cols, n_cols);
           }
-          continue;
         }
-        const std::byte* rows = w.data + static_cast<size_t>(u * kFloatTileRows) * w.row_bytes;
-        for (int64_t i = pass; i < pass_end; i += kFloatTileActs) {
-          const int n_act = static_cast<int>(std::min<int64_t>(kFloatTileActs, pass_end - i));
-          tiles[n_act](rows, w.row_bytes, act + i * n_cols, n_cols, n_cols,
-                       y.data() + i * y_stride + u * kFloatTileRows, y_stride);
-        }
+        continue;
+      }
+      const std::byte* rows = w.data + static_cast<size_t>(u * kFloatTileRows) * w.row_bytes;
+      for (int64_t i = pass; i < pass_end; i += kFloatTileActs) {
+        const int n_act = static_cast<int>(std::min<int64_t>(kFloatTileActs, pass_end - i));
+        tiles[n_act](rows, w.row_bytes, act + i * n_cols, n_cols, n_cols,
+                     y.data() + i * y_stride + u * kFloatTileRows, y_stride);
       }
     }
   });

@@ -9,6 +9,8 @@
 // registers.
 #include <immintrin.h>
 
+#include <iterator>
+
 #include <array>
 #include <cstring>
 
@@ -129,22 +131,11 @@ void tile_acts(const std::byte* w, size_t w_row_bytes, const float* a, int64_t a
 
 template <class Load>
 FloatTile tile_for(int n_act) {
-  switch (n_act) {
-    case 1:
-      return tile_acts<Load, 1>;
-    case 2:
-      return tile_acts<Load, 2>;
-    case 3:
-      return tile_acts<Load, 3>;
-    case 4:
-      return tile_acts<Load, 4>;
-    case 5:
-      return tile_acts<Load, 5>;
-    case 6:
-      return tile_acts<Load, 6>;
-    default:
-      return nullptr;
-  }
+  static constexpr FloatTile kTiles[] = {tile_acts<Load, 1>, tile_acts<Load, 2>,
+                                         tile_acts<Load, 3>, tile_acts<Load, 4>,
+                                         tile_acts<Load, 5>, tile_acts<Load, 6>};
+  static_assert(std::size(kTiles) == kFloatTileActs);
+  return n_act >= 1 && n_act <= kFloatTileActs ? kTiles[n_act - 1] : nullptr;
 }
 
 }  // namespace

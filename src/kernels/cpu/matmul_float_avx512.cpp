@@ -10,6 +10,8 @@
 // vector serves 4 or 6 products.
 #include <immintrin.h>
 
+#include <iterator>
+
 #include "kernels/cpu/matmul_float.hpp"
 
 namespace cortiq::kernels::avx512 {
@@ -109,22 +111,10 @@ void tile(const std::byte* w, size_t w_row_bytes, const float* a, int64_t a_stri
 
 template <class Load>
 FloatTile tile_for(int n_act) {
-  switch (n_act) {
-    case 1:
-      return tile<Load, 1>;
-    case 2:
-      return tile<Load, 2>;
-    case 3:
-      return tile<Load, 3>;
-    case 4:
-      return tile<Load, 4>;
-    case 5:
-      return tile<Load, 5>;
-    case 6:
-      return tile<Load, 6>;
-    default:
-      return nullptr;
-  }
+  static constexpr FloatTile kTiles[] = {tile<Load, 1>, tile<Load, 2>, tile<Load, 3>,
+                                         tile<Load, 4>, tile<Load, 5>, tile<Load, 6>};
+  static_assert(std::size(kTiles) == kFloatTileActs);
+  return n_act >= 1 && n_act <= kFloatTileActs ? kTiles[n_act - 1] : nullptr;
 }
 
 }  // namespace

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <array>
-#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <optional>
@@ -15,6 +14,7 @@
 #include "kernels/cpu/dot_packed.hpp"
 #include "kernels/cpu/dot_quants32.hpp"
 #include "kernels/cpu/q8_activations.hpp"
+#include "kernels/cpu/work_items.hpp"
 
 namespace cortiq::kernels {
 
@@ -181,11 +181,8 @@ void quantize_rows(std::span<const float> x, int64_t n_rows_x, int64_t n_cols, B
 }
 
 // The units of all matrices, laid end to end by work (rows x blocks), are
-// cut into slices of equal work, kSlicesPerThread per thread; the (pass,
-// slice) items go to whichever thread asks next (one atomic counter). A
-// static split left one core idle at the end of most calls (their memory
-// bandwidth differs from call to call); which thread computes an output
-// never changes its bits.
+// cut into slices of equal work, kSlicesPerThread per thread, shared out as
+// work items (work_items.hpp).
 constexpr int64_t kSlicesPerThread = 8;
 
 template <typename Block>
@@ -201,26 +198,21 @@ void run_matrices(std::span<const IntegerMatrix> matrices, const Block* act,
       rows_per_pass(matrices[0].n_blocks * static_cast<int64_t>(sizeof(Block)));
   const int64_t n_passes = (n_rows_x + per_pass - 1) / per_pass;
   const int64_t n_slices = std::min<int64_t>(total_units, kSlicesPerThread * pool.size());
-  std::atomic<int64_t> next{0};
-  pool.run([&](int, int) {
-    for (int64_t item = next.fetch_add(1, std::memory_order_relaxed); item < n_passes * n_slices;
-         item = next.fetch_add(1, std::memory_order_relaxed)) {
-      const int64_t pass = item / n_slices * per_pass;
-      const int64_t pass_end = std::min(n_rows_x, pass + per_pass);
-      const int64_t slice = item % n_slices;
-      const int64_t begin = total * slice / n_slices;
-      const int64_t end = total * (slice + 1) / n_slices;
-      int64_t at = 0;  // work before the current matrix
-      for (const IntegerMatrix& m : matrices) {
-        const int64_t unit_work = m.unit_rows * m.n_blocks;
-        // Units u with begin <= at + u * unit_work < end.
-        const int64_t first =
-            std::clamp((begin - at + unit_work - 1) / unit_work, int64_t{0}, m.n_units);
-        const int64_t last =
-            std::clamp((end - at + unit_work - 1) / unit_work, int64_t{0}, m.n_units);
-        for (int64_t u = first; u < last; ++u) run_unit(m, u, act, corrections, pass, pass_end);
-        at += m.n_units * unit_work;
-      }
+  run_work_items(pool, n_passes, n_slices, [&](int, int64_t pass_index, int64_t slice) {
+    const int64_t pass = pass_index * per_pass;
+    const int64_t pass_end = std::min(n_rows_x, pass + per_pass);
+    const int64_t begin = total * slice / n_slices;
+    const int64_t end = total * (slice + 1) / n_slices;
+    int64_t at = 0;  // work before the current matrix
+    for (const IntegerMatrix& m : matrices) {
+      const int64_t unit_work = m.unit_rows * m.n_blocks;
+      // Units u with begin <= at + u * unit_work < end.
+      const int64_t first =
+          std::clamp((begin - at + unit_work - 1) / unit_work, int64_t{0}, m.n_units);
+      const int64_t last =
+          std::clamp((end - at + unit_work - 1) / unit_work, int64_t{0}, m.n_units);
+      for (int64_t u = first; u < last; ++u) run_unit(m, u, act, corrections, pass, pass_end);
+      at += m.n_units * unit_work;
     }
   });
 }

@@ -1,8 +1,9 @@
 // Small AVX2 helpers the integer kernels share: unaligned loads, fp16
 // scales, activation-code broadcasts and the decode prefetch. Only
-// *_avx2.cpp files include this; the anonymous namespace keeps every copy
-// internal to its file (SIMD objects define no weak symbols), and `inline`
-// spares the files that use only some of them an unused-function warning.
+// *_avx2.cpp and *_avx512.cpp files (these through simd_avx512.hpp)
+// include this; the anonymous namespace keeps every copy internal to its
+// file (SIMD objects define no weak symbols), and `inline` spares the files
+// that use only some of them an unused-function warning.
 #pragma once
 
 #include <immintrin.h>

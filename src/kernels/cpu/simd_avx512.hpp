@@ -3,7 +3,9 @@
 // a register are a lane-for-lane copy of what the AVX2 kernel holds for the
 // first group, the high 256 bits the same for the second. Only
 // *_avx512.cpp files include this; the anonymous namespace keeps every copy
-// internal to its file (SIMD objects define no weak symbols).
+// internal to its file (SIMD objects define no weak symbols); the AVX-512
+// files are compiled with the AVX2 flags too, so they share simd_avx2.hpp's
+// loads and prefetch.
 #pragma once
 
 #include <immintrin.h>
@@ -12,16 +14,15 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/cpu/simd_avx2.hpp"
+
 namespace cortiq::kernels::avx512 {
 namespace {
 
-inline __m256i load256(const void* p) {
-  return _mm256_loadu_si256(static_cast<const __m256i*>(p));
-}
-
-inline __m128i load128(const void* p) {
-  return _mm_loadu_si128(static_cast<const __m128i*>(p));
-}
+// The AVX2 helpers' loads and decode prefetch serve here as they are.
+using avx2::load128;
+using avx2::load256;
+using avx2::prefetch_ahead;
 
 // 32 bytes at p0 (low half) and 32 bytes at p1 (high half).
 inline __m512i load_pair256(const std::byte* p0, const std::byte* p1) {
@@ -40,15 +41,6 @@ inline __m512i broadcast4(const int8_t* q) {
   int32_t v;
   std::memcpy(&v, q, sizeof(v));
   return _mm512_set1_epi32(v);
-}
-
-// As the AVX2 kernels' (simd_avx2.hpp): decode asks for the bytes of each
-// stream this far ahead itself.
-constexpr int64_t kPrefetchBytes = 1024;
-
-inline void prefetch_ahead(const std::byte* p, int64_t bytes) {
-  const char* ahead = reinterpret_cast<const char*>(p) + kPrefetchBytes;
-  for (int64_t off = 0; off < bytes; off += 64) _mm_prefetch(ahead + off, _MM_HINT_T0);
 }
 
 }  // namespace
