@@ -369,7 +369,7 @@ TEST(KernelKQuantPacked, ExtremeCodesAreExact) {
 // row's outputs are the same bits alone or in a batch of 37 on 1 or 2
 // threads.
 TEST(KernelKQuantPacked, MatmulPackedIsBatchInvariantAndEqualsUnpacked) {
-  ThreadPool one(1), two(2);
+  ThreadPool one(1), two(2), seven(7);
   for (const Case& c : kCases) {
     for (const bool random : {false, true}) {
       for (const int64_t n_rows : {40, 48}) {  // 5 groups; 6 (pairs at AVX-512)
@@ -385,6 +385,10 @@ TEST(KernelKQuantPacked, MatmulPackedIsBatchInvariantAndEqualsUnpacked) {
         std::vector<float> plain(batch.size());
         matmul(w, x, n_batch, batch, n_rows, two, scratch);
         matmul(unpacked, x, n_batch, plain, n_rows, one, scratch);
+        std::vector<float> crowded(batch.size());  // more threads than cores
+        matmul(w, x, n_batch, crowded, n_rows, seven, scratch);
+        ASSERT_EQ(std::memcmp(crowded.data(), batch.data(), batch.size() * sizeof(float)), 0)
+            << name_of(c) << " on 7 threads";
         ASSERT_EQ(std::memcmp(batch.data(), plain.data(), batch.size() * sizeof(float)), 0)
             << name_of(c);
         for (int64_t r = 0; r < n_batch; ++r) {

@@ -107,9 +107,9 @@ TEST(KernelFloatTiles, EveryTileGivesTheScalarDotBits) {
 // matmul over F32 / F16 / BF16: every output is scalar dot_f32 of the weight
 // row with the activation row rounded through the type's format — 43 rows
 // (10 whole tiles and 3 left over), 17 activation rows (tiles of 6, 6, 5)
-// or one at a time, on 1 or 2 threads, into a wider output stride.
+// or one at a time, on 1, 2 or 7 threads, into a wider output stride.
 TEST(KernelFloatTiles, MatmulIsTheScalarDotOutputByOutput) {
-  ThreadPool one(1), two(2);
+  ThreadPool one(1), two(2), seven(7);
   const int64_t n_rows = 43, n_cols = 333, n_x = 17, y_stride = 50;
   for (const GgmlType type : kTypes) {
     const Rows w = make_rows(type, n_rows, n_cols, 5, 0.1);
@@ -120,6 +120,11 @@ TEST(KernelFloatTiles, MatmulIsTheScalarDotOutputByOutput) {
     MatmulScratch scratch;
     std::vector<float> batch(static_cast<size_t>(n_x * y_stride), -1.0f);
     matmul(view, x, n_x, batch, y_stride, two, scratch);
+    // More threads than this machine's cores: the same bits.
+    std::vector<float> crowded(batch.size(), -1.0f);
+    matmul(view, x, n_x, crowded, y_stride, seven, scratch);
+    ASSERT_EQ(std::memcmp(crowded.data(), batch.data(), batch.size() * sizeof(float)), 0)
+        << ggml_type_name(type);
     for (int64_t i = 0; i < n_x; ++i) {
       std::vector<float> alone(static_cast<size_t>(n_rows));
       matmul(view, std::span(x).subspan(static_cast<size_t>(i * n_cols), n_cols), 1, alone, n_rows,

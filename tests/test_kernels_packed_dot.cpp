@@ -263,7 +263,7 @@ TEST(KernelPackedDot, ExtremeCodesDoNotOverflow) {
 // row's outputs are the same bits alone or in a batch of 37 on 1 or 2
 // threads.
 TEST(KernelPackedDot, MatmulPackedIsBatchInvariantAndEqualsUnpacked) {
-  ThreadPool one(1), two(2);
+  ThreadPool one(1), two(2), seven(7);
   for (const Case& c : kCases) {
     for (const int64_t n_rows : {40, 48}) {  // 5 groups; 6 (pairs at AVX-512)
       const int64_t n_cols = 96, n_batch = 37;
@@ -276,6 +276,10 @@ TEST(KernelPackedDot, MatmulPackedIsBatchInvariantAndEqualsUnpacked) {
       std::vector<float> plain(batch.size());
       matmul(m.view, x, n_batch, batch, n_rows, two, scratch);
       matmul(unpacked, x, n_batch, plain, n_rows, one, scratch);
+      std::vector<float> crowded(batch.size());  // more threads than cores
+      matmul(m.view, x, n_batch, crowded, n_rows, seven, scratch);
+      ASSERT_EQ(std::memcmp(crowded.data(), batch.data(), batch.size() * sizeof(float)), 0)
+          << ggml_type_name(c.type) << " on 7 threads";
       ASSERT_EQ(std::memcmp(batch.data(), plain.data(), batch.size() * sizeof(float)), 0)
           << ggml_type_name(c.type);
       for (int64_t r = 0; r < n_batch; ++r) {
