@@ -157,16 +157,14 @@ const AttentionLoops& attention_loops() {
 
 namespace {
 
-// Asks for the cache lines of one head's slice (`bytes` bytes at `offset`
-// in each row) of positions [p0, p1): a head reads a narrow slice of rows
-// that lie a whole cache row apart, through the cell table, a pattern the
-// hardware prefetchers follow poorly (decode at depth 4096 spent most of its
+// Asks for the cache lines of one head's rows (`bytes` bytes each) of the
+// first n positions of `rows`: a head reads a narrow slice of rows that lie
+// a whole cache row apart, through the cell table, a pattern the hardware
+// prefetchers follow poorly (decode at depth 4096 spent most of its
 // attention time waiting for these lines).
-void prefetch_rows(const KvRowsView& rows, int64_t offset, int64_t bytes, int64_t p0, int64_t p1) {
-  for (int64_t p = p0; p < p1; ++p) {
-    const std::byte* row =
-        rows.base + static_cast<size_t>(rows.cells[static_cast<size_t>(p)]) * rows.row_bytes +
-        offset;
+void prefetch_rows(const HeadRows& rows, int64_t n, int64_t bytes) {
+  for (int64_t p = 0; p < n; ++p) {
+    const std::byte* row = head_row<std::byte>(rows, p);
     for (int64_t at = 0; at < bytes; at += 64) __builtin_prefetch(row + at);
   }
 }
@@ -325,10 +323,12 @@ void attention_rows(std::span<const float> q, std::span<const int64_t> kv_start,
     // reach it; a tile no row reaches is not loaded.
     HeadRows key_rows{keys.base, keys.row_bytes, keys.cells.data(),
                       static_cast<size_t>(kh * dk) * k_element};
+    const auto k_bytes = static_cast<int64_t>(k_element) * dk;
     for (int64_t j0 = 0; j0 < positions; j0 += kKeyTile) {
       const int64_t p0 = first + j0, p1 = std::min(p0 + kKeyTile, last);
-      const auto k_bytes = static_cast<int64_t>(k_element) * dk;
-      prefetch_rows(keys, kh * k_bytes, k_bytes, p1, std::min(p1 + kKeyTile, last));
+      HeadRows next_tile = key_rows;  // the tile after this one
+      next_tile.cells = keys.cells.data() + p1;
+      prefetch_rows(next_tile, std::min(p1 + kKeyTile, last) - p1, k_bytes);
       bool loaded = false;
       for (int64_t r = 0; r < n_rows;) {
         if (!reaches(r, p0, p1)) {

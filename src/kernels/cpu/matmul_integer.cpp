@@ -64,7 +64,6 @@ std::optional<IntegerMatrix> integer_matrix(const WeightView& w) {
   IntegerMatrix m;
   if (const PackedLayout layout = packed_layout(w.type, w.n_rows);
       w.packed && layout != PackedLayout::none) {
-    const bool even_groups = (w.n_rows / kPackRows) % 2 == 0;
     if (is_k_layout(layout)) {
       m.kgroup = packed_kquant_dot(layout);
       m.act = ActFormat::q8_k;
@@ -81,7 +80,7 @@ std::optional<IntegerMatrix> integer_matrix(const WeightView& w) {
     // groups' lanes) when the matrix has an even number of them.
     const PackedDot pair = packed_dot_pair(layout);
     const PackedKDot kpair = packed_kquant_dot_pair(layout);
-    if ((pair || kpair) && even_groups) {
+    if ((pair || kpair) && (w.n_rows / kPackRows) % 2 == 0) {
       if (pair) m.group = pair;
       if (kpair) m.kgroup = kpair;
       m.max_act = kActRowsPerPass;
