@@ -42,6 +42,10 @@ bool HParamReader::has(std::string_view name) const {
   return file_.find(key(name)) != nullptr;
 }
 
+void HParamReader::require(std::string_view name) const {
+  if (!has(name)) invalid("missing key " + key(name));
+}
+
 int64_t HParamReader::required_uint(std::string_view name) const {
   const auto value = file_.get_uint(key(name));
   if (!value) throw Error(strfmt("%s: missing key %s", file_.path().c_str(), key(name).c_str()));

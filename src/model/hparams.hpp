@@ -152,6 +152,9 @@ class HParamReader {
   const gguf::GgufFile& file() const { return file_; }
   std::string key(std::string_view name) const { return prefix_ + std::string(name); }
   bool has(std::string_view name) const;
+  // invalid("missing key ...") when the key is absent: for keys llama.cpp
+  // requires although the engine has a default.
+  void require(std::string_view name) const;
 
   int64_t required_uint(std::string_view name) const;
   int64_t uint_or(std::string_view name, int64_t fallback) const;

@@ -103,27 +103,15 @@ class ApertusModel final : public DecoderModel {
  private:
   void run_layers(std::span<const BatchRow> rows, std::span<const int32_t> cells, KvCache& cache,
                   ForwardContext& ctx, std::span<float> logits) const override {
-    const auto& h = hparams_;
-    const LayerStream s = start_layers(h, rows, cells, ctx, w_.embedding, w_.rope);
-    for (int64_t il = 0; il < h.n_layer; ++il) {
-      w_.layers[static_cast<size_t>(il)].run(FfnActivation::xielu, h, il, s, cache, ctx);
-    }
-    w_.head.apply(h, rows, s.x, ctx, logits);
+    run_pre_norm_layers(w_, FfnActivation::xielu, hparams_, rows, cells, cache, ctx, logits);
   }
 
   ApertusWeights w_;
 };
 
 void read_apertus(const HParamReader& keys, ModelHParams& hp) {
-  // Required, as in llama.cpp, which also asserts a whole-head rotation.
-  if (!keys.has("attention.layer_norm_rms_epsilon")) {
-    keys.invalid("missing key " + keys.key("attention.layer_norm_rms_epsilon"));
-  }
-  if (hp.head_dim_k != hp.head_dim_v || hp.rope.n_dims != hp.head_dim_k) {
-    keys.invalid("heads must be as wide for keys and values and rotated in full");
-  }
+  read_whole_rotation_hparams(keys, hp);
   for (const char* key : kXieluKeys) per_layer_float(keys, key, hp.n_layer);
-  hp.attention_scale = 0.0f;
 }
 
 // The converter writes each layer's trained xIELU parameters as arrays;

@@ -53,32 +53,16 @@ class ArceeModel final : public FamilyModel<ArceeWeights> {
  private:
   void run_layers(std::span<const BatchRow> rows, std::span<const int32_t> cells, KvCache& cache,
                   ForwardContext& ctx, std::span<float> logits) const override {
-    const auto& h = hparams_;
-    const LayerStream s = start_layers(h, rows, cells, ctx, w_.embedding, w_.rope);
-    for (int64_t il = 0; il < h.n_layer; ++il) {
-      w_.layers[static_cast<size_t>(il)].run(FfnActivation::relu_sqr, h, il, s, cache, ctx);
-    }
-    w_.head.apply(h, rows, s.x, ctx, logits);
+    run_pre_norm_layers(w_, FfnActivation::relu_sqr, hparams_, rows, cells, cache, ctx, logits);
   }
 };
-
-void read_arcee(const HParamReader& keys, ModelHParams& hp) {
-  // Required, as in llama.cpp, which also asserts a whole-head rotation.
-  if (!keys.has("attention.layer_norm_rms_epsilon")) {
-    keys.invalid("missing key " + keys.key("attention.layer_norm_rms_epsilon"));
-  }
-  if (hp.head_dim_k != hp.head_dim_v || hp.rope.n_dims != hp.head_dim_k) {
-    keys.invalid("heads must be as wide for keys and values and rotated in full");
-  }
-  hp.attention_scale = 0.0f;
-}
 
 }  // namespace
 
 const Family kArceeFamily{.arch = "arcee",
                           .neox_rope = false,
                           .make = make_model<ArceeModel>,
-                          .read_hparams = read_arcee,
+                          .read_hparams = read_whole_rotation_hparams,
                           .tensors = tensors_of<ArceeWeights>};
 
 }  // namespace cortiq

@@ -57,19 +57,12 @@ class BitnetModel final : public FamilyModel<BitnetWeights> {
  private:
   void run_layers(std::span<const BatchRow> rows, std::span<const int32_t> cells, KvCache& cache,
                   ForwardContext& ctx, std::span<float> logits) const override {
-    const auto& h = hparams_;
-    const LayerStream s = start_layers(h, rows, cells, ctx, w_.embedding, w_.rope);
-    for (int64_t il = 0; il < h.n_layer; ++il) {
-      w_.layers[static_cast<size_t>(il)].run(FfnActivation::swiglu, h, il, s, cache, ctx);
-    }
-    w_.head.apply(h, rows, s.x, ctx, logits);
+    run_pre_norm_layers(w_, FfnActivation::swiglu, hparams_, rows, cells, cache, ctx, logits);
   }
 };
 
 void read_bitnet(const HParamReader& keys, ModelHParams& hp) {
-  if (!keys.has("attention.layer_norm_rms_epsilon")) {
-    keys.invalid("missing key " + keys.key("attention.layer_norm_rms_epsilon"));
-  }
+  keys.require("attention.layer_norm_rms_epsilon");
   if (hp.head_dim_k != hp.head_dim_v) keys.invalid("keys and values need one head size");
   hp.attention_scale = 0.0f;
 }

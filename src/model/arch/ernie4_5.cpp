@@ -52,32 +52,16 @@ class ErnieModel final : public FamilyModel<ErnieWeights> {
  private:
   void run_layers(std::span<const BatchRow> rows, std::span<const int32_t> cells, KvCache& cache,
                   ForwardContext& ctx, std::span<float> logits) const override {
-    const auto& h = hparams_;
-    const LayerStream s = start_layers(h, rows, cells, ctx, w_.embedding, w_.rope);
-    for (int64_t il = 0; il < h.n_layer; ++il) {
-      w_.layers[static_cast<size_t>(il)].run(FfnActivation::swiglu, h, il, s, cache, ctx);
-    }
-    w_.head.apply(h, rows, s.x, ctx, logits);
+    run_pre_norm_layers(w_, FfnActivation::swiglu, hparams_, rows, cells, cache, ctx, logits);
   }
 };
-
-void read_ernie4_5(const HParamReader& keys, ModelHParams& hp) {
-  // Required, as in llama.cpp, which also asserts a whole-head rotation.
-  if (!keys.has("attention.layer_norm_rms_epsilon")) {
-    keys.invalid("missing key " + keys.key("attention.layer_norm_rms_epsilon"));
-  }
-  if (hp.head_dim_k != hp.head_dim_v || hp.rope.n_dims != hp.head_dim_k) {
-    keys.invalid("heads must be as wide for keys and values and rotated in full");
-  }
-  hp.attention_scale = 0.0f;
-}
 
 }  // namespace
 
 const Family kErnie45Family{.arch = "ernie4_5",
                             .neox_rope = false,
                             .make = make_model<ErnieModel>,
-                            .read_hparams = read_ernie4_5,
+                            .read_hparams = read_whole_rotation_hparams,
                             .tensors = tensors_of<ErnieWeights>};
 
 }  // namespace cortiq

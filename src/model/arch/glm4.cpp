@@ -105,9 +105,7 @@ class Glm4Model final : public FamilyModel<Glm4Weights> {
 
 void read_common(const HParamReader& keys, ModelHParams& hp) {
   // Required, as in llama.cpp.
-  if (!keys.has("attention.layer_norm_rms_epsilon")) {
-    keys.invalid("missing key " + keys.key("attention.layer_norm_rms_epsilon"));
-  }
+  keys.require("attention.layer_norm_rms_epsilon");
   if (hp.head_dim_k != hp.head_dim_v) keys.invalid("key and value heads must be as wide");
   hp.attention_scale = 0.0f;
 }

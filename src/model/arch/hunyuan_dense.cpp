@@ -94,9 +94,7 @@ class NormAfterRopeModel final : public FamilyModel<NormAfterRopeWeights> {
 
 void read_maincoder(const HParamReader& keys, ModelHParams& hp) {
   // llama.cpp's get_key: required.
-  if (!keys.has("attention.layer_norm_rms_epsilon")) {
-    keys.invalid("missing key " + keys.key("attention.layer_norm_rms_epsilon"));
-  }
+  keys.require("attention.layer_norm_rms_epsilon");
   if (hp.rope.n_dims != hp.head_dim_k || hp.head_dim_v != hp.head_dim_k) {
     keys.invalid(hp.arch + " needs rope.dimension_count = key_length = value_length");
   }

@@ -109,9 +109,7 @@ class NanbeigeModel final : public DecoderModel {
 };
 
 void read_nanbeige(const HParamReader& keys, ModelHParams& hp) {
-  if (!keys.has("attention.layer_norm_rms_epsilon")) {
-    keys.invalid("missing key " + keys.key("attention.layer_norm_rms_epsilon"));
-  }
+  keys.require("attention.layer_norm_rms_epsilon");
   if (hp.head_dim_v != hp.head_dim_k) keys.invalid("nanbeige needs key_length = value_length");
   const int64_t loops = keys.uint_or("num_loops", 1);
   if (loops < 1 || hp.n_layer * loops > kMaxLayers) {

@@ -94,9 +94,7 @@ class OpenElmModel final : public FamilyModel<OpenElmWeights> {
 
 void read_openelm(const HParamReader& keys, ModelHParams& hp) {
   // llama.cpp's get_key: required.
-  if (!keys.has("attention.layer_norm_rms_epsilon")) {
-    keys.invalid("missing key " + keys.key("attention.layer_norm_rms_epsilon"));
-  }
+  keys.require("attention.layer_norm_rms_epsilon");
   if (hp.head_dim_v != hp.head_dim_k) keys.invalid("openelm needs key_length = value_length");
   hp.attention_scale = 0.0f;
 }

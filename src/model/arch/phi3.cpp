@@ -95,9 +95,7 @@ class Phi3Model final : public FamilyModel<Phi3Weights> {
 
 void read_phi3(const HParamReader& keys, ModelHParams& hp) {
   // Required, as in llama.cpp.
-  if (!keys.has("attention.layer_norm_rms_epsilon")) {
-    keys.invalid("missing key " + keys.key("attention.layer_norm_rms_epsilon"));
-  }
+  keys.require("attention.layer_norm_rms_epsilon");
   if (hp.head_dim_k != hp.head_dim_v) keys.invalid("key and value heads must be as wide");
   // Read for the record; llama.cpp runs Phi without windows.
   (void)keys.uint_or("attention.sliding_window", 0);

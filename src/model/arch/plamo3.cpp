@@ -102,9 +102,7 @@ class Plamo3Model final : public FamilyModel<Plamo3Weights> {
 };
 
 void read_plamo3(const HParamReader& keys, ModelHParams& hp) {
-  if (!keys.has("attention.layer_norm_rms_epsilon")) {
-    keys.invalid("missing key " + keys.key("attention.layer_norm_rms_epsilon"));
-  }
+  keys.require("attention.layer_norm_rms_epsilon");
   hp.attention_scale = 0.0f;
   hp.sliding_window = keys.uint_or("attention.sliding_window", 0);
   if (hp.sliding_window > 0) {

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "kernels/cpu/activations.hpp"
@@ -47,5 +48,29 @@ struct PreNormLayer {
     kernels::add_inplace(s.x, s.branch);
   }
 };
+
+// A pre-norm family's forward: the embedding, every layer with the family's
+// FFN activation, the head. Weights has embedding, rope, layers and head.
+template <class Weights>
+void run_pre_norm_layers(const Weights& w, FfnActivation activation, const ModelHParams& h,
+                         std::span<const BatchRow> rows, std::span<const int32_t> cells,
+                         KvCache& cache, ForwardContext& ctx, std::span<float> logits) {
+  const LayerStream s = start_layers(h, rows, cells, ctx, w.embedding, w.rope);
+  for (int64_t il = 0; il < h.n_layer; ++il) {
+    w.layers[static_cast<size_t>(il)].run(activation, h, il, s, cache, ctx);
+  }
+  w.head.apply(h, rows, s.x, ctx, logits);
+}
+
+// What llama.cpp requires of arcee, ernie4_5 and apertus files: the norm
+// epsilon given, key and value heads of one size, rotated in full; their
+// scores are scaled by 1/sqrt(head_dim).
+inline void read_whole_rotation_hparams(const HParamReader& keys, ModelHParams& hp) {
+  keys.require("attention.layer_norm_rms_epsilon");
+  if (hp.head_dim_k != hp.head_dim_v || hp.rope.n_dims != hp.head_dim_k) {
+    keys.invalid("heads must be as wide for keys and values and rotated in full");
+  }
+  hp.attention_scale = 0.0f;
+}
 
 }  // namespace cortiq

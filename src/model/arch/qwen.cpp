@@ -89,9 +89,7 @@ class QwenModel final : public FamilyModel<QwenWeights> {
 
 void read_qwen(const HParamReader& keys, ModelHParams& hp) {
   // llama.cpp's get_key: required.
-  if (!keys.has("attention.layer_norm_rms_epsilon")) {
-    keys.invalid("missing key " + keys.key("attention.layer_norm_rms_epsilon"));
-  }
+  keys.require("attention.layer_norm_rms_epsilon");
   // attn_qkv is [n_embd, 3 n_embd]: as many KV heads as heads, tiling n_embd.
   if (hp.head_dim_v != hp.head_dim_k || hp.head_dim_k * hp.n_head != hp.n_embd) {
     keys.invalid("qwen needs heads of n_embd / n_head for keys and values");

@@ -142,9 +142,7 @@ void read_qwen2vl(const HParamReader& keys, ModelHParams& hp) {
 }
 
 void read_qwen3vl(const HParamReader& keys, ModelHParams& hp) {
-  if (!keys.has("attention.layer_norm_rms_epsilon")) {
-    keys.invalid("missing key " + keys.key("attention.layer_norm_rms_epsilon"));
-  }
+  keys.require("attention.layer_norm_rms_epsilon");
   read_sections(keys, hp, /*interleaved=*/true);
 }
 

@@ -91,9 +91,7 @@ class RefactModel final : public FamilyModel<RefactWeights> {
 
 void read_refact(const HParamReader& keys, ModelHParams& hp) {
   // llama.cpp's get_key: no default.
-  if (!keys.has("attention.layer_norm_rms_epsilon")) {
-    keys.invalid("missing key " + keys.key("attention.layer_norm_rms_epsilon"));
-  }
+  keys.require("attention.layer_norm_rms_epsilon");
   if (hp.head_dim_v != hp.head_dim_k) keys.invalid("refact needs key_length = value_length");
   hp.attention_scale = 0.0f;
   hp.alibi_max_bias = 8.0f;
