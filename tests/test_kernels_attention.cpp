@@ -350,6 +350,38 @@ TEST(KernelAttention, RowsTogetherEqualRowsAlone) {
   }
 }
 
+// Bidirectional attention (encoders): every row of a sequence reads all of
+// its positions, so rows at positions 0..7 all get n_kv = 37. The SIMD loops
+// give the scalar loops' bits, and each row its bits computed alone.
+TEST(KernelAttention, BidirectionalRowsMatchScalarBitForBit) {
+  for (const bool f16 : {false, true}) {
+    const AttentionShape shape{4, 2, 64, 64, 0.125f};
+    const int64_t n_cells = 37, n_rows = 8;
+    const Cache k(31, n_cells, 2 * 64, f16), v(32, n_cells, 2 * 64, f16);
+    std::vector<int32_t> cells(static_cast<size_t>(n_cells));
+    for (int32_t i = 0; i < n_cells; ++i) cells[static_cast<size_t>(i)] = (i * 5) % n_cells;
+    const KvRowsView keys{k.bytes.data(), k.row_bytes, f16, cells};
+    const KvRowsView values{v.bytes.data(), v.row_bytes, f16, cells};
+    const std::vector<int64_t> n_kv(n_rows, n_cells);
+    const std::vector<float> q = normal_values(33, n_rows * 4 * 64, 2.0);
+    std::vector<float> scratch(attention_scratch_floats(shape, n_rows, n_cells));
+    std::vector<float> simd(n_rows * 4 * 64), plain(n_rows * 4 * 64);
+    const SimdLevel level = simd_level();
+    attention_rows(q, n_kv, keys, values, shape, simd, scratch, 0, 2);
+    set_simd_level(SimdLevel::scalar);
+    attention_rows(q, n_kv, keys, values, shape, plain, scratch, 0, 2);
+    set_simd_level(level);
+    EXPECT_EQ(simd, plain) << (f16 ? "f16" : "f32");
+    for (size_t r = 0; r < static_cast<size_t>(n_rows); ++r) {
+      std::vector<float> alone(4 * 64);
+      attention_row(std::span(q).subspan(r * 256, 256), keys, values, n_cells, shape, alone,
+                    scratch);
+      EXPECT_EQ(alone, std::vector<float>(simd.begin() + r * 256, simd.begin() + (r + 1) * 256))
+          << (f16 ? "f16 " : "f32 ") << "row " << r;
+    }
+  }
+}
+
 // ---------------------------------------------------------------------------
 // Variants: windows (kv_start), softcap, sinks, ALiBi.
 

@@ -9,6 +9,7 @@
 // <= 2e-2, mean KL divergence <= 1e-4 and argmax agreement >= 98 %.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -29,8 +30,9 @@ struct GoldenCase {
   std::string tensors = "converted";  // or "all": gen-model --all-tensors
 };
 
-std::vector<GoldenCase> read_cases() {
-  std::ifstream in(test::golden_dir() / "logits" / "cases.tsv");
+// The cases of tests/golden/<kind>/cases.tsv (kind: logits, embeddings).
+std::vector<GoldenCase> read_cases(const std::string& kind) {
+  std::ifstream in(test::golden_dir() / kind / "cases.tsv");
   std::vector<GoldenCase> cases;
   std::string line;
   while (std::getline(in, line)) {
@@ -54,8 +56,11 @@ struct PeerLogits {
   std::vector<float> values;  // [n_pos][n_cols]
 };
 
-PeerLogits read_golden(const std::string& name) {
-  std::ifstream in(test::golden_dir() / "logits" / (name + ".logits"), std::ios::binary);
+// tests/golden/logits/NAME.logits, or with kind "embeddings" NAME.embd (the
+// same format, the hidden states in place of the logits).
+PeerLogits read_golden(const std::string& name, const std::string& kind = "logits") {
+  const std::string file = name + (kind == "logits" ? ".logits" : ".embd");
+  std::ifstream in(test::golden_dir() / kind / file, std::ios::binary);
   if (!in) throw std::runtime_error("missing golden " + name);
   char magic[4];
   uint32_t header[4];
@@ -109,14 +114,12 @@ Tolerance tolerance_for(const std::string& type) {
 
 class LogitsGolden : public ::testing::TestWithParam<GoldenCase> {};
 
-TEST_P(LogitsGolden, MatchesThePeer) {
-  const GoldenCase& c = GetParam();
+// The case's model, as tools/peer/make-*-goldens.sh wrote it for llama.cpp.
+void write_case_model(const GoldenCase& c, const std::filesystem::path& path) {
   RandomModelOptions options;
   if (c.vocab != "builtin") {
-    CORTIQ_REQUIRE_SHARED_DATA();
     options.vocab_from = test::shared_data_dir() / "vocab" / ("ggml-vocab-" + c.vocab + ".gguf");
   }
-  const PeerLogits peer = read_golden(c.name);
   options.family = find_family(c.arch);
   options.geometry.n_embd = c.embd;
   options.geometry.n_layer = c.layers;
@@ -126,8 +129,17 @@ TEST_P(LogitsGolden, MatchesThePeer) {
   options.weight_type = *ggml_type_from_name(c.type);
   options.seed = c.seed;
   if (c.tensors == "all") options.optional = OptionalTensors::all;
+  write_random_model(options, path);
+}
+
+TEST_P(LogitsGolden, MatchesThePeer) {
+  const GoldenCase& c = GetParam();
+  if (c.vocab != "builtin") {
+    CORTIQ_REQUIRE_SHARED_DATA();
+  }
+  const PeerLogits peer = read_golden(c.name);
   test::TempDir dir;
-  write_random_model(options, dir / "model.gguf");
+  write_case_model(c, dir / "model.gguf");
   LoadOptions load;
   load.threads = 2;
   load.kv_type = KvType::f32;
@@ -235,14 +247,54 @@ TEST(Stories260K, GreedyIdsAndLogitsMatchTheReferences) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Cases, LogitsGolden, ::testing::ValuesIn(read_cases()),
-                         [](const auto& info) {
-                           std::string name = info.param.name;
-                           for (char& ch : name) {
-                             if (ch == '-') ch = '_';
-                           }
-                           return name;
-                         });
+std::string case_name(const ::testing::TestParamInfo<GoldenCase>& info) {
+  std::string name = info.param.name;
+  std::ranges::replace(name, '-', '_');
+  return name;
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, LogitsGolden, ::testing::ValuesIn(read_cases("logits")), case_name);
+
+// Encoders (BERT): the hidden state of every position, from one pass over
+// the whole sequence, against llama.cpp's per-token embeddings (one
+// llama_encode). Relative L2 error per position within the logits goldens'
+// tolerance for the weight type; any non-finite value fails.
+class EmbeddingsGolden : public ::testing::TestWithParam<GoldenCase> {};
+
+TEST_P(EmbeddingsGolden, MatchesThePeer) {
+  const GoldenCase& c = GetParam();
+  if (c.vocab != "builtin") {
+    CORTIQ_REQUIRE_SHARED_DATA();
+  }
+  const PeerLogits peer = read_golden(c.name, "embeddings");
+  test::TempDir dir;
+  write_case_model(c, dir / "model.gguf");
+  LoadOptions load;
+  load.threads = 2;
+  const auto model = Model::load(dir / "model.gguf", load);
+  const auto n_embd = static_cast<size_t>(model->hparams().n_embd);
+  ASSERT_EQ(peer.cols.size(), n_embd);
+  Session session(model);
+  const auto ours = session.embeddings(peer.ids, 16);  // the chunk does not split an encoder
+  ASSERT_EQ(ours.size(), peer.ids.size() * n_embd);
+  double worst_rel = 0;
+  for (size_t p = 0; p < peer.ids.size(); ++p) {
+    double diff2 = 0, norm2 = 0;
+    for (size_t i = 0; i < n_embd; ++i) {
+      const double d = static_cast<double>(ours[p * n_embd + i]) - peer.values[p * n_embd + i];
+      diff2 += d * d;
+      norm2 += static_cast<double>(peer.values[p * n_embd + i]) * peer.values[p * n_embd + i];
+    }
+    const double rel = std::sqrt(diff2 / norm2);
+    ASSERT_TRUE(std::isfinite(rel)) << "position " << p;
+    worst_rel = std::max(worst_rel, rel);
+  }
+  std::printf("[ golden   ] %-16s max rel L2 %.3g\n", c.name.c_str(), worst_rel);
+  EXPECT_LE(worst_rel, tolerance_for(c.type).rel_l2);
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, EmbeddingsGolden, ::testing::ValuesIn(read_cases("embeddings")),
+                         case_name);
 
 }  // namespace
 }  // namespace cortiq

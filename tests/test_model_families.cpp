@@ -115,7 +115,8 @@ TEST(FamilyTable, EveryFamilyReadsWhatItWrites) {
       const auto model = Model::load(path, load);
       Session session(model);
       const std::vector<TokenId> ids = {1, 5, 9, 13, 17};
-      for (const float v : session.evaluate(ids, 2)) ASSERT_TRUE(std::isfinite(v));
+      const auto out = family->encoder ? session.embeddings(ids, 2) : session.evaluate(ids, 2);
+      for (const float v : out) ASSERT_TRUE(std::isfinite(v));
     }
   }
 }
@@ -503,6 +504,13 @@ TEST(LayerSpecs, InspectShowsEachLayersDescriptionAndTheKvMemory) {
       << out;
 }
 
+// 64 ids walking over the test models' vocabulary.
+std::vector<TokenId> walk_ids() {
+  std::vector<TokenId> ids(64);
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<TokenId>(3 + (i * 37) % 600);
+  return ids;
+}
+
 bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
@@ -511,10 +519,10 @@ bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
 // times) prefilled in one chunk, in chunks of 1, 7 and 64, split across two
 // calls, and decoded token by token give the same bits.
 TEST(FamilyBatchInvariance, EveryFamilyAcrossItsWindowEdges) {
-  std::vector<TokenId> ids(64);
-  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<TokenId>(3 + (i * 37) % 600);
+  const std::vector<TokenId> ids = walk_ids();
   for (const Family* family : families()) {
     SCOPED_TRACE(std::string(family->arch));
+    if (family->encoder) continue;  // EncoderFamilies.*
     const auto model = test::load_test_model({.arch = std::string(family->arch)}, 2, KvType::f16);
     Session reference(model);
     const auto one_chunk = reference.evaluate(ids, 64);
@@ -560,8 +568,7 @@ TEST(FamilyBatchInvariance, EveryFamilyAcrossItsWindowEdges) {
 // whose reused history is kept, cut shallow (kept) or cut below what the
 // window layers still hold (forwarded again).
 TEST(FamilyBatchInvariance, BoundedWindowsGiveTheLogitsOfAWholeCache) {
-  std::vector<TokenId> ids(64);
-  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<TokenId>(3 + (i * 37) % 600);
+  const std::vector<TokenId> ids = walk_ids();
   int windowed = 0;
   for (const Family* family : families()) {
     SCOPED_TRACE(std::string(family->arch));
@@ -620,8 +627,7 @@ TEST(LayerSpecs, Gemma4SharedKvLayersReadAnEarlierLayersCache) {
   ASSERT_EQ(shape.n_layer(), 4);
   const int64_t widths[] = {32, 64, 0, 0};  // 2 KV heads of 16 (local) and 32 (global)
   for (size_t il = 0; il < 4; ++il) EXPECT_EQ(shape.layers[il].k_width, widths[il]) << il;
-  std::vector<TokenId> ids(64);
-  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<TokenId>(3 + (i * 37) % 600);
+  const std::vector<TokenId> ids = walk_ids();
   const auto one_chunk = Session(whole).evaluate(ids, 64);
   for (const int64_t chunk : {1, 7}) {
     EXPECT_TRUE(bitwise_equal(Session(whole).evaluate(ids, chunk), one_chunk)) << chunk;
@@ -875,6 +881,53 @@ TEST(ModelLoad, BitnetReadsItsSubNormsAndNoQkvBiases) {
     rewrite(dir / "a.gguf", dir / "ones.gguf", name, {name, {n}});  // all ones
     EXPECT_NE(base, logits(dir / "ones.gguf"));
   }
+}
+
+}  // namespace
+}  // namespace cortiq
+
+namespace cortiq {
+namespace {
+
+// Encoders (BERT) attend in both directions: the first row's state depends
+// on the last token; a sequence is read whole, whatever the chunk, and
+// alone, whatever came before; and asking one for logits is refused.
+TEST(EncoderFamilies, AttendBothWaysAndReadEachInputWhole) {
+  const std::vector<TokenId> ids = walk_ids();
+  int encoders = 0;
+  for (const Family* family : families()) {
+    if (!family->encoder) continue;
+    ++encoders;
+    SCOPED_TRACE(std::string(family->arch));
+    const auto model = test::load_test_model({.arch = std::string(family->arch)}, 2, KvType::f16);
+    const auto n_embd = static_cast<size_t>(model->hparams().n_embd);
+    ASSERT_FALSE(model->hparams().causal_attention);
+    Session reference(model);
+    const auto whole = reference.embeddings(ids, 64);
+    for (const int64_t chunk : {1, 7}) {
+      Session s(model);
+      EXPECT_TRUE(bitwise_equal(s.embeddings(ids, chunk), whole)) << "chunk " << chunk;
+    }
+    // A second call embeds its ids alone: the first call is forgotten.
+    Session twice(model);
+    twice.embeddings(std::span(ids).first(10));
+    EXPECT_TRUE(bitwise_equal(twice.embeddings(ids), whole));
+    // The first row reads the last token.
+    auto changed = ids;
+    changed.back() = ids.back() + 1;
+    Session other(model);
+    const auto row0 = std::span<const float>(whole).first(n_embd);
+    const auto changed_row0 = std::span<const float>(other.embeddings(changed)).first(n_embd);
+    EXPECT_FALSE(std::equal(row0.begin(), row0.end(), changed_row0.begin()));
+    Session logits(model);
+    try {
+      logits.evaluate(ids);
+      ADD_FAILURE() << "an encoder gave logits";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("text encoder"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_GT(encoders, 0);
 }
 
 }  // namespace

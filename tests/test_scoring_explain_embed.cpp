@@ -130,5 +130,30 @@ TEST(Embeddings, Pooling) {
   EXPECT_NEAR(norm2, 1.0, 1e-6);
 }
 
+// A BERT file pools as its pooling_type says (the first token for gen-model's
+// files, as BGE's) unless --pooling says otherwise; it cannot generate.
+TEST(Embeddings, EncoderPoolsAsItsFileSaysAndRefusesToGenerate) {
+  const auto path = test::test_model_path({.arch = "bert"}).string();
+  std::string out;
+  ASSERT_EQ(test::run_cli("embed -m " + path + " --ids \"1 2 3 4\" --json", &out), 0) << out;
+  const auto vector_of = [](const std::string& text) {
+    std::vector<float> v;
+    for (const Json& x : parse_json(text.substr(text.find('{'))).find("embedding")->array) {
+      v.push_back(static_cast<float>(x.type == Json::Type::integer ? static_cast<double>(x.integer)
+                                                                   : x.number));
+    }
+    return v;
+  };
+  const std::vector<float> by_file = vector_of(out);
+  ASSERT_EQ(test::run_cli("embed -m " + path + " --ids \"1 2 3 4\" --json --pooling cls", &out), 0)
+      << out;
+  EXPECT_EQ(by_file, vector_of(out));
+  ASSERT_EQ(test::run_cli("embed -m " + path + " --ids \"1 2 3 4\" --json --pooling mean", &out), 0)
+      << out;
+  EXPECT_NE(by_file, vector_of(out));
+  EXPECT_NE(test::run_cli("run -m " + path + " --ids \"1 2 3\" -n 2", &out), 0);
+  EXPECT_NE(out.find("bert is a text encoder"), std::string::npos) << out;
+}
+
 }  // namespace
 }  // namespace cortiq

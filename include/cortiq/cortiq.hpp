@@ -180,7 +180,9 @@ class Session {
   // The final-normed hidden state of every position of `ids` fed after the
   // current history ([ids.size()][n_embd], the input of the lm_head), for
   // models used as text encoders; pool them with scoring/embedding.hpp.
-  // The ids join the history.
+  // The ids join the history. A bidirectional encoder (BERT: no output
+  // layer, so its last layer's states) embeds the ids alone: the history is
+  // forgotten first and the ids go through in one pass, whatever the chunk.
   std::vector<float> embeddings(std::span<const TokenId> ids, int64_t chunk_size = 0);
 
   // Forwards ids after the current history (chunked prefill, logits only

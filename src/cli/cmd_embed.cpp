@@ -30,8 +30,9 @@ ArgParser embed_parser() {
   parser
       .option("--pooling", "P",
               "mean (over the tokens), last, cls (the first token), or rank (a reranker's\n"
-              "scores: its classification head on the last token)",
-              "mean")
+              "scores: its classification head on the last token); default: what the file's\n"
+              "pooling_type says (BERT models), else mean",
+              "")
       .flag("--normalize", "scale the vector to unit length")
       .flag("--json", "print {\"tokens\", \"dimensions\", \"embedding\": [...]}");
   return parser;
@@ -44,11 +45,13 @@ int run_embed(std::span<const std::string> argv) {
   if (!parsed) return 0;
   const ParsedArgs& args = *parsed;
   require_one_prompt(args);
-  const auto pooling = scoring::parse_pooling(args.get("pooling"));
-  if (!pooling) {
+  const bool pooling_given = !args.get("pooling").empty();
+  std::optional<scoring::Pooling> pooling = scoring::parse_pooling(args.get("pooling"));
+  if (pooling_given && !pooling) {
     throw UsageError("--pooling must be mean, last, cls or rank, got " + args.get("pooling"));
   }
   const auto model = load_model_from(args, given_ids_count(args));
+  if (!pooling_given) pooling = scoring::pooling_of_file(model->hparams().pooling_type);
   const ClassifierHead* classifier = model->decoder().classifier();
   if (*pooling == scoring::Pooling::rank && args.has("normalize")) {
     throw UsageError("--normalize scales embeddings; rank pooling gives label scores");

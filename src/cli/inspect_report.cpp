@@ -270,18 +270,19 @@ const char* rope_slot_name(RopeSlot slot) {
   return "?";
 }
 
-// The f16 KV cache of one sequence: bytes per position over all layers,
+// The KV cache of one sequence (f16; an encoder's f32): bytes per position over all layers,
 // and what the trained context takes — with sliding-window layers kept
 // whole, and bounded by their window as a session keeps them.
 std::string kv_cache_text(const ModelHParams& hp) {
   KvCacheShape shape = kv_cache_shape_of(hp, std::max<int64_t>(hp.n_ctx_train, 1), 1, KvType::f16);
+  const bool f32 = shape.type == KvType::f32;  // an encoder's (no f16 rounding)
   uint64_t per_position = 0;
   for (const KvLayerShape& layer : shape.layers) {
-    per_position += 2 * static_cast<uint64_t>(layer.k_width + layer.v_width);
+    per_position += (f32 ? 4 : 2) * static_cast<uint64_t>(layer.k_width + layer.v_width);
   }
   std::string out =
-      strfmt("  KV cache       %s bytes per position (f16), %s at the trained context %lld\n",
-             with_commas(per_position).c_str(),
+      strfmt("  KV cache       %s bytes per position (%s), %s at the trained context %lld\n",
+             with_commas(per_position).c_str(), f32 ? "f32" : "f16",
              human_bytes(per_position * static_cast<uint64_t>(hp.n_ctx_train)).c_str(),
              static_cast<long long>(hp.n_ctx_train));
   shape.n_ubatch = kDefaultChunkSize;

@@ -50,6 +50,26 @@ void check_rows(std::span<const BatchRow> rows, const KvCache& cache, int64_t n_
   if (n_logits * row_width > n_logits_capacity) throw Error("forward: output buffer too small");
 }
 
+// An encoder gives hidden states only, and (attending both ways) sees each
+// sequence whole in one pass: a sequence must start empty.
+void check_encoder_rows(const ModelHParams& hp, std::span<const BatchRow> rows,
+                        const KvCache& cache, RowOutput output) {
+  if (output != RowOutput::hidden) {
+    throw Error(hp.arch +
+                " is a text encoder (embeddings): it has no output layer to give "
+                "logits, so it cannot generate or score text; use `cortiq embed` or the "
+                "server's /v1/embeddings");
+  }
+  if (hp.causal_attention) return;
+  for (const auto& row : rows) {
+    if (cache.length(row.seq) != 0) {
+      throw Error(hp.arch +
+                  " attends in both directions: a sequence must come whole in one "
+                  "forward pass, not continue a cached one");
+    }
+  }
+}
+
 }  // namespace
 
 void DecoderModel::forward(std::span<const BatchRow> rows, KvCache& cache, ForwardContext& ctx,
@@ -57,6 +77,7 @@ void DecoderModel::forward(std::span<const BatchRow> rows, KvCache& cache, Forwa
   const int64_t row_width = ctx.output == RowOutput::hidden ? hparams_.n_embd : hparams_.n_vocab;
   check_rows(rows, cache, hparams_.n_vocab, row_width, static_cast<int64_t>(logits.size()),
              ctx.buffers.seq_next);
+  if (hparams_.encoder) check_encoder_rows(hparams_, rows, cache, ctx.output);
   auto& cells = ctx.buffers.row_cells;
   cells.resize(rows.size());
   try {
@@ -91,7 +112,8 @@ KvCacheShape kv_cache_shape_of(const ModelHParams& hp, int64_t n_cells, int32_t 
   }
   shape.n_cells = n_cells;
   shape.n_seq = n_seq;
-  shape.type = type;
+  // llama.cpp's encoders keep no cache: their keys and values stay f32.
+  shape.type = hp.encoder ? KvType::f32 : type;
   shape.block_size = block_size;
   return shape;
 }

@@ -67,6 +67,7 @@ constexpr const Family* kFamilies[] = {
     &kPlamo3Family,         // plamo3.cpp
     &kBitnetFamily,         // bitnet.cpp
     &kGemma4Family,         // gemma4.cpp
+    &kBertFamily,           // bert.cpp
 };
 
 }  // namespace

@@ -46,9 +46,12 @@ struct Family {
   // attention), attention.head_count_kv 0 (a linear map in its place) or
   // feed_forward_length 0 (no FFN). Otherwise every size must be positive.
   bool layers_may_lack_parts = false;
+  // A text encoder (BERT): bidirectional attention (attention.causal may be
+  // false), no output layer — its forward gives hidden states, never logits.
+  bool encoder = false;
   // gen-model: the optional tensors a converted checkpoint of this family
   // has (name suffixes, "attn_q.bias"); --all-tensors writes every one.
-  std::span<const std::string_view> converted_optional;
+  std::span<const std::string_view> converted_optional = {};
 };
 
 // Every family, in the order the docs list them.

@@ -271,7 +271,30 @@ ModelHParams ModelHParams::from_gguf(const gguf::GgufFile& file, const Family& f
   }
   hp.rope = read_rope(keys, hp, family.neox_rope);
   hp.rope_local = hp.rope;
+  hp.encoder = family.encoder;
+  hp.causal_attention = keys.bool_or("attention.causal", true);
+  const int64_t pooling = keys.uint_or("pooling_type", -1);
+  if (pooling > 4)
+    keys.invalid(strfmt("pooling_type %lld is not one of 0..4", static_cast<long long>(pooling)));
+  hp.pooling_type = static_cast<int32_t>(pooling);
   if (family.read_hparams != nullptr) family.read_hparams(keys, hp);
+  if (!hp.causal_attention && !family.encoder) {
+    keys.invalid(
+        "attention.causal = false (bidirectional attention) is run only by the encoder "
+        "families (bert); a " +
+        hp.arch + " file with it cannot generate text");
+  }
+  if (!hp.causal_attention) {
+    // The attention kernel's window and ALiBi distances count back from the
+    // row's own position, which a bidirectional row does not have.
+    const bool windowed =
+        std::ranges::any_of(hp.layers, [](const LayerSpec& l) { return l.window > 0; });
+    if (windowed || hp.alibi_max_bias > 0.0f) {
+      keys.invalid(
+          "bidirectional attention (attention.causal = false) with a sliding window or "
+          "ALiBi is not supported");
+    }
+  }
   if (hp.uses_rms_norm && !(hp.rms_eps > 0.0f)) {
     keys.invalid("attention.layer_norm_rms_epsilon must be positive");
   }

@@ -122,6 +122,20 @@ struct ModelHParams {
   // Gemma 4's per-layer input width (ARCH.embedding_length_per_layer_input; 0 = none).
   int64_t per_layer_embd = 0;
 
+  // A text encoder (Family::encoder: BERT): no output layer, so a forward
+  // pass gives hidden states (embeddings), never logits.
+  bool encoder = false;
+  // ARCH.attention.causal (default true). false: every row attends to every
+  // position of its sequence in the pass (BERT-style encoders), which needs
+  // the whole sequence in one forward pass; only encoder families accept it.
+  bool causal_attention = true;
+  // ARCH.pooling_type as llama.cpp numbers it (-1 absent, 0 none, 1 mean,
+  // 2 cls, 3 last, 4 rank): how the file's model pools its embeddings.
+  int32_t pooling_type = -1;
+
+  // BERT's token type count (tokenizer.ggml.token_type_count; 0 = none).
+  int64_t n_token_types = 0;
+
   // ARCH.classifier.output_labels: the labels of a classification head
   // (rerankers); its row count, 1 when the key is absent.
   std::vector<std::string> classifier_labels;

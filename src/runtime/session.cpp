@@ -195,8 +195,22 @@ std::vector<float> Session::evaluate(std::span<const TokenId> ids, int64_t chunk
 }
 
 std::vector<float> Session::embeddings(std::span<const TokenId> ids, int64_t chunk_size) {
-  check_extension(ids);
   const auto n_embd = static_cast<size_t>(model_->hparams().n_embd);
+  if (!model_->hparams().causal_attention) {
+    // A bidirectional encoder reads the ids whole, in one pass, with
+    // nothing before them: every row attends to every other.
+    reset();
+    check_extension(ids);
+    std::vector<float> hidden(ids.size() * n_embd);
+    try {
+      forward_rows(ids, 0, hidden, RowOutput::hidden);
+    } catch (...) {
+      reset();
+      throw;
+    }
+    return hidden;
+  }
+  check_extension(ids);
   const size_t chunk = chunk_rows(chunk_size);
   std::vector<float> hidden(ids.size() * n_embd);
   try {

@@ -14,6 +14,17 @@ std::optional<Pooling> parse_pooling(std::string_view name) {
   return std::nullopt;
 }
 
+Pooling pooling_of_file(int32_t pooling_type) {
+  switch (pooling_type) {
+    case 2:
+      return Pooling::cls;
+    case 3:
+      return Pooling::last;
+    default:
+      return Pooling::mean;  // 1 mean; none (0) and rank (4) give no vector
+  }
+}
+
 std::vector<float> pool_embeddings(std::span<const float> hidden, size_t n_embd, Pooling pooling,
                                    bool normalize) {
   if (n_embd == 0 || hidden.size() < n_embd || hidden.size() % n_embd != 0) {

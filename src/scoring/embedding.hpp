@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <span>
 #include <string_view>
@@ -17,6 +18,10 @@ enum class Pooling { mean, last, cls, rank };
 
 // "mean", "last", "cls", "rank"; nullopt for anything else.
 std::optional<Pooling> parse_pooling(std::string_view name);
+
+// The pooling a model file asks for (ARCH.pooling_type as llama.cpp numbers
+// it: 1 mean, 2 cls, 3 last; -1 absent), mean when it names none of them.
+Pooling pooling_of_file(int32_t pooling_type);
 
 // hidden is [n_rows][n_embd] with n_rows >= 1. Sums in double.
 std::vector<float> pool_embeddings(std::span<const float> hidden, size_t n_embd, Pooling pooling,

@@ -13,6 +13,7 @@
 #include "base/strings.hpp"
 #include "chat/chat_template.hpp"
 #include "cortiq/cortiq.hpp"
+#include "model/hparams.hpp"
 #include "server/api_error.hpp"
 #include "server/metrics.hpp"
 #include "server/openai_protocol.hpp"
@@ -369,6 +370,11 @@ class HttpServer::Impl {
   }
 
   void generate(Endpoint endpoint, const std::string& body, httplib::Response& res) {
+    if (model_->hparams().encoder) {
+      throw invalid_request(model_->hparams().arch +
+                            " is a text encoder: it gives embeddings (POST /v1/embeddings), "
+                            "not completions");
+    }
     auto gen = std::make_shared<Generation>();
     gen->request = parse_generation_request(endpoint, parse_body(body), api_);
     const size_t n = gen->request.jobs.size();

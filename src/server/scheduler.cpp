@@ -385,7 +385,11 @@ void Scheduler::embedding_step() {
   }
   const auto n_embd = static_cast<size_t>(model_->hparams().n_embd);
   run.hidden.resize(tokens.size() * n_embd);
-  const size_t end = std::min(tokens.size(), run.done + static_cast<size_t>(options_.step_rows));
+  // A bidirectional encoder reads each input whole, in one step.
+  const size_t end =
+      model_->hparams().causal_attention
+          ? std::min(tokens.size(), run.done + static_cast<size_t>(options_.step_rows))
+          : tokens.size();
   try {
     auto& rows = engine_->rows;
     rows.clear();
@@ -413,8 +417,9 @@ void Scheduler::embedding_step() {
   StreamEvent event;
   event.kind = StreamEvent::Kind::embedding;
   event.choice = index;
-  event.embedding = scoring::pool_embeddings(run.hidden, n_embd, scoring::Pooling::mean,
-                                             /*normalize=*/true);
+  event.embedding = scoring::pool_embeddings(
+      run.hidden, n_embd, scoring::pooling_of_file(model_->hparams().pooling_type),
+      /*normalize=*/true);
   event.embedding_tokens = static_cast<int64_t>(tokens.size());
   metrics_.add_prompt_tokens(event.embedding_tokens);
   stream.push(std::move(event));

@@ -22,32 +22,18 @@ OUT="$ROOT/tests/golden/logits"
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 
-# The 64 input ids: a fixed walk over the vocabulary (same formula as the test).
-sequence() {
-  local n_vocab=$1 ids="" i
-  for ((i = 0; i < 64; i++)); do ids+="$(( 1 + (i * 7919 + 13) % (n_vocab - 1) )) "; done
-  echo "$ids"
-}
-
-ONLY=${ONLY:-}  # a regular expression: regenerate only the cases it matches
-grep -v '^#' "$OUT/cases.tsv" | while IFS=$'\t' read -r name arch type vocab embd layers heads kv ff seed tensors; do
-  [ -n "$name" ] || continue
-  [ -z "$ONLY" ] || [[ $name =~ $ONLY ]] || continue
-  model="$WORK/$name.gguf"
-  args=(--arch "$arch" --type "$type" --embd "$embd" --layers "$layers" --heads "$heads"
-        --kv-heads "$kv" --ff "$ff" --seed "$seed" -o "$model")
-  [ "$vocab" = builtin ] || args+=(--vocab-from "$VOCAB/ggml-vocab-$vocab.gguf")
-  [ "${tensors:-converted}" = all ] && args+=(--all-tensors)
-  "$CORTIQ" gen-model "${args[@]}" >/dev/null
-  n_vocab=$("$CORTIQ" inspect "$model" --json | python3 -c 'import json,sys; print([m["value"] for m in json.load(sys.stdin)["metadata"] if m["key"].endswith(".vocab_size")][0])')
-  ids=$(sequence "$n_vocab")
+# shellcheck source=golden_cases.sh
+. "$HERE/golden_cases.sh"
+golden_case() {
+  local name=$1 model=$2 ids=$3
   LD_LIBRARY_PATH="$BIN" "$BIN/peer-logits" -m "$model" --ids "$ids" -o "$WORK/$name.f32" -b 1 -t 2 \
     >/dev/null 2>"$WORK/$name.log" || { cat "$WORK/$name.log" >&2; exit 1; }
   python3 "$HERE/logits_golden.py" "$WORK/$name.f32" "$ids" "$OUT/$name.logits"
-  echo "$name: n_vocab $n_vocab -> $(stat -c %s "$OUT/$name.logits") bytes"
-done
+  echo "$name: $(stat -c %s "$OUT/$name.logits") bytes"
+}
+each_case "$OUT/cases.tsv"
 
-[ -z "$ONLY" ] || exit 0
+[ -z "${ONLY:-}" ] || exit 0
 # stories260K (a real trained model, ../shared/data/models): converted by
 # `cortiq convert llama2c`, the logits of BOS and its 40 greedy ids.
 STORIES=${STORIES:-$ROOT/../shared/data/models/stories260K.bin}

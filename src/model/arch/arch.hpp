@@ -123,4 +123,7 @@ extern const Family kBitnetFamily;
 // gemma4.cpp
 extern const Family kGemma4Family;
 
+// bert.cpp
+extern const Family kBertFamily;
+
 }  // namespace cortiq

@@ -223,7 +223,8 @@ void project_qkv(const AttentionWeights& w, const ModelHParams& hp, const LayerS
 constexpr int64_t kAttentionRowTile = 16;
 
 // Causal attention of every row over positions [start, pos] of its
-// sequence, start = 0 or, in a sliding-window layer, pos - window + 1.
+// sequence, start = 0 or, in a sliding-window layer, pos - window + 1
+// (bidirectional: over every position of its sequence after the pass).
 // Rows are cut into tiles (consecutive rows of one sequence, at most
 // kAttentionRowTile), and the work units are (tile, KV head) pairs: unit i
 // goes to thread i % n_threads. Later rows attend to more positions, so
@@ -252,6 +253,16 @@ void attend(const ModelHParams& hp, const LayerSpec& layer, int64_t il, const At
   const auto ow = static_cast<size_t>(layer.attn_out_width());
   const size_t n = pass.rows.size();
   const auto n_kv_heads = static_cast<size_t>(layer.n_head_kv);
+  // Bidirectional attention (encoders): every row reads every position its
+  // sequence has after the pass, so a sequence must come in one pass.
+  std::vector<int64_t> seq_end;
+  if (!hp.causal_attention) {
+    for (const auto& row : pass.rows) {
+      const auto seq = static_cast<size_t>(row.seq);
+      if (seq >= seq_end.size()) seq_end.resize(seq + 1, 0);
+      seq_end[seq] = std::max<int64_t>(seq_end[seq], row.pos + 1);
+    }
+  }
   ctx.pool.run([&](int thread, int threads) {
     auto& scratch = buf.scores[static_cast<size_t>(thread)];
     std::array<int64_t, kAttentionRowTile> n_kv, kv_start;
@@ -263,7 +274,8 @@ void attend(const ModelHParams& hp, const LayerSpec& layer, int64_t il, const At
         ++end;
       }
       for (size_t r = begin; r < end; ++r) {
-        n_kv[r - begin] = pass.rows[r].pos + 1;
+        n_kv[r - begin] = hp.causal_attention ? pass.rows[r].pos + 1
+                                              : seq_end[static_cast<size_t>(pass.rows[r].seq)];
         kv_start[r - begin] =
             layer.window > 0 ? std::max<int64_t>(0, n_kv[r - begin] - layer.window) : 0;
       }

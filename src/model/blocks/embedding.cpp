@@ -1,5 +1,6 @@
 #include "model/blocks/embedding.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "kernels/cpu/activations.hpp"
@@ -23,6 +24,11 @@ void TokenEmbedding::embed(const ModelHParams& hp, std::span<const BatchRow> row
     kernels::scale_inplace(x.first(rows.size() * static_cast<size_t>(hp.n_embd)),
                            hp.embedding_scale);
   }
+  if (!type0.empty()) {
+    const auto n_embd = static_cast<size_t>(hp.n_embd);
+    for (size_t r = 0; r < rows.size(); ++r)
+      kernels::add_inplace(x.subspan(r * n_embd, n_embd), type0);
+  }
   if (positions.data != nullptr) {
     // llama.cpp adds ggml_get_rows(pos_embd, inp_pos). The branch buffer
     // (buf.proj) is free until the first layer; get_rows refuses a position
@@ -38,6 +44,24 @@ void TokenEmbedding::embed(const ModelHParams& hp, std::span<const BatchRow> row
 
 void TokenEmbedding::visit_positions(TensorVisitor& v, const ModelHParams& hp, bool required) {
   v.matrix(positions, "position_embd.weight", hp.n_embd, hp.n_ctx_train, required);
+}
+
+void TokenEmbedding::visit_token_types(TensorVisitor& v, const ModelHParams& hp) {
+  // A small f32 table (llama.cpp's quantizer keeps it f32 and adds a view of
+  // its first row): only that row is kept.
+  v.table(type0, "token_types.weight", hp.n_embd, hp.n_token_types, TensorKind::bias,
+          /*required=*/false);
+  type0.resize(std::min(type0.size(), static_cast<size_t>(hp.n_embd)));
+}
+
+void copy_output_rows(const ModelHParams& hp, std::span<const BatchRow> rows,
+                      std::span<const float> x, std::span<float> out) {
+  const auto n_embd = static_cast<size_t>(hp.n_embd);
+  size_t k = 0;
+  for (size_t r = 0; r < rows.size(); ++r) {
+    if (!rows[r].logits) continue;
+    std::ranges::copy(x.subspan(r * n_embd, n_embd), out.subspan(k++ * n_embd, n_embd).begin());
+  }
 }
 
 void OutputHead::visit(TensorVisitor& v, const ModelHParams& hp, const TokenEmbedding& embedding,

@@ -22,12 +22,17 @@ struct TokenEmbedding {
   // position_embd.weight, [n_ctx_train][n_embd]: learned absolute positions
   // (GPT-2, StarCoder, MPT's optional one); empty when the family has none.
   kernels::WeightView positions;
+  // token_types.weight's first row (BERT: llama.cpp gives every token type
+  // 0), added to every token; empty when the file has none.
+  std::vector<float> type0;
 
   void visit(TensorVisitor& v, const ModelHParams& hp);
   // position_embd.weight, for the families with learned positions.
   void visit_positions(TensorVisitor& v, const ModelHParams& hp, bool required);
+  // token_types.weight, [hp.n_token_types][n_embd], optional (BERT).
+  void visit_token_types(TensorVisitor& v, const ModelHParams& hp);
   // x[r] = table[rows[r].token] * hp.embedding_scale (when set)
-  //        + positions[rows[r].pos] (when the file has them).
+  //        + type0 (when the file has it) + positions[rows[r].pos] (when it has them).
   void embed(const ModelHParams& hp, std::span<const BatchRow> rows, std::span<float> x,
              ForwardBuffers& buf) const;
 };
@@ -57,5 +62,10 @@ struct OutputHead {
   void apply(const ModelHParams& hp, std::span<const BatchRow> rows, std::span<const float> x,
              ForwardContext& ctx, std::span<float> logits) const;
 };
+
+// An encoder's output: the hidden rows (n_embd wide) of the rows marked
+// `logits`, in order, as they are (no final norm).
+void copy_output_rows(const ModelHParams& hp, std::span<const BatchRow> rows,
+                      std::span<const float> x, std::span<float> out);
 
 }  // namespace cortiq
