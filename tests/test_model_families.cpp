@@ -121,6 +121,30 @@ TEST(FamilyTable, EveryFamilyReadsWhatItWrites) {
   }
 }
 
+// What an encoder file may not say, each refused by name: bidirectional
+// attention in a decoder family, nomic-bert's MoE layers, no token type
+// count, and a reranker's classification head (not run).
+TEST(ModelLoad, EncoderMetadataOutsideWhatRunsIsRefused) {
+  test::TempDir dir;
+  write_random_model(small_model("llama"), dir / "llama.gguf");
+  rewrite(dir / "llama.gguf", dir / "a.gguf", "", {}, [](gguf::GgufWriter& w) {
+    w.set("llama.attention.causal", gguf::Value(false));
+  });
+  EXPECT_NE(load_error(dir / "a.gguf").find("attention.causal = false"), std::string::npos);
+  write_random_model(small_model("nomic-bert"), dir / "nomic.gguf");
+  rewrite(dir / "nomic.gguf", dir / "b.gguf", "", {}, [](gguf::GgufWriter& w) {
+    w.set("nomic-bert.moe_every_n_layers", gguf::Value(uint32_t{2}));
+  });
+  EXPECT_NE(load_error(dir / "b.gguf").find("moe_every_n_layers"), std::string::npos);
+  write_random_model(small_model("bert"), dir / "bert.gguf");
+  rewrite(dir / "bert.gguf", dir / "c.gguf", "", {}, [](gguf::GgufWriter& w) {
+    w.set("tokenizer.ggml.token_type_count", gguf::Value(uint32_t{0}));
+  });
+  EXPECT_NE(load_error(dir / "c.gguf").find("token_type_count"), std::string::npos);
+  rewrite(dir / "bert.gguf", dir / "d.gguf", "", {"cls.output.weight", {48, 1}});
+  EXPECT_NE(load_error(dir / "d.gguf").find("cls.output.weight"), std::string::npos);
+}
+
 TEST(ModelLoad, AnUnusedTensorIsRefusedByName) {
   test::TempDir dir;
   write_random_model(small_model("llama"), dir / "a.gguf");

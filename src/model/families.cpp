@@ -68,6 +68,7 @@ constexpr const Family* kFamilies[] = {
     &kBitnetFamily,         // bitnet.cpp
     &kGemma4Family,         // gemma4.cpp
     &kBertFamily,           // bert.cpp
+    &kNomicBertFamily,      // bert.cpp
 };
 
 }  // namespace

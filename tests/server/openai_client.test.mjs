@@ -3,9 +3,13 @@
 // timings), cancellation and the API key.
 import { describe, it, before, after } from 'node:test';
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import OpenAI from 'openai';
 import {
-  startServer, rawRequest, postJson, tokenize, getMetrics, waitFor, N_EMBD,
+  startServer, rawRequest, postJson, tokenize, getMetrics, waitFor, N_EMBD, cliPath,
 } from './server_harness.mjs';
 
 const MODEL = 'test-model';
@@ -326,5 +330,44 @@ describe('api key', () => {
     assert.ok(models.data.some((m) => m.id === MODEL));
     const r = await makeClient(server.baseURL, 'secret').chat.completions.create({ model: MODEL, messages: USER, max_tokens: 3, ignore_eos: true });
     assertUsage(r.usage, { completion: 3 });
+  });
+});
+
+// A BERT model (a text encoder, pooled on its first token as its file says):
+// /v1/embeddings gives `cortiq embed --normalize`'s vector, and the
+// completion endpoints answer 400 saying why.
+describe('encoder model', () => {
+  let server;
+  let dir;
+  let model;
+  before(async () => {
+    dir = mkdtempSync(path.join(os.tmpdir(), 'cortiq-bert-'));
+    model = path.join(dir, 'bert.gguf');
+    execFileSync(cliPath(), ['gen-model', '--arch', 'bert', '--embd', '64', '--layers', '2', '--heads', '4',
+      '--kv-heads', '4', '--ff', '128', '--seed', '3', '-o', model], { stdio: ['ignore', 'ignore', 'pipe'] });
+    server = await startServer({ model, args: ['--alias', MODEL] });
+  });
+  after(async () => {
+    await server?.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('embeds as cortiq embed does and refuses completions', async () => {
+    const client = makeClient(server.baseURL);
+    const text = 'the sea is blue';
+    const r = await client.embeddings.create({ model: MODEL, input: text, encoding_format: 'float' });
+    const cli = JSON.parse(execFileSync(cliPath(), ['embed', '-m', model, '-p', text, '--normalize', '--json'],
+      { stdio: ['ignore', 'pipe', 'ignore'] }).toString());
+    assert.equal(r.data[0].embedding.length, 64);
+    assert.equal(r.usage.prompt_tokens, cli.tokens);
+    r.data[0].embedding.forEach((x, i) => assert.ok(Math.abs(x - cli.embedding[i]) <= 1e-6, `dimension ${i}`));
+    for (const path_ of ['/v1/completions', '/v1/chat/completions']) {
+      const body = path_ === '/v1/completions' ? { model: MODEL, prompt: 'hi', max_tokens: 2 }
+        : { model: MODEL, messages: USER, max_tokens: 2 };
+      const e = await postJson(server.baseURL, path_, body);
+      assert.equal(e.status, 400, path_);
+      assertErrorBody(e.json, e.status);
+      assert.match(e.json.error.message, /text encoder/);
+    }
   });
 });

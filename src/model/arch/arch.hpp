@@ -125,5 +125,6 @@ extern const Family kGemma4Family;
 
 // bert.cpp
 extern const Family kBertFamily;
+extern const Family kNomicBertFamily;
 
 }  // namespace cortiq

@@ -1,25 +1,32 @@
 // Google's BERT (`bert`) and the sentence-embedding models built on it
-// (all-MiniLM, BGE, E5, GTE...): a text encoder. Its attention reads every
-// token of the input in both directions (attention.causal = false, as its
-// converter writes), it has no output layer, and what it gives is the last
-// layer's hidden state of every token, which the caller pools into one
-// embedding (pooling_type: mean for MiniLM, the first token for BGE).
-// Post-norm layers, layer norms with biases, an ungated GELU feed-forward:
+// (all-MiniLM, BGE, E5, GTE...), and Nomic's nomic-bert (`nomic-bert`:
+// nomic-embed-text v1 / v1.5): text encoders. Their attention reads every
+// token of the input in both directions (attention.causal = false, as
+// their converters write), they have no output layer, and what they give is
+// the last layer's hidden state of every token, which the caller pools into
+// one embedding (pooling_type: mean for MiniLM and Nomic, the first token
+// for BGE). Post-norm layers, layer norms with biases:
 //
-//   x = token_embd[token] + token_types[0] + position_embd[pos]
-//       (llama.cpp fixes every token's type to 0, "sentence A")
+//   x = token_embd[token] + token_types[0]  (llama.cpp fixes every token's
+//                                            type to 0, "sentence A")
+//       bert: + position_embd[pos]
 //   x = layer_norm(x) * token_embd_norm + token_embd_norm_b
 //   for each layer:
 //     x = layer_norm(x + attention(x)) * attn_output_norm + attn_output_norm_b
-//            q, k, v = attn_q/k/v(x) + biases (or one attn_qkv), no RoPE,
-//            scores scaled by 1/sqrt(head size) whatever attention.scale says
-//     x = layer_norm(x + down(gelu(up(x) + up_b)) + down_b) * layer_output_norm + ..._b
+//            q, k, v = attn_q/k/v(x) + biases (or one attn_qkv); scores
+//            scaled by 1/sqrt(head size) whatever attention.scale says;
+//            nomic-bert: NeoX RoPE on Q and K (rope.freq_base)
+//     x = layer_norm(x + ffn(x)) * layer_output_norm + layer_output_norm_b
+//            bert: down(gelu(up(x) + up_b)) + down_b
+//            nomic-bert: down(silu(gate(x)) * up(x)), no biases (llama.cpp
+//            reads ffn_up/ffn_down biases but its graph passes none)
 //   hidden = x
 //
 // llama.cpp reads the token type count from tokenizer.ggml.token_type_count
 // (required); token_types.weight is optional and only its first row is
-// used. The classification head of BERT rerankers (cls.*) is not run: a file
-// with it is refused, naming the tensor.
+// used. Not run (refused, naming the tensor or key): the classification head
+// of BERT rerankers (cls.*) and nomic-bert's mixture-of-experts layers
+// (moe_every_n_layers, nomic-bert-moe).
 #include <algorithm>
 #include <memory>
 
@@ -56,16 +63,21 @@ struct BertWeights {
   std::vector<BertLayer> layers;
 
   void visit(TensorVisitor& v, const ModelHParams& hp) {
+    const bool nomic = hp.arch == "nomic-bert";
     embedding.visit(v, hp);
     embedding.visit_token_types(v, hp);
-    embedding.visit_positions(v, hp, /*required=*/true);
+    if (!nomic) embedding.visit_positions(v, hp, /*required=*/true);
     embedding_norm.visit(v, "token_embd_norm", hp.n_embd, NormKind::layer, hp.norm_eps);
     for (int64_t il = 0; il < hp.n_layer; ++il) {
       BertLayer& layer = layers.emplace_back();
-      layer.attn.visit(v, hp, il, {.output_bias = true});
+      layer.attn.visit(v, hp, il, {.output_bias = true, .fused_qkv_written = nomic});
       layer.attn_out_norm.visit(v, layer_tensor_name(il, "attn_output_norm"), hp.n_embd,
                                 NormKind::layer, hp.norm_eps);
-      layer.ffn.visit(v, hp, il, {.gated = false, .biases = true, .scales_applied = false});
+      layer.ffn.visit(v, hp, il, {.gated = nomic, .biases = !nomic, .scales_applied = false});
+      if (nomic) {
+        v.without_effect(layer_tensor_name(il, "ffn_up.bias"), hp.layer(il).n_ff, TensorKind::bias);
+        v.without_effect(layer_tensor_name(il, "ffn_down.bias"), hp.n_embd, TensorKind::bias);
+      }
       layer.out_norm.visit(v, layer_tensor_name(il, "layer_output_norm"), hp.n_embd,
                            NormKind::layer, hp.norm_eps);
     }
@@ -82,12 +94,14 @@ class BertModel final : public FamilyModel<BertWeights> {
     const auto& h = hparams_;
     const auto [x, normed, branch, pass] = start_layers(h, rows, cells, ctx, w_.embedding, w_.rope);
     w_.embedding_norm.apply(x, x);
+    const FfnActivation activation =
+        h.arch == "nomic-bert" ? FfnActivation::swiglu : FfnActivation::gelu;
     for (int64_t il = 0; il < h.n_layer; ++il) {
       const BertLayer& layer = w_.layers[static_cast<size_t>(il)];
       attention(layer.attn, h, il, pass, cache, ctx, x, branch);
       kernels::add_inplace(x, branch);
       layer.attn_out_norm.apply(x, x);
-      ffn(layer.ffn, FfnActivation::gelu, h, il, static_cast<int64_t>(rows.size()), ctx, x, branch);
+      ffn(layer.ffn, activation, h, il, static_cast<int64_t>(rows.size()), ctx, x, branch);
       kernels::add_inplace(x, branch);
       layer.out_norm.apply(x, x);
     }
@@ -109,21 +123,43 @@ void read_bert(const HParamReader& keys, ModelHParams& hp) {
   hp.n_token_types = static_cast<int64_t>(*types);
   // The graph passes its own score scale whatever attention.scale says.
   hp.attention_scale = 0.0f;
+  if (hp.arch == "nomic-bert") {
+    if (keys.uint_or("moe_every_n_layers", 0) > 0) {
+      keys.invalid("moe_every_n_layers > 0: nomic-bert's mixture-of-experts layers are not run");
+    }
+    return;  // every layer rotates with the model's RoPE table
+  }
   for (LayerSpec& layer : hp.layers) layer.rope = RopeSlot::none;
 }
 
 // As BERT's converter writes: bidirectional, pooled on the first token
 // (BGE), two token types.
-void write_bert(const ModelGeometry& g, std::vector<gguf::KeyValue>& keys) {
-  keys.push_back({"bert.attention.layer_norm_epsilon", gguf::Value(static_cast<float>(g.rms_eps))});
-  keys.push_back({"bert.attention.causal", gguf::Value(false)});
-  keys.push_back({"bert.pooling_type", gguf::Value(uint32_t{2})});
+void write_encoder_keys(const ModelGeometry& g, const std::string& arch, uint32_t pooling,
+                        std::vector<gguf::KeyValue>& keys) {
+  keys.push_back(
+      {arch + ".attention.layer_norm_epsilon", gguf::Value(static_cast<float>(g.rms_eps))});
+  keys.push_back({arch + ".attention.causal", gguf::Value(false)});
+  keys.push_back({arch + ".pooling_type", gguf::Value(pooling)});
   keys.push_back({std::string(kTokenTypeCountKey), gguf::Value(uint32_t{2})});
+}
+
+void write_bert(const ModelGeometry& g, std::vector<gguf::KeyValue>& keys) {
+  write_encoder_keys(g, "bert", 2, keys);
+}
+
+// As nomic-embed-text's converter writes: mean pooling, RoPE base 1000.
+void write_nomic_bert(const ModelGeometry& g, std::vector<gguf::KeyValue>& keys) {
+  write_encoder_keys(g, "nomic-bert", 1, keys);
+  for (gguf::KeyValue& kv : keys) {
+    if (kv.key == "nomic-bert.rope.freq_base") kv.value = gguf::Value(1000.0f);
+  }
 }
 
 constexpr std::string_view kBertConverted[] = {
     "token_types.weight", "attn_q.bias", "attn_k.bias",  "attn_v.bias",
     "attn_output.bias",   "ffn_up.bias", "ffn_down.bias"};
+
+constexpr std::string_view kNomicBertConverted[] = {"token_types.weight"};
 
 }  // namespace
 
@@ -135,5 +171,15 @@ const Family kBertFamily{.arch = "bert",
                          .fixed_head_dim = true,
                          .encoder = true,
                          .converted_optional = kBertConverted};
+
+const Family kNomicBertFamily{.arch = "nomic-bert",
+                              .neox_rope = true,
+                              .make = make_model<BertModel>,
+                              .read_hparams = read_bert,
+                              .tensors = tensors_of<BertWeights>,
+                              .write_hparams = write_nomic_bert,
+                              .fixed_head_dim = true,
+                              .encoder = true,
+                              .converted_optional = kNomicBertConverted};
 
 }  // namespace cortiq
