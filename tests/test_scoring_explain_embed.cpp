@@ -138,7 +138,8 @@ TEST(Embeddings, EncoderPoolsAsItsFileSaysAndRefusesToGenerate) {
   ASSERT_EQ(test::run_cli("embed -m " + path + " --ids \"1 2 3 4\" --json", &out), 0) << out;
   const auto vector_of = [](const std::string& text) {
     std::vector<float> v;
-    for (const Json& x : parse_json(text.substr(text.find('{'))).find("embedding")->array) {
+    const Json json = parse_json(text.substr(text.find('{')));
+    for (const Json& x : json.find("embedding")->array) {
       v.push_back(static_cast<float>(x.type == Json::Type::integer ? static_cast<double>(x.integer)
                                                                    : x.number));
     }
