@@ -196,22 +196,12 @@ std::vector<float> Session::evaluate(std::span<const TokenId> ids, int64_t chunk
 
 std::vector<float> Session::embeddings(std::span<const TokenId> ids, int64_t chunk_size) {
   const auto n_embd = static_cast<size_t>(model_->hparams().n_embd);
-  if (!model_->hparams().causal_attention) {
-    // A bidirectional encoder reads the ids whole, in one pass, with
-    // nothing before them: every row attends to every other.
-    reset();
-    check_extension(ids);
-    std::vector<float> hidden(ids.size() * n_embd);
-    try {
-      forward_rows(ids, 0, hidden, RowOutput::hidden);
-    } catch (...) {
-      reset();
-      throw;
-    }
-    return hidden;
-  }
+  // A bidirectional encoder reads the ids whole, in one pass, with nothing
+  // before them: every row attends to every other.
+  const bool whole = !model_->hparams().causal_attention;
+  if (whole) reset();
   check_extension(ids);
-  const size_t chunk = chunk_rows(chunk_size);
+  const size_t chunk = whole ? std::max<size_t>(ids.size(), 1) : chunk_rows(chunk_size);
   std::vector<float> hidden(ids.size() * n_embd);
   try {
     for (size_t start = 0; start < ids.size(); start += chunk) {

@@ -132,8 +132,8 @@ void read_bert(const HParamReader& keys, ModelHParams& hp) {
   for (LayerSpec& layer : hp.layers) layer.rope = RopeSlot::none;
 }
 
-// As BERT's converter writes: bidirectional, pooled on the first token
-// (BGE), two token types.
+// What the encoders' converters write: their layer norm epsilon,
+// bidirectional attention, their pooling, two token types.
 void write_encoder_keys(const ModelGeometry& g, const std::string& arch, uint32_t pooling,
                         std::vector<gguf::KeyValue>& keys) {
   keys.push_back(
@@ -143,6 +143,7 @@ void write_encoder_keys(const ModelGeometry& g, const std::string& arch, uint32_
   keys.push_back({std::string(kTokenTypeCountKey), gguf::Value(uint32_t{2})});
 }
 
+// As BERT's converter writes for BGE: pooled on the first token.
 void write_bert(const ModelGeometry& g, std::vector<gguf::KeyValue>& keys) {
   write_encoder_keys(g, "bert", 2, keys);
 }

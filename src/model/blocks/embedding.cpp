@@ -24,11 +24,7 @@ void TokenEmbedding::embed(const ModelHParams& hp, std::span<const BatchRow> row
     kernels::scale_inplace(x.first(rows.size() * static_cast<size_t>(hp.n_embd)),
                            hp.embedding_scale);
   }
-  if (!type0.empty()) {
-    const auto n_embd = static_cast<size_t>(hp.n_embd);
-    for (size_t r = 0; r < rows.size(); ++r)
-      kernels::add_inplace(x.subspan(r * n_embd, n_embd), type0);
-  }
+  kernels::add_bias_rows(x.first(rows.size() * static_cast<size_t>(hp.n_embd)), type0);
   if (positions.data != nullptr) {
     // llama.cpp adds ggml_get_rows(pos_embd, inp_pos). The branch buffer
     // (buf.proj) is free until the first layer; get_rows refuses a position
