@@ -115,6 +115,21 @@ TEST(KernelActivations, ReluSquaredZeroesNegativesAndSquaresTheRest) {
   EXPECT_FALSE(std::signbit(x[1]));
 }
 
+// llama.cpp's final-logit softcap: ggml_scale by 1/cap, ggml_tanh (tanhf),
+// ggml_scale by cap — each step rounded to float, as three separate passes.
+TEST(KernelActivations, SoftcapIsScaleTanhScale) {
+  std::vector<float> x = {-1e4f, -31.0f, -0.3f, 0.0f, 1e-3f, 7.25f, 29.9f, 1e30f};
+  std::vector<float> expected = x;
+  const float cap = 30.0f;
+  for (float& v : expected) v *= 1.0f / cap;
+  for (float& v : expected) v = std::tanh(v);
+  for (float& v : expected) v *= cap;
+  kernels::softcap_inplace(x, cap);
+  EXPECT_EQ(x, expected);
+  EXPECT_EQ(x.back(), cap);
+  EXPECT_EQ(x.front(), -cap);
+}
+
 // ggml_clamp's MAX(MIN(x, hi), lo): values outside [lo, hi] go to the
 // edge, the rest stay; NaN compares false and ends at hi (OLMo's clamp_kqv).
 TEST(KernelActivations, ClampKeepsValuesWithinTheEdges) {

@@ -148,31 +148,37 @@ TEST(KernelPackedDot, PackedMatchesFileRowsAndTheDoubleDot) {
   }
 }
 
-// Every SIMD level gives the scalar bits, for 1..4 activation rows, and a
+bool has_avx512() {
+  return simd_level() >= SimdLevel::avx512;
+}
+
+// Every SIMD level's one-group kernel (AVX-512: its own decode loop for one
+// activation row) gives the scalar bits, for 1..max activation rows, and a
 // row's result does not depend on how many rows the call took.
 TEST(KernelPackedDot, SimdMatchesScalarBitForBit) {
   if (!cpu_features().avx2) GTEST_SKIP() << "no AVX2 on this CPU";
-  for (const Case& c : kCases) {
-    const int64_t n_blocks = 16;
-    const int max_rows = packed_dot_max_rows(c.layout);
-    const Matrix m = make_matrix(c.type, 8, 32 * n_blocks, 3);
-    const std::vector<float> x = normal_values(9, static_cast<size_t>(max_rows * 32 * n_blocks));
-    const std::vector<Q8Block32> a = quantized(x);
-    std::vector<float> expected(static_cast<size_t>(8 * max_rows));
-    scalar::packed_dot(c.layout)(m.packed.data(), a.data(), n_blocks, max_rows, n_blocks,
-                                 expected.data());
-    for (const int n_act : {1, 2, 3, 4, 9, max_rows}) {
-      if (n_act > max_rows) continue;
-      std::vector<float> got(static_cast<size_t>(8 * n_act));
-      avx2::packed_dot(c.layout)(m.packed.data(), a.data(), n_blocks, n_act, n_blocks, got.data());
-      EXPECT_EQ(std::memcmp(got.data(), expected.data(), sizeof(float) * 8 * n_act), 0)
-          << ggml_type_name(c.type) << " n_act " << n_act;
+  std::vector<std::pair<const char*, PackedDot (*)(PackedLayout)>> levels = {
+      {"avx2", avx2::packed_dot}};
+  if (has_avx512()) levels.emplace_back("avx512", avx512::packed_dot);
+  for (const auto& [level, kernel_of] : levels) {
+    for (const Case& c : kCases) {
+      const int64_t n_blocks = 16;
+      const int max_rows = packed_dot_max_rows(c.layout);
+      const Matrix m = make_matrix(c.type, 8, 32 * n_blocks, 3);
+      const std::vector<float> x = normal_values(9, static_cast<size_t>(max_rows * 32 * n_blocks));
+      const std::vector<Q8Block32> a = quantized(x);
+      std::vector<float> expected(static_cast<size_t>(8 * max_rows));
+      scalar::packed_dot(c.layout)(m.packed.data(), a.data(), n_blocks, max_rows, n_blocks,
+                                   expected.data());
+      for (const int n_act : {1, 2, 3, 4, 9, max_rows}) {
+        if (n_act > max_rows) continue;
+        std::vector<float> got(static_cast<size_t>(8 * n_act));
+        kernel_of(c.layout)(m.packed.data(), a.data(), n_blocks, n_act, n_blocks, got.data());
+        EXPECT_EQ(std::memcmp(got.data(), expected.data(), sizeof(float) * 8 * n_act), 0)
+            << level << " " << ggml_type_name(c.type) << " n_act " << n_act;
+      }
     }
   }
-}
-
-bool has_avx512() {
-  return simd_level() >= SimdLevel::avx512;
 }
 
 // The AVX-512 kernels over two groups give the scalar bits of each group,

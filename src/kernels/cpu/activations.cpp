@@ -133,6 +133,11 @@ void scale_inplace(std::span<float> x, float s) {
   for (float& v : x) v *= s;
 }
 
+void softcap_inplace(std::span<float> x, float cap) {
+  const float inverse = 1.0f / cap;
+  for (float& v : x) v = std::tanh(v * inverse) * cap;
+}
+
 void clamp_inplace(std::span<float> x, float lo, float hi) {
   // ggml's MAX(MIN(x, hi), lo), comparison for comparison (NaN becomes hi).
   for (float& v : x) {

@@ -58,6 +58,10 @@ void add_inplace(std::span<float> x, std::span<const float> b);
 // x[i] *= s (ggml_mul by a one-element tensor, ggml_scale).
 void scale_inplace(std::span<float> x, float s);
 
+// x[i] = tanhf(x[i] * (1 / cap)) * cap: a logit softcap as llama.cpp's graph
+// computes it (ggml_scale, ggml_tanh, ggml_scale), operation for operation.
+void softcap_inplace(std::span<float> x, float cap);
+
 // x[i] = max(min(x[i], hi), lo), as ggml_clamp computes it (NaN becomes hi).
 void clamp_inplace(std::span<float> x, float lo, float hi);
 

@@ -105,6 +105,7 @@ RowDot row_dot(GgmlType type) {
 
 PackedDot packed_dot(PackedLayout layout) {
 #if defined(__x86_64__)
+  if (simd_level() >= SimdLevel::avx512) return avx512::packed_dot(layout);
   if (simd_level() >= SimdLevel::avx2) {
     if (const PackedDot kernel = avx2::packed_dot(layout)) return kernel;
   }

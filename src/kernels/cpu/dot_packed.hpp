@@ -65,7 +65,8 @@ namespace avx2 {
 PackedDot packed_dot(PackedLayout layout);
 }
 namespace avx512 {
+PackedDot packed_dot(PackedLayout layout);
 PackedDot packed_dot_pair(PackedLayout layout);
-}
+}  // namespace avx512
 
 }  // namespace cortiq::kernels

@@ -71,6 +71,55 @@ void q4_0_block_sums(const std::byte* b0, const std::byte* b1, const Q8Block32& 
   isum = _mm512_add_epi32(s_lo, s_hi);
 }
 
+// One group against one activation row (decode): the AVX2 kernel's single
+// read stream, at half its instructions per byte. A register holds two of
+// the block's 32-byte code chunks (chunk k's eight rows in lanes 0-7, chunk
+// k+1's in lanes 8-15), each half meeting its own four activation codes
+// (one vpermd of the block's 32 codes); the halves' exact int32 sums are
+// added at the end of the block, so the block's isum is the AVX2 kernel's.
+void q4_0x8_one(const std::byte* group, const Q8Block32* a, int64_t n_blocks, float* out) {
+  const __m512i low = _mm512_set1_epi8(0x0F);
+  // Lanes 0-7 take activation dword j, lanes 8-15 dword j + 1.
+  const auto pick = [](int j) {
+    return _mm512_set_epi32(j + 1, j + 1, j + 1, j + 1, j + 1, j + 1, j + 1, j + 1, j, j, j, j, j,
+                            j, j, j);
+  };
+  const __m512i low01 = pick(0), low23 = pick(2), high01 = pick(4), high23 = pick(6);
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    const std::byte* block = group + b * kQ4Block;
+    prefetch_ahead(block, kQ4Block);
+    const Q8Block32& x = a[b];
+    const __m512i q = _mm512_castsi256_si512(load256(x.qs));
+    const __m512i w01 = _mm512_loadu_si512(block + kCodes);
+    const __m512i w23 = _mm512_loadu_si512(block + kCodes + 64);
+    __m512i s_lo = _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_and_si512(w01, low),
+                                       _mm512_permutexvar_epi32(low01, q));
+    __m512i s_hi = _mm512_dpbusd_epi32(_mm512_setzero_si512(),
+                                       _mm512_and_si512(_mm512_srli_epi16(w01, 4), low),
+                                       _mm512_permutexvar_epi32(high01, q));
+    s_lo =
+        _mm512_dpbusd_epi32(s_lo, _mm512_and_si512(w23, low), _mm512_permutexvar_epi32(low23, q));
+    s_hi = _mm512_dpbusd_epi32(s_hi, _mm512_and_si512(_mm512_srli_epi16(w23, 4), low),
+                               _mm512_permutexvar_epi32(high23, q));
+    const __m512i s = _mm512_add_epi32(s_lo, s_hi);
+    const __m256i isum = _mm256_sub_epi32(
+        _mm256_add_epi32(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64(s, 1)),
+        _mm256_set1_epi32(8 * x.sum));
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum),
+                          _mm256_mul_ps(avx2::halves8(block), _mm256_set1_ps(x.d)), acc);
+  }
+  _mm256_storeu_ps(out, acc);
+}
+
+// One group: the kernel above for one activation row, the AVX2 kernel
+// (which unpacks each block once for all the rows) for several.
+void q4_0x8(const std::byte* group, const Q8Block32* a, int64_t a_stride, int n_act,
+            int64_t n_blocks, float* out) {
+  if (n_act == 1) return q4_0x8_one(group, a, n_blocks, out);
+  avx2::packed_dot(PackedLayout::q4_0x8)(group, a, a_stride, n_act, n_blocks, out);
+}
+
 void q4_0x16(const std::byte* group, const Q8Block32* a, int64_t a_stride, int n_act,
              int64_t n_blocks, float* out) {
   if (n_act == 1) return one_row<q4_0_block_sums, kQ4Block>(group, a, n_blocks, out);
@@ -149,6 +198,10 @@ void q8_0x16(const std::byte* group, const Q8Block32* a, int64_t a_stride, int n
 }
 
 }  // namespace
+
+PackedDot packed_dot(PackedLayout layout) {
+  return layout == PackedLayout::q4_0x8 ? q4_0x8 : avx2::packed_dot(layout);
+}
 
 PackedDot packed_dot_pair(PackedLayout layout) {
   switch (layout) {
