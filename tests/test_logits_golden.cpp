@@ -27,7 +27,8 @@ struct GoldenCase {
   std::string name, arch, type, vocab;
   int64_t embd, layers, heads, kv_heads, ff;
   uint64_t seed;
-  std::string tensors = "converted";  // or "all": gen-model --all-tensors
+  std::string tensors = "converted";      // or "all": gen-model --all-tensors
+  int64_t experts = 0, experts_used = 0;  // "E/K": gen-model --experts E --experts-used K
 };
 
 // The cases of tests/golden/<kind>/cases.tsv (kind: logits, embeddings).
@@ -42,6 +43,11 @@ std::vector<GoldenCase> read_cases(const std::string& kind) {
     fields >> c.name >> c.arch >> c.type >> c.vocab >> c.embd >> c.layers >> c.heads >>
         c.kv_heads >> c.ff >> c.seed;
     if (std::string tensors; fields >> tensors) c.tensors = tensors;
+    if (std::string experts; fields >> experts) {
+      const size_t slash = experts.find('/');
+      c.experts = std::stoll(experts.substr(0, slash));
+      c.experts_used = std::stoll(experts.substr(slash + 1));
+    }
     cases.push_back(c);
   }
   return cases;
@@ -126,6 +132,8 @@ void write_case_model(const GoldenCase& c, const std::filesystem::path& path) {
   options.geometry.n_head = c.heads;
   options.geometry.n_head_kv = c.kv_heads;
   options.geometry.n_ff = c.ff;
+  options.geometry.n_expert = c.experts;
+  options.geometry.n_expert_used = c.experts_used;
   options.weight_type = *ggml_type_from_name(c.type);
   options.seed = c.seed;
   if (c.tensors == "all") options.optional = OptionalTensors::all;

@@ -110,15 +110,21 @@ TestResult run_test(Session& session, const std::string& name, int64_t n, int64_
 
 // The bytes of the matrices a decode step reads: every tensor but the
 // lookup tables (token embeddings, unless they double as the output
-// matrix, and position embeddings), of which a step reads one row.
+// matrix, and position embeddings), of which a step reads one row; of a
+// mixture of experts' stacks (ffn_*_exps), the share of the experts a
+// token uses.
 uint64_t bytes_read_per_step(const Model& model) {
   const auto& tensors = model.file().tensors();
+  const ModelHParams& hp = model.decoder().hparams();
   const bool tied = std::none_of(tensors.begin(), tensors.end(),
                                  [](const auto& t) { return t.name == "output.weight"; });
   uint64_t n = 0;
   for (const auto& t : tensors) {
     if ((t.name == "token_embd.weight" && !tied) || t.name == "position_embd.weight") continue;
-    n += t.n_bytes;
+    const bool experts = hp.n_expert > 0 && t.name.find("_exps.") != std::string::npos;
+    n += experts ? t.n_bytes * static_cast<uint64_t>(hp.n_expert_used) /
+                       static_cast<uint64_t>(hp.n_expert)
+                 : t.n_bytes;
   }
   return n;
 }

@@ -51,6 +51,10 @@ ArgParser gen_model_parser() {
       .option("--rms-eps", "F", "RMS norm epsilon", "1e-5")
       .option("--sliding-window", "N",
               "sliding-window families' window (default: 16, so short sequences cross it)")
+      .option("--experts", "N",
+              "mixture-of-experts families' experts (default: 4; llama: Mixtral-style "
+              "layers only when given)")
+      .option("--experts-used", "K", "experts per token (default: 2)")
       .flag("--tied", "no output.weight: the token embedding doubles as the output matrix")
       .flag("--untied", "write a separate output.weight (default)")
       .flag("--all-tensors",
@@ -74,6 +78,8 @@ ModelGeometry geometry_from(const ParsedArgs& args) {
   g.rms_eps = args.get_double("rms-eps");
   if (args.has("sliding-window"))
     g.sliding_window = args.get_int("sliding-window", 1, kMaxDim * 16);
+  if (args.has("experts")) g.n_expert = args.get_int("experts", 1, 1024);
+  if (args.has("experts-used")) g.n_expert_used = args.get_int("experts-used", 1, 1024);
   if (args.has("tied") && args.has("untied"))
     throw UsageError("--tied and --untied exclude each other");
   g.tied = args.has("tied");

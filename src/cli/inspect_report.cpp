@@ -326,10 +326,20 @@ std::string model_text(const gguf::GgufFile& file) {
     const std::string position = s.rope == RopeSlot::none && hp.alibi_max_bias > 0.0f
                                      ? strfmt("ALiBi (max bias %g)", hp.alibi_max_bias)
                                      : rope_slot_name(s.rope);
-    out += strfmt("  %-14s %lld heads (%lld KV) x %lld, ff %lld, %s, %s\n", layers.c_str(),
+    // A mixture of experts: how many, how many per token, each one's width.
+    std::string ffn = strfmt("ff %lld", static_cast<long long>(s.n_ff));
+    if (hp.n_expert > 0) {
+      ffn = strfmt("%lld experts (%lld per token) x ff %lld", static_cast<long long>(hp.n_expert),
+                   static_cast<long long>(hp.n_expert_used),
+                   static_cast<long long>(hp.n_ff_expert));
+      if (hp.n_ff_shared_expert > 0) {
+        ffn += strfmt(" + shared ff %lld", static_cast<long long>(hp.n_ff_shared_expert));
+      }
+    }
+    out += strfmt("  %-14s %lld heads (%lld KV) x %lld, %s, %s, %s\n", layers.c_str(),
                   static_cast<long long>(s.n_head), static_cast<long long>(s.n_head_kv),
-                  static_cast<long long>(s.head_dim_k), static_cast<long long>(s.n_ff),
-                  window.c_str(), position.c_str());
+                  static_cast<long long>(s.head_dim_k), ffn.c_str(), window.c_str(),
+                  position.c_str());
   }
   out += kv_cache_text(hp);
   return out;

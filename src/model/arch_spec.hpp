@@ -32,6 +32,11 @@ struct ModelGeometry {
   // Sliding-window families' window; 0: 16 positions (at most the
   // context), so that the goldens' sequences cross the window's edge.
   int64_t sliding_window = 0;
+  // Mixture-of-experts families' experts and experts per token; 0: the
+  // family's default (4 and 2). A llama file gets experts (Mixtral) only
+  // when n_expert is given.
+  int64_t n_expert = 0;
+  int64_t n_expert_used = 0;
 
   int64_t resolved_head_dim() const { return head_dim != 0 ? head_dim : n_embd / n_head; }
   int64_t resolved_sliding_window() const {

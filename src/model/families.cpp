@@ -69,6 +69,9 @@ constexpr const Family* kFamilies[] = {
     &kGemma4Family,         // gemma4.cpp
     &kBertFamily,           // bert.cpp
     &kNomicBertFamily,      // bert.cpp
+    &kQwen2MoeFamily,       // moe_decoders.cpp
+    &kQwen3MoeFamily,       // moe_decoders.cpp
+    &kOlmoeFamily,          // moe_decoders.cpp
 };
 
 }  // namespace

@@ -26,6 +26,12 @@ struct ForwardBuffers {
   std::vector<float> proj;      // [rows][n_embd]: a block's output before the residual add
   std::vector<float> parallel;  // [rows][n_embd]: the FFN branch of a parallel-residual layer
   std::vector<float> gate, up;  // [rows][n_ff]
+  // Mixture of experts (blocks/moe.cpp): router scores [rows][n_expert],
+  // routing weights and chosen experts [rows][k], the weighted outputs of
+  // every slot [rows][k][n_embd], one expert's gathered rows and outputs,
+  // and the slots that chose the expert at hand.
+  std::vector<float> moe_scores, moe_weights, moe_slots, moe_in, moe_out;
+  std::vector<int32_t> moe_chosen, moe_members;
   // Per RoPE table (global, local): [rows][rope dims], cos/sin per row's position.
   std::array<std::vector<float>, 2> rope;
   std::vector<std::vector<float>> scores;  // per thread: attention scores of one row

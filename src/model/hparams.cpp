@@ -273,7 +273,11 @@ ModelHParams ModelHParams::from_gguf(const gguf::GgufFile& file, const Family& f
   hp.rope_local = hp.rope;
   hp.encoder = family.encoder;
   hp.causal_attention = keys.bool_or("attention.causal", true);
-  const int64_t pooling = keys.uint_or("pooling_type", -1);
+  // llama.cpp's saved files (llama_model_save_to_file, its test models)
+  // store "unspecified" (-1) as the u32 0xFFFFFFFF.
+  const auto raw_pooling = keys.file().get_uint(keys.key("pooling_type"));
+  const int64_t pooling =
+      !raw_pooling || *raw_pooling == 0xFFFFFFFFu ? -1 : keys.uint_or("pooling_type", -1);
   if (pooling > 4)
     keys.invalid(strfmt("pooling_type %lld is not one of 0..4", static_cast<long long>(pooling)));
   hp.pooling_type = static_cast<int32_t>(pooling);

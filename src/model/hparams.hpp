@@ -119,6 +119,13 @@ struct ModelHParams {
   float alibi_max_bias = 0.0f;
   // GPT-NeoX's use_parallel_residual: both branches from the layer input.
   bool parallel_residual = false;
+  // Mixture of experts (read by the families that run them: moe.hpp's
+  // read_expert_hparams; 0 = dense): ARCH.expert_count, expert_used_count,
+  // one expert's FFN width, and a shared expert's width (Qwen2-MoE).
+  int64_t n_expert = 0;
+  int64_t n_expert_used = 0;
+  int64_t n_ff_expert = 0;
+  int64_t n_ff_shared_expert = 0;
   // Gemma 4's per-layer input width (ARCH.embedding_length_per_layer_input; 0 = none).
   int64_t per_layer_embd = 0;
 

@@ -11,6 +11,16 @@ void TensorSpecCollector::matrix(kernels::WeightView&, const std::string& name, 
   specs_.push_back({name, std::move(shape), TensorKind::matrix, required});
 }
 
+void TensorSpecCollector::router(kernels::WeightView&, const std::string& name, int64_t n_cols,
+                                 int64_t n_rows, bool required) {
+  specs_.push_back({name, {n_cols, n_rows}, TensorKind::router, required});
+}
+
+void TensorSpecCollector::experts(std::vector<kernels::WeightView>&, const std::string& name,
+                                  int64_t n_cols, int64_t n_rows, int64_t n_expert, bool required) {
+  specs_.push_back({name, {n_cols, n_rows, n_expert}, TensorKind::matrix, required});
+}
+
 void TensorSpecCollector::vector(std::vector<float>&, const std::string& name, int64_t n,
                                  TensorKind kind, bool required) {
   specs_.push_back({name, {n}, kind, required});

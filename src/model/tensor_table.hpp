@@ -18,6 +18,8 @@ enum class TensorKind {
   norm,    // a norm weight: near 1, kept F32
   bias,    // a bias vector: small, kept F32
   scale,   // a one-element multiplier of a matrix product (NAME.scale): near 1, F32
+  router,  // a mixture-of-experts router matrix (ffn_gate_inp): random normal, kept F32
+           // (llama.cpp's converter and llama-quantize never quantize it)
 };
 
 struct TensorSpec {
@@ -34,6 +36,15 @@ class TensorVisitor {
   // an optional one that is absent leaves `view` empty.
   virtual void matrix(kernels::WeightView& view, const std::string& name, int64_t n_cols,
                       int64_t n_rows, bool required = true) = 0;
+  // A matrix that files keep in F32 whatever the weight type (a MoE
+  // router, TensorKind::router); bound like matrix().
+  virtual void router(kernels::WeightView& view, const std::string& name, int64_t n_cols,
+                      int64_t n_rows, bool required = true) = 0;
+  // A mixture-of-experts layer's stack of n_expert matrices of n_rows rows
+  // of n_cols elements (ggml shape {n_cols, n_rows, n_expert}: ffn_*_exps),
+  // one view per expert; an optional one that is absent leaves `views` empty.
+  virtual void experts(std::vector<kernels::WeightView>& views, const std::string& name,
+                       int64_t n_cols, int64_t n_rows, int64_t n_expert, bool required = true) = 0;
   // A vector of n values as f32; an optional one that is absent leaves it empty.
   virtual void vector(std::vector<float>& values, const std::string& name, int64_t n,
                       TensorKind kind, bool required = true) = 0;
@@ -67,6 +78,10 @@ class TensorSpecCollector final : public TensorVisitor {
  public:
   void matrix(kernels::WeightView& view, const std::string& name, int64_t n_cols, int64_t n_rows,
               bool required) override;
+  void router(kernels::WeightView& view, const std::string& name, int64_t n_cols, int64_t n_rows,
+              bool required) override;
+  void experts(std::vector<kernels::WeightView>& views, const std::string& name, int64_t n_cols,
+               int64_t n_rows, int64_t n_expert, bool required) override;
   void vector(std::vector<float>& values, const std::string& name, int64_t n, TensorKind kind,
               bool required) override;
   void table(std::vector<float>& values, const std::string& name, int64_t n_cols, int64_t n_rows,

@@ -68,6 +68,36 @@ kernels::WeightView WeightBinder::matrix(std::string_view name, int64_t n_cols,
   return view;
 }
 
+void WeightBinder::experts(std::vector<kernels::WeightView>& views, const std::string& name,
+                           int64_t n_cols, int64_t n_rows, int64_t n_expert, bool required) {
+  views.clear();
+  if (!required && !has(name)) return;
+  const auto& info = require_tensor(file_, name);
+  used_.insert(info.name);
+  check_shape(file_, info, {n_cols, n_rows, n_expert});
+  require_supported_weight_type(info.type, info.name);
+  const auto row_bytes = ggml_row_bytes(info.type, static_cast<uint64_t>(n_cols));
+  if (!row_bytes || *row_bytes * static_cast<uint64_t>(n_rows * n_expert) != info.data.size()) {
+    throw Error(file_.path() + ": tensor " + info.name + " has the wrong size");
+  }
+  // Each expert's rows are one contiguous matrix of the stack.
+  const size_t expert_bytes = static_cast<size_t>(*row_bytes * static_cast<uint64_t>(n_rows));
+  bool all_packed = packed_ != nullptr;
+  for (int64_t e = 0; e < n_expert; ++e) {
+    kernels::WeightView view;
+    view.type = info.type;
+    view.n_rows = n_rows;
+    view.n_cols = n_cols;
+    view.row_bytes = static_cast<size_t>(*row_bytes);
+    view.data = info.data.data() + static_cast<size_t>(e) * expert_bytes;
+    view.name = info.name;
+    if (packed_ != nullptr) view = packed_->pack(view);
+    all_packed = all_packed && view.packed != nullptr;
+    views.push_back(view);
+  }
+  if (all_packed) file_.drop_pages(info.data);
+}
+
 kernels::WeightView WeightBinder::optional_matrix(std::string_view name, int64_t n_cols,
                                                   int64_t n_rows) const {
   return has(name) ? matrix(name, n_cols, n_rows) : kernels::WeightView{};

@@ -47,6 +47,12 @@ class WeightBinder final : public TensorVisitor {
   // TensorVisitor: the same, into the family's fields.
   void matrix(kernels::WeightView& view, const std::string& name, int64_t n_cols, int64_t n_rows,
               bool required) override;
+  void router(kernels::WeightView& view, const std::string& name, int64_t n_cols, int64_t n_rows,
+              bool required) override {
+    matrix(view, name, n_cols, n_rows, required);
+  }
+  void experts(std::vector<kernels::WeightView>& views, const std::string& name, int64_t n_cols,
+               int64_t n_rows, int64_t n_expert, bool required) override;
   void vector(std::vector<float>& values, const std::string& name, int64_t n, TensorKind kind,
               bool required) override;
   void table(std::vector<float>& values, const std::string& name, int64_t n_cols, int64_t n_rows,

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs llama.cpp's own random test models through Cortiq: for every
 # architecture Cortiq supports (or those named), llama.cpp's test-llama-archs
-# writes its dense model of that architecture — every optional tensor and
+# writes its dense and mixture-of-experts models of that architecture — every optional tensor and
 # odd-but-legal metadata present — and the logits of 24 positions from
 # `cortiq logits` (f32 KV cache) are compared with peer-logits' (-b 1) on
 # the same file. Prints the worst relative L2 error per model; a model
@@ -34,20 +34,25 @@ n_pass=0 n_fail=0
 for arch in "${archs[@]}"; do
   dir="$work/$arch"
   mkdir -p "$dir"
-  if ! "$peer/test-llama-archs" -a "$arch" -o "$dir" -s 1 >"$dir/archs.log" 2>&1 ||
-    [[ ! -f $dir/$arch-dense.gguf ]]; then
-    echo "skip  $arch: test-llama-archs wrote no dense model"
+  "$peer/test-llama-archs" -a "$arch" -o "$dir" -s 1 >"$dir/archs.log" 2>&1
+  models=()
+  for variant in dense moe; do
+    [[ -f $dir/$arch-$variant.gguf ]] && models+=("$dir/$arch-$variant.gguf")
+  done
+  if ((${#models[@]} == 0)); then
+    echo "skip  $arch: test-llama-archs wrote no model"
     continue
   fi
-  model=$dir/$arch-dense.gguf
+  for model in "${models[@]}"; do
+  name=$(basename "$model" .gguf)
   if ! "$cortiq" logits -m "$model" --ids "$ids" --kv-type f32 -o "$dir/c.f32" \
       >"$dir/c.log" 2>&1; then
     n_fail=$((n_fail + 1))
-    echo "FAIL  $arch: $(tail -1 "$dir/c.log")"
+    echo "FAIL  $name: $(tail -1 "$dir/c.log")"
     continue
   fi
   "$peer/peer-logits" -m "$model" --ids "$ids" -o "$dir/p.f32" -b 1 -t 2 >/dev/null 2>&1 ||
-    { echo "skip  $arch: peer-logits failed"; continue; }
+    { echo "skip  $name: peer-logits failed"; continue; }
   worst=$(python3 - "$dir/c.f32" "$dir/p.f32" "$(echo $ids | wc -w)" <<'EOF'
 import array, math, sys
 a = array.array("f"); a.frombytes(open(sys.argv[1], "rb").read())
@@ -63,11 +68,12 @@ EOF
 )
   if python3 -c "import sys; sys.exit(0 if float('$worst') <= float('$tolerance') else 1)"; then
     n_pass=$((n_pass + 1))
-    echo "ok    $arch: max rel L2 $worst"
+    echo "ok    $name: max rel L2 $worst"
   else
     n_fail=$((n_fail + 1))
-    echo "FAIL  $arch: max rel L2 $worst"
+    echo "FAIL  $name: max rel L2 $worst"
   fi
+  done
 done
 echo "$n_pass passed, $n_fail failed"
 ((n_fail == 0))

@@ -1,6 +1,7 @@
 # Sourced by make-logits-goldens.sh and make-embedding-goldens.sh: the loop
 # over a cases.tsv (columns: name arch type vocab embd layers heads kv ff
-# seed [tensors]). For each case (or those ONLY, a regular expression,
+# seed [tensors [experts]]: tensors "all" or "converted", experts "E/K" for
+# gen-model --experts E --experts-used K). For each case (or those ONLY, a regular expression,
 # matches) `cortiq gen-model` writes the model into $WORK and the caller's
 # `golden_case NAME MODEL IDS` runs llama.cpp on it; IDS is a fixed walk of
 # 64 ids over the model's vocabulary (the tests use the same formula).
@@ -13,8 +14,8 @@ sequence() {
 }
 
 each_case() {
-  local cases=$1 name arch type vocab embd layers heads kv ff seed tensors model n_vocab
-  grep -v '^#' "$cases" | while IFS=$'\t' read -r name arch type vocab embd layers heads kv ff seed tensors; do
+  local cases=$1 name arch type vocab embd layers heads kv ff seed tensors experts model n_vocab
+  grep -v '^#' "$cases" | while IFS=$'\t' read -r name arch type vocab embd layers heads kv ff seed tensors experts; do
     [ -n "$name" ] || continue
     [ -z "${ONLY:-}" ] || [[ $name =~ $ONLY ]] || continue
     model="$WORK/$name.gguf"
@@ -22,6 +23,7 @@ each_case() {
                 --kv-heads "$kv" --ff "$ff" --seed "$seed" -o "$model")
     [ "$vocab" = builtin ] || args+=(--vocab-from "$VOCAB/ggml-vocab-$vocab.gguf")
     [ "${tensors:-converted}" = all ] && args+=(--all-tensors)
+    [ -z "${experts:-}" ] || args+=(--experts "${experts%/*}" --experts-used "${experts#*/}")
     "$CORTIQ" gen-model "${args[@]}" >/dev/null
     n_vocab=$("$CORTIQ" inspect "$model" --json | python3 -c 'import json,sys; print([m["value"] for m in json.load(sys.stdin)["metadata"] if m["key"].endswith(".vocab_size")][0])')
     golden_case "$name" "$model" "$(sequence "$n_vocab")"

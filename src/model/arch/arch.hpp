@@ -11,6 +11,11 @@ extern const Family kLlamaFamily;
 extern const Family kQwen2Family;
 extern const Family kQwen3Family;
 
+// moe_decoders.cpp
+extern const Family kQwen2MoeFamily;
+extern const Family kQwen3MoeFamily;
+extern const Family kOlmoeFamily;
+
 // gemma.cpp
 extern const Family kGemmaFamily;
 extern const Family kGemma2Family;

@@ -9,6 +9,11 @@
 //     x += down(silu(gate(h)) * up(h)),  h = rms_norm(x) * ffn_norm
 //   logits = output(rms_norm(x) * output_norm)    output = token_embd if tied
 //
+// A llama file with experts (expert_count > 0: Mixtral) has a mixture of
+// experts (blocks/moe.hpp: softmax router, the chosen weights renormalized,
+// the experts' scales applied; ffn_gate_exps optional, silu(up) without it)
+// in place of each layer's FFN.
+//
 // The three differ in the tensors a file may carry (llama: output and FFN
 // biases; qwen2: lm_head bias; qwen3: Q/K norms, always, and a reranker's
 // classification head, cls.output.weight, used by rank pooling), exactly as
@@ -26,6 +31,7 @@
 #include "model/blocks/classifier.hpp"
 #include "model/blocks/embedding.hpp"
 #include "model/blocks/ffn.hpp"
+#include "model/blocks/moe.hpp"
 #include "model/decoder_model.hpp"
 #include "model/rope_setup.hpp"
 #include "model/weights.hpp"
@@ -39,6 +45,7 @@ struct LlamaLayer {
   AttentionWeights attn;
   std::vector<float> ffn_norm;
   FfnWeights ffn;
+  MoeWeights moe;  // in place of ffn when the model has experts
 };
 
 struct LlamaWeights {
@@ -71,7 +78,11 @@ struct LlamaWeights {
           {.qk_norm = hp.arch == "qwen3" ? QkNorm::required : QkNorm::none, .output_bias = llama});
       v.vector(layer.ffn_norm, layer_tensor_name(il, "ffn_norm.weight"), hp.n_embd,
                TensorKind::norm);
-      layer.ffn.visit(v, hp, il, {.biases = llama, .scales_applied = !qwen2});
+      if (hp.n_expert > 0) {
+        layer.moe.visit(v, hp, il, {.gate_optional = true, .scales_applied = true});
+      } else {
+        layer.ffn.visit(v, hp, il, {.biases = llama, .scales_applied = !qwen2});
+      }
     }
   }
 };
@@ -96,12 +107,34 @@ class LlamaModel final : public FamilyModel<LlamaWeights> {
       attention(layer.attn, h, il, pass, cache, ctx, normed, branch);
       kernels::add_inplace(x, branch);
       rms_norm(h, x, layer.ffn_norm, normed);
-      ffn(layer.ffn, FfnActivation::swiglu, h, il, static_cast<int64_t>(n), ctx, normed, branch);
+      if (h.n_expert > 0) {
+        moe_ffn(layer.moe, {.normalize = true}, h, il, static_cast<int64_t>(n), ctx, normed,
+                branch);
+      } else {
+        ffn(layer.ffn, FfnActivation::swiglu, h, il, static_cast<int64_t>(n), ctx, normed, branch);
+      }
       kernels::add_inplace(x, branch);
     }
     w_.head.apply(h, rows, x, ctx, logits);
   }
 };
+
+// Mixtral: the experts are llama.cpp's n_ff wide.
+void read_llama(const HParamReader& keys, ModelHParams& hp) {
+  if (keys.uint_or("expert_count", 0) > 0) {
+    read_expert_hparams(keys, hp, /*width_key=*/false, /*shared_expert=*/false);
+  }
+}
+
+// gen-model --experts N: a Mixtral-style file.
+void write_llama_hparams(const ModelGeometry& g, std::vector<gguf::KeyValue>& keys) {
+  if (g.n_expert == 0) return;
+  const auto u32 = [](int64_t v) { return gguf::Value(static_cast<uint32_t>(v)); };
+  keys.push_back({"llama.expert_count", u32(g.n_expert)});
+  keys.push_back({"llama.expert_used_count", u32(g.n_expert_used > 0 ? g.n_expert_used : 2)});
+}
+
+constexpr std::string_view kLlamaOptional[] = {"ffn_gate_exps.weight"};
 
 // Qwen3's converter always states the head size.
 void write_qwen3_hparams(const ModelGeometry& g, std::vector<gguf::KeyValue>& keys) {
@@ -115,7 +148,10 @@ constexpr std::string_view kQwen2Optional[] = {"attn_q.bias", "attn_k.bias", "at
 const Family kLlamaFamily{.arch = "llama",
                           .neox_rope = false,
                           .make = make_model<LlamaModel>,
-                          .tensors = tensors_of<LlamaWeights>};
+                          .read_hparams = read_llama,
+                          .tensors = tensors_of<LlamaWeights>,
+                          .write_hparams = write_llama_hparams,
+                          .converted_optional = kLlamaOptional};
 // llama.cpp's qwen2 shapes attn_output as [n_embd, n_embd]: heads must tile n_embd.
 const Family kQwen2Family{.arch = "qwen2",
                           .neox_rope = true,

@@ -82,8 +82,13 @@ void fused_gate_up_ffn(const FfnWeights& w, const ModelHParams& hp, int64_t n_ff
 }  // namespace
 
 void FfnWeights::visit(TensorVisitor& v, const ModelHParams& hp, int64_t layer, FfnTensors extra) {
-  const int64_t n_ff = hp.layer(layer).n_ff;
-  const auto name = [&](std::string_view what) { return layer_tensor_name(layer, what); };
+  n_ff = extra.width != 0 ? extra.width : hp.layer(layer).n_ff;
+  // "ffn_up.weight" -> "ffn_up" + suffix + ".weight".
+  const auto name = [&](std::string_view what) {
+    const size_t dot = what.find('.');
+    return layer_tensor_name(layer, std::string(what.substr(0, dot)) + std::string(extra.suffix) +
+                                        std::string(what.substr(dot)));
+  };
   fused_gate_up = extra.fused_gate_up;
   if (fused_gate_up) extra.gated = false;  // the gate is the first half of ffn_up
   const int64_t up_rows = fused_gate_up ? 2 * n_ff : n_ff;
@@ -116,7 +121,7 @@ void FfnWeights::visit(TensorVisitor& v, const ModelHParams& hp, int64_t layer, 
 void ffn(const FfnWeights& w, FfnActivation activation, const ModelHParams& hp, int64_t layer,
          int64_t n_rows, ForwardContext& ctx, std::span<const float> in, std::span<float> out) {
   auto& buf = ctx.buffers;
-  const int64_t n_ff = hp.layer(layer).n_ff;
+  const int64_t n_ff = w.n_ff != 0 ? w.n_ff : hp.layer(layer).n_ff;
   const auto rows = static_cast<size_t>(n_rows);
   if (activation == FfnActivation::gelu || activation == FfnActivation::relu_sqr ||
       activation == FfnActivation::xielu) {

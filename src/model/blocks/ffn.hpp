@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "kernels/cpu/activations.hpp"
@@ -43,6 +44,11 @@ struct FfnTensors {
   // ffn_sub_norm.weight [n_ff] (required): an RMS norm of the activation's
   // output before ffn_down (BitNet). Gated kinds only.
   bool sub_norm = false;
+  // After the matrix names: "_shexp" reads ffn_gate_shexp.weight... (a
+  // mixture-of-experts layer's shared expert).
+  std::string_view suffix = {};
+  // The FFN's width; 0: the layer's n_ff.
+  int64_t width = 0;
 };
 
 struct FfnWeights {
@@ -53,6 +59,7 @@ struct FfnWeights {
   std::vector<float> act_scales;  // [n_ff] divisors, or empty
   kernels::XieluParams xielu;     // FfnActivation::xielu's parameters (set by the family)
   std::vector<float> sub_norm;    // ffn_sub_norm (FfnTensors::sub_norm), or empty
+  int64_t n_ff = 0;               // the width visit() read (FfnTensors::width or the layer's)
 
   // blk.N.ffn_{gate,up,down}.weight, their optional scales, and their
   // optional biases when the family has them (llama.cpp reads them for some).

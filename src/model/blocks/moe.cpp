@@ -1,0 +1,219 @@
+#include "model/blocks/moe.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <limits>
+
+#include "base/strings.hpp"
+#include "kernels/cpu/activations.hpp"
+#include "kernels/cpu/matmul.hpp"
+#include "model/tensor_table.hpp"
+
+namespace cortiq {
+
+namespace {
+
+// llama.cpp's LLAMA_MAX_EXPERTS.
+constexpr int64_t kMaxExperts = 1024;
+
+// ggml_soft_max of one row: the exponentials of x - max, their sum in
+// double, then each times the float reciprocal of the sum.
+void softmax_inplace(std::span<float> x) {
+  float max = -std::numeric_limits<float>::infinity();
+  for (const float v : x) max = std::max(max, v);
+  double sum = 0.0;
+  for (float& v : x) {
+    v = std::exp(v - max);
+    sum += v;
+  }
+  const auto inverse = static_cast<float>(1.0 / sum);
+  for (float& v : x) v *= inverse;
+}
+
+void sigmoid_inplace(std::span<float> x) {
+  for (float& v : x) v = 1.0f / (1.0f + std::exp(-v));
+}
+
+// The shared expert's gate as llama.cpp's qwen2moe graph computes it:
+// silu(g) / g (a sigmoid; NaN at g = 0 exactly, as there).
+float shared_expert_gate(float g) {
+  return g / (1.0f + std::exp(-g)) / g;
+}
+
+// The rows of `experts` (slots r * k + j) that chose expert e.
+void members_of(std::span<const int32_t> chosen, int32_t e, std::vector<int32_t>& members) {
+  members.clear();
+  for (size_t i = 0; i < chosen.size(); ++i) {
+    if (chosen[i] == e) members.push_back(static_cast<int32_t>(i));
+  }
+}
+
+}  // namespace
+
+void route(std::span<float> scores, const RouterSpec& spec, std::span<int32_t> experts,
+           std::span<float> weights) {
+  const std::span<float> probs = scores;
+  if (spec.gating == RouterGating::softmax) {
+    softmax_inplace(probs);
+  } else {
+    sigmoid_inplace(probs);
+  }
+  // The k largest, best first; a tie goes to the lower index (what
+  // ggml's descending argsort gives for up to 16 experts).
+  std::array<bool, kMaxExperts> taken{};
+  for (size_t j = 0; j < experts.size(); ++j) {
+    size_t best = probs.size();
+    for (size_t i = 0; i < probs.size(); ++i) {
+      if (taken[i]) continue;
+      if (best == probs.size() || probs[i] > probs[best]) best = i;
+    }
+    taken[best] = true;
+    experts[j] = static_cast<int32_t>(best);
+    weights[j] = probs[best];
+  }
+  if (spec.normalize) {
+    double sum = 0.0;  // ggml_sum_rows adds in double
+    for (const float w : weights) sum += w;
+    const float divisor = std::max(static_cast<float>(sum), kRouterMinWeightSum);
+    for (float& w : weights) w /= divisor;
+  }
+  if (spec.scale != 0.0f && spec.scale != 1.0f) {
+    for (float& w : weights) w *= spec.scale;
+  }
+}
+
+void read_expert_hparams(const HParamReader& keys, ModelHParams& hp, bool width_key,
+                         bool shared_expert) {
+  hp.n_expert = keys.uint_or("expert_count", 0);
+  hp.n_expert_used = keys.uint_or("expert_used_count", 0);
+  if (hp.n_expert <= 0 || hp.n_expert_used <= 0) {
+    keys.invalid("expert_count and expert_used_count must be positive for " + hp.arch);
+  }
+  if (hp.n_expert > kMaxExperts || hp.n_expert_used > hp.n_expert) {
+    keys.invalid(strfmt("expert_used_count %lld of expert_count %lld (at most %lld experts)",
+                        static_cast<long long>(hp.n_expert_used),
+                        static_cast<long long>(hp.n_expert), static_cast<long long>(kMaxExperts)));
+  }
+  hp.n_ff_expert = width_key ? keys.uint_or("expert_feed_forward_length", 0) : 0;
+  if (hp.n_ff_expert == 0) hp.n_ff_expert = width_key ? hp.n_ff / hp.n_expert_used : hp.n_ff;
+  if (hp.n_ff_expert <= 0) keys.invalid("the experts' feed-forward width is 0");
+  if (shared_expert) {
+    hp.n_ff_shared_expert = keys.uint_or("expert_shared_feed_forward_length", 0);
+    if (hp.n_ff_shared_expert == 0) hp.n_ff_shared_expert = hp.n_ff;
+  }
+}
+
+void MoeWeights::visit(TensorVisitor& v, const ModelHParams& hp, int64_t layer, MoeTensors extra) {
+  const auto name = [&](std::string_view what) { return layer_tensor_name(layer, what); };
+  const int64_t n_expert = hp.n_expert, n_ff = hp.n_ff_expert;
+  v.router(router, name("ffn_gate_inp.weight"), hp.n_embd, n_expert);
+  v.experts(gate, name("ffn_gate_exps.weight"), hp.n_embd, n_ff, n_expert, !extra.gate_optional);
+  v.experts(up, name("ffn_up_exps.weight"), hp.n_embd, n_ff, n_expert);
+  v.experts(down, name("ffn_down_exps.weight"), n_ff, hp.n_embd, n_expert);
+  for (const char* matrix : {"ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"}) {
+    const std::string scale = name(std::string(matrix) + ".scale");
+    if (!extra.scales_applied) v.without_effect(scale, n_expert, TensorKind::scale);
+    v.without_effect(name(std::string(matrix) + ".input_scale"), n_expert, TensorKind::scale);
+  }
+  if (extra.scales_applied) {
+    v.vector(gate_scale, name("ffn_gate_exps.scale"), n_expert, TensorKind::scale, false);
+    v.vector(up_scale, name("ffn_up_exps.scale"), n_expert, TensorKind::scale, false);
+    v.vector(down_scale, name("ffn_down_exps.scale"), n_expert, TensorKind::scale, false);
+  }
+  if (extra.shared_expert) {
+    v.vector(shared_router, name("ffn_gate_inp_shexp.weight"), hp.n_embd, TensorKind::router);
+    shared.visit(v, hp, layer,
+                 {.scales_applied = false, .suffix = "_shexp", .width = hp.n_ff_shared_expert});
+  }
+}
+
+void moe_ffn(const MoeWeights& w, const RouterSpec& router, const ModelHParams& hp, int64_t layer,
+             int64_t n_rows, ForwardContext& ctx, std::span<const float> in, std::span<float> out) {
+  auto& buf = ctx.buffers;
+  const auto rows = static_cast<size_t>(n_rows);
+  const auto n_expert = static_cast<size_t>(hp.n_expert);
+  const auto k = static_cast<size_t>(hp.n_expert_used);
+  const auto n_embd = static_cast<size_t>(hp.n_embd);
+  const auto n_ff = static_cast<size_t>(hp.n_ff_expert);
+
+  const auto scores = ForwardBuffers::take(buf.moe_scores, rows * n_expert);
+  kernels::matmul(w.router, in, n_rows, scores, hp.n_expert, ctx.pool, buf.matmul);
+  auto& chosen = buf.moe_chosen;
+  chosen.resize(rows * k);
+  const auto weights = ForwardBuffers::take(buf.moe_weights, rows * k);
+  for (size_t r = 0; r < rows; ++r) {
+    route(scores.subspan(r * n_expert, n_expert), router, std::span(chosen).subspan(r * k, k),
+          weights.subspan(r * k, k));
+  }
+
+  // Each expert over the rows that chose it; slot r * k + j of `slots`
+  // gets w_j times row r's output of its j-th expert.
+  const auto slots = ForwardBuffers::take(buf.moe_slots, rows * k * n_embd);
+  auto& members = buf.moe_members;
+  for (size_t e = 0; e < n_expert; ++e) {
+    members_of(chosen, static_cast<int32_t>(e), members);
+    if (members.empty()) continue;
+    const size_t m = members.size();
+    const auto x = ForwardBuffers::take(buf.moe_in, m * n_embd);
+    for (size_t i = 0; i < m; ++i) {
+      const size_t r = static_cast<size_t>(members[i]) / k;
+      std::copy_n(in.begin() + static_cast<std::ptrdiff_t>(r * n_embd), n_embd,
+                  x.begin() + static_cast<std::ptrdiff_t>(i * n_embd));
+    }
+    const auto gate = ForwardBuffers::take(buf.gate, m * n_ff);
+    const auto up = ForwardBuffers::take(buf.up, m * n_ff);
+    const auto n = static_cast<int64_t>(m);
+    if (!w.gate.empty()) {
+      const kernels::MatmulOutput gate_up[] = {{&w.gate[e], gate, hp.n_ff_expert},
+                                               {&w.up[e], up, hp.n_ff_expert}};
+      kernels::matmul_shared_input(gate_up, x, n, ctx.pool, buf.matmul);
+    } else {
+      kernels::matmul(w.up[e], x, n, up, hp.n_ff_expert, ctx.pool, buf.matmul);
+    }
+    // llama.cpp's build_lora_mm_id: each expert's scale times its product.
+    if (!w.up_scale.empty()) kernels::scale_inplace(up, w.up_scale[e]);
+    std::span<float> act = up;
+    if (!w.gate.empty()) {
+      if (!w.gate_scale.empty()) kernels::scale_inplace(gate, w.gate_scale[e]);
+      kernels::swiglu(gate, up, gate);
+      act = gate;
+    } else {
+      for (float& v : act) v = kernels::silu(v);
+    }
+    const auto y = ForwardBuffers::take(buf.moe_out, m * n_embd);
+    kernels::matmul(w.down[e], act, n, y, hp.n_embd, ctx.pool, buf.matmul);
+    if (!w.down_scale.empty()) kernels::scale_inplace(y, w.down_scale[e]);
+    for (size_t i = 0; i < m; ++i) {
+      const auto slot = static_cast<size_t>(members[i]);
+      const float weight = weights[slot];
+      float* dst = slots.data() + slot * n_embd;
+      const float* src = y.data() + i * n_embd;
+      for (size_t c = 0; c < n_embd; ++c) dst[c] = src[c] * weight;
+    }
+  }
+  // The slots in order, as llama.cpp folds them: ((s0 + s1) + s2) + ...
+  for (size_t r = 0; r < rows; ++r) {
+    const auto o = out.subspan(r * n_embd, n_embd);
+    std::copy_n(slots.begin() + static_cast<std::ptrdiff_t>(r * k * n_embd), n_embd, o.begin());
+    for (size_t j = 1; j < k; ++j) {
+      kernels::add_inplace(o, slots.subspan((r * k + j) * n_embd, n_embd));
+    }
+  }
+
+  if (w.shared_router.empty()) return;
+  // Qwen2-MoE: out += sigmoid(shared_router . x) * shared_ffn(x).
+  const auto shared = ForwardBuffers::take(buf.moe_out, rows * n_embd);
+  ffn(w.shared, FfnActivation::swiglu, hp, layer, n_rows, ctx, in, shared);
+  for (size_t r = 0; r < rows; ++r) {
+    float g = 0.0f;
+    const float* x = in.data() + r * n_embd;
+    for (size_t c = 0; c < n_embd; ++c) g += w.shared_router[c] * x[c];
+    const float gate = shared_expert_gate(g);
+    float* o = out.data() + r * n_embd;
+    const float* s = shared.data() + r * n_embd;
+    for (size_t c = 0; c < n_embd; ++c) o[c] += s[c] * gate;
+  }
+}
+
+}  // namespace cortiq

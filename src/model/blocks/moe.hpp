@@ -1,0 +1,85 @@
+// The mixture-of-experts feed-forward branch (llama.cpp's build_moe_ffn):
+// a router scores the experts for each row, the row runs through the k best
+// of them, and their outputs are added, each times its routing weight:
+//
+//   probs    = gating(router . x)                 softmax or sigmoid
+//   chosen   = the k largest probs (ties: the lower expert index first)
+//   w        = probs[chosen]; normalized: w / max(sum w, 6.1e-5); * scale
+//   out      = sum over slots j = 0..k-1, in order, of
+//              w_j * down_e(silu(gate_e(x)) * up_e(x)),  e = chosen[j]
+//   shared   (Qwen2-MoE) out += sigmoid(shared_router . x) * shared_ffn(x)
+//
+// The batch's rows are grouped by expert (each expert's rows gathered, one
+// matmul per expert, the weighted results scattered back), so a decode step
+// reads only the chosen experts' weights; every output is still one
+// fixed-order dot per row, so the result does not depend on the batch.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "kernels/cpu/weight_view.hpp"
+#include "model/blocks/ffn.hpp"
+#include "model/forward_buffers.hpp"
+#include "model/hparams.hpp"
+
+namespace cortiq {
+
+class TensorVisitor;
+
+enum class RouterGating : uint8_t {
+  softmax,  // softmax over all experts (Mixtral, Qwen-MoE, OLMoE)
+  sigmoid,  // each expert's own sigmoid
+};
+
+// How the router turns scores into the chosen experts and their weights.
+struct RouterSpec {
+  RouterGating gating = RouterGating::softmax;
+  bool normalize = false;  // divide the chosen weights by their sum (norm_topk_prob)
+  float scale = 0.0f;      // multiply them by this (expert_weights_scale); 0 or 1: no scaling
+};
+
+// llama.cpp clamps the sum of the chosen weights at the smallest normal
+// fp16 before dividing by it.
+inline constexpr float kRouterMinWeightSum = 6.103515625e-5f;
+
+// One row's routing: from its router scores (n_expert values, replaced by
+// the gating's probabilities), the experts.size() chosen experts, best
+// first, and their weights.
+void route(std::span<float> scores, const RouterSpec& spec, std::span<int32_t> experts,
+           std::span<float> weights);
+
+// What a family's MoE layer carries, as llama.cpp reads it for that family.
+struct MoeTensors {
+  bool gate_optional = false;   // ffn_gate_exps may be absent: silu(up) (llama)
+  bool scales_applied = false;  // ffn_*_exps.scale ([n_expert]) multiply each expert's product
+  bool shared_expert = false;   // Qwen2-MoE's gated shared expert (*_shexp)
+};
+
+struct MoeWeights {
+  kernels::WeightView router;                           // ffn_gate_inp [n_embd, n_expert]
+  std::vector<kernels::WeightView> gate, up, down;      // one view per expert; gate may be empty
+  std::vector<float> gate_scale, up_scale, down_scale;  // [n_expert], or empty
+  std::vector<float> shared_router;                     // ffn_gate_inp_shexp [n_embd], or empty
+  FfnWeights shared;                                    // ffn_{gate,up,down}_shexp
+
+  // blk.N.ffn_gate_inp.weight, blk.N.ffn_{gate,up,down}_exps.weight and
+  // their scales, and the shared expert's tensors when the family has one.
+  void visit(TensorVisitor& v, const ModelHParams& hp, int64_t layer, MoeTensors extra);
+};
+
+// Reads ARCH.expert_count and expert_used_count (both required and
+// positive, at most 1024 experts, used <= count, as llama.cpp checks) and
+// the expert width: ARCH.expert_feed_forward_length, or n_ff / n_used when
+// absent or 0 (Qwen-MoE), or n_ff itself when `width_key` is false (OLMoE,
+// Mixtral); with `shared_expert`, ARCH.expert_shared_feed_forward_length
+// (default n_ff).
+void read_expert_hparams(const HParamReader& keys, ModelHParams& hp, bool width_key,
+                         bool shared_expert);
+
+// out[r] = moe(in[r]) for n_rows rows of n_embd values at layer `layer`.
+void moe_ffn(const MoeWeights& w, const RouterSpec& router, const ModelHParams& hp, int64_t layer,
+             int64_t n_rows, ForwardContext& ctx, std::span<const float> in, std::span<float> out);
+
+}  // namespace cortiq

@@ -1,0 +1,155 @@
+// The mixture-of-experts router (blocks/moe.hpp) against llama.cpp's
+// build_moe_ffn: the gating, the top-k choice and its ties, the weights'
+// renormalization with its clamp, the scale; and the loader's checks of a
+// MoE file's expert counts.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <vector>
+
+#include "base/error.hpp"
+#include "cortiq/cortiq.hpp"
+#include "formats/gguf/gguf_file.hpp"
+#include "formats/gguf/gguf_writer.hpp"
+#include "model/blocks/moe.hpp"
+#include "model/family.hpp"
+#include "model/hparams.hpp"
+#include "model/random_model.hpp"
+#include "test_support.hpp"
+
+namespace cortiq {
+namespace {
+
+struct Routed {
+  std::vector<int32_t> experts;
+  std::vector<float> weights;
+};
+
+Routed route_row(std::vector<float> scores, const RouterSpec& spec, size_t k) {
+  Routed r{std::vector<int32_t>(k), std::vector<float>(k)};
+  route(scores, spec, r.experts, r.weights);
+  return r;
+}
+
+// Softmax over every expert, then the k best, best first; weights are the
+// probabilities themselves (not renormalized) unless asked.
+TEST(MoeRouter, SoftmaxChoosesTheBestAndKeepsTheirProbabilities) {
+  const std::vector<float> scores = {0.5f, 2.0f, -1.0f, 1.0f};
+  double sum = 0;
+  for (const float s : scores) sum += std::exp(static_cast<double>(s) - 2.0);
+  const Routed r = route_row(scores, {}, 2);
+  EXPECT_EQ(r.experts, (std::vector<int32_t>{1, 3}));
+  EXPECT_NEAR(r.weights[0], 1.0 / sum, 1e-7);
+  EXPECT_NEAR(r.weights[1], std::exp(-1.0) / sum, 1e-7);
+
+  const Routed n = route_row(scores, {.normalize = true}, 2);
+  EXPECT_EQ(n.experts, r.experts);
+  EXPECT_FLOAT_EQ(n.weights[0] + n.weights[1], 1.0f);
+  EXPECT_FLOAT_EQ(n.weights[0], r.weights[0] / (r.weights[0] + r.weights[1]));
+}
+
+// Equal scores: the lower expert index first (ggml's argsort for up to 16
+// experts), whatever their position in the row.
+TEST(MoeRouter, TiesGoToTheLowerExpert) {
+  EXPECT_EQ(route_row({1.0f, 3.0f, 3.0f, 3.0f}, {}, 2).experts, (std::vector<int32_t>{1, 2}));
+  EXPECT_EQ(route_row({7.0f, 7.0f, 7.0f, 7.0f, 7.0f}, {}, 3).experts,
+            (std::vector<int32_t>{0, 1, 2}));
+  EXPECT_EQ(route_row({0.0f, 2.0f, 0.0f, 2.0f}, {.gating = RouterGating::sigmoid}, 4).experts,
+            (std::vector<int32_t>{1, 3, 0, 2}));
+}
+
+// Sigmoid gating scores each expert alone; the renormalization divides by
+// the chosen weights' sum, clamped below at 2^-14 (llama.cpp's ggml_clamp
+// at the smallest normal fp16), and the scale multiplies after it.
+TEST(MoeRouter, SigmoidClampedSumAndScale) {
+  const Routed s = route_row({0.0f, -2.0f, 3.0f}, {.gating = RouterGating::sigmoid}, 2);
+  EXPECT_EQ(s.experts, (std::vector<int32_t>{2, 0}));
+  EXPECT_FLOAT_EQ(s.weights[0], 1.0f / (1.0f + std::exp(-3.0f)));
+  EXPECT_FLOAT_EQ(s.weights[1], 0.5f);
+
+  // Two experts far below the rest: their probabilities sum to less than
+  // the clamp, so they are divided by the clamp, not by their sum.
+  const Routed tiny =
+      route_row({-40.0f, -40.0f}, {.gating = RouterGating::sigmoid, .normalize = true}, 2);
+  const float p = 1.0f / (1.0f + std::exp(40.0f));
+  EXPECT_FLOAT_EQ(tiny.weights[0], p / kRouterMinWeightSum);
+  EXPECT_LT(tiny.weights[0] + tiny.weights[1], 1e-6f);
+
+  const Routed scaled = route_row({1.0f, 0.0f}, {.normalize = true, .scale = 2.5f}, 1);
+  EXPECT_FLOAT_EQ(scaled.weights[0], 2.5f);
+  const Routed unscaled = route_row({1.0f, 0.0f}, {.normalize = true, .scale = 1.0f}, 1);
+  EXPECT_FLOAT_EQ(unscaled.weights[0], 1.0f);
+}
+
+// A MoE file states its expert counts: missing, zero, or more used than
+// there are, each refused naming the key.
+TEST(MoeRouter, ExpertCountsAreChecked) {
+  test::TempDir dir;
+  RandomModelOptions o;
+  o.family = find_family("qwen3moe");
+  o.geometry.n_embd = 64;
+  o.geometry.n_layer = 1;
+  o.geometry.n_head = 4;
+  o.geometry.n_head_kv = 2;
+  o.geometry.n_ff = 96;
+  write_random_model(o, dir / "a.gguf");
+  const auto error_with = [&](const std::function<void(gguf::GgufWriter&)>& edit) {
+    const gguf::GgufFile file = gguf::GgufFile::open(dir / "a.gguf");
+    gguf::GgufWriter writer;
+    for (const gguf::KeyValue& kv : file.metadata()) writer.set(kv.key, kv.value);
+    edit(writer);
+    for (const gguf::TensorInfo& t : file.tensors()) writer.add_tensor(t.name, t.type, t.shape);
+    writer.begin(dir / "b.gguf");
+    for (const gguf::TensorInfo& t : file.tensors()) writer.write_tensor_data(t.data);
+    writer.finish();
+    try {
+      Model::load(dir / "b.gguf", {});
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_NE(error_with([](gguf::GgufWriter& w) {
+              w.remove("qwen3moe.expert_count");
+            }).find("expert_count"),
+            std::string::npos);
+  EXPECT_NE(error_with([](gguf::GgufWriter& w) {
+              w.set("qwen3moe.expert_used_count", gguf::Value(uint32_t{5}));
+            }).find("expert_used_count 5 of expert_count 4"),
+            std::string::npos);
+  // Four experts in the tensors, eight in the metadata: the shape names the tensor.
+  EXPECT_NE(error_with([](gguf::GgufWriter& w) {
+              w.set("qwen3moe.expert_count", gguf::Value(uint32_t{8}));
+            }).find("blk.0.ffn_gate_inp.weight"),
+            std::string::npos);
+  EXPECT_EQ(error_with([](gguf::GgufWriter&) {}), "");
+}
+
+// llama.cpp's saved models store an unspecified pooling type (-1) as the
+// u32 0xFFFFFFFF: it reads as absent, not as out of range.
+TEST(MoeRouter, UnspecifiedPoolingTypeOfSavedFilesIsAbsent) {
+  test::TempDir dir;
+  RandomModelOptions o;
+  o.family = find_family("olmoe");
+  o.geometry.n_embd = 64;
+  o.geometry.n_layer = 1;
+  o.geometry.n_head = 4;
+  o.geometry.n_head_kv = 4;
+  o.geometry.n_ff = 96;
+  write_random_model(o, dir / "a.gguf");
+  const gguf::GgufFile file = gguf::GgufFile::open(dir / "a.gguf");
+  gguf::GgufWriter writer;
+  for (const gguf::KeyValue& kv : file.metadata()) writer.set(kv.key, kv.value);
+  writer.set("olmoe.pooling_type", gguf::Value(uint32_t{0xFFFFFFFFu}));
+  for (const gguf::TensorInfo& t : file.tensors()) writer.add_tensor(t.name, t.type, t.shape);
+  writer.begin(dir / "b.gguf");
+  for (const gguf::TensorInfo& t : file.tensors()) writer.write_tensor_data(t.data);
+  writer.finish();
+  const gguf::GgufFile saved = gguf::GgufFile::open(dir / "b.gguf");
+  EXPECT_EQ(ModelHParams::from_gguf(saved).pooling_type, -1);
+  EXPECT_EQ(ModelHParams::from_gguf(saved).n_expert, 4);
+}
+
+}  // namespace
+}  // namespace cortiq
