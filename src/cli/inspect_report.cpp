@@ -329,17 +329,17 @@ std::string model_text(const gguf::GgufFile& file) {
     // A mixture of experts: how many, how many per token, each one's width.
     std::string ffn = strfmt("ff %lld", static_cast<long long>(s.n_ff));
     if (hp.n_expert > 0) {
-      ffn = strfmt("%lld experts (%lld per token) x ff %lld", static_cast<long long>(hp.n_expert),
-                   static_cast<long long>(hp.n_expert_used),
-                   static_cast<long long>(hp.n_ff_expert));
+      ffn =
+          strfmt("%lld experts (%lld per token) x ff %lld", static_cast<long long>(hp.n_expert),
+                 static_cast<long long>(hp.n_expert_used), static_cast<long long>(hp.n_ff_expert));
       if (hp.n_ff_shared_expert > 0) {
         ffn += strfmt(" + shared ff %lld", static_cast<long long>(hp.n_ff_shared_expert));
       }
     }
-    out += strfmt("  %-14s %lld heads (%lld KV) x %lld, %s, %s, %s\n", layers.c_str(),
-                  static_cast<long long>(s.n_head), static_cast<long long>(s.n_head_kv),
-                  static_cast<long long>(s.head_dim_k), ffn.c_str(), window.c_str(),
-                  position.c_str());
+    out +=
+        strfmt("  %-14s %lld heads (%lld KV) x %lld, %s, %s, %s\n", layers.c_str(),
+               static_cast<long long>(s.n_head), static_cast<long long>(s.n_head_kv),
+               static_cast<long long>(s.head_dim_k), ffn.c_str(), window.c_str(), position.c_str());
   }
   out += kv_cache_text(hp);
   return out;
