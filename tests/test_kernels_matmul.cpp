@@ -281,6 +281,55 @@ TEST(KernelMatmul, SharedInputEqualsSeparateCalls) {
   EXPECT_THROW(matmul_shared_input(mismatched, x, 1, pool, scratch), Error);
 }
 
+// Several matrices, each over its own one-row input (a decode row's
+// experts' down projections): the same bits as separate calls, for Q8_0
+// blocks (a packed matrix and Q4_1's block-sum corrections among them), Q8_K
+// blocks, and a mixed set that falls back to separate calls.
+TEST(KernelMatmul, EachInputEqualsSeparateCalls) {
+  ThreadPool pool(2);
+  const int64_t n_cols = 256;
+  Weights packed_q4 = make_weights(GgmlType::Q4_0, 40, n_cols, 11);
+  std::vector<std::byte> packed(packed_q4.bytes.size());
+  pack_rows(packed_q4.view, packed, 0, 5);
+  packed_q4.view.packed = packed.data();
+  const Weights sets[][3] = {
+      {packed_q4, make_weights(GgmlType::Q4_1, 16, n_cols, 12),
+       make_weights(GgmlType::Q8_0, 13, n_cols, 13)},
+      {make_weights(GgmlType::Q4_K, 24, n_cols, 14), make_weights(GgmlType::Q6_K, 8, n_cols, 15),
+       make_weights(GgmlType::Q4_K, 3, n_cols, 16)},
+      {make_weights(GgmlType::F16, 8, n_cols, 17), make_weights(GgmlType::Q4_0, 8, n_cols, 18),
+       make_weights(GgmlType::Q6_K, 5, n_cols, 19)},
+  };
+  for (const auto& set : sets) {
+    std::vector<std::vector<float>> x(3), each(3), separate(3);
+    std::vector<std::span<const float>> inputs;
+    std::vector<MatmulOutput> outputs;
+    MatmulScratch scratch;
+    for (size_t i = 0; i < 3; ++i) {
+      const WeightView& w = set[i].view;
+      x[i] = normal_values(20 + i, static_cast<size_t>(n_cols));
+      each[i].assign(static_cast<size_t>(w.n_rows), -1.0f);
+      separate[i] = each[i];
+      matmul(w, x[i], 1, separate[i], w.n_rows, pool, scratch);
+    }
+    for (size_t i = 0; i < 3; ++i) {
+      inputs.emplace_back(x[i]);
+      outputs.push_back({&set[i].view, each[i], set[i].view.n_rows});
+    }
+    matmul_each_input(outputs, inputs, pool, scratch);
+    for (size_t i = 0; i < 3; ++i) {
+      EXPECT_EQ(std::memcmp(each[i].data(), separate[i].data(), each[i].size() * sizeof(float)), 0)
+          << name_of(set[i].view.type) << " output " << i;
+    }
+  }
+  std::vector<float> y(40);
+  MatmulScratch scratch;
+  const std::vector<float> x = normal_values(1, 256);
+  const MatmulOutput one[] = {{&packed_q4.view, y, 40}};
+  const std::span<const float> two_inputs[] = {x, x};
+  EXPECT_THROW(matmul_each_input(one, two_inputs, pool, scratch), Error);
+}
+
 // Rows of F32 at an odd address are copied, not read misaligned.
 TEST(KernelMatmul, MisalignedF32Rows) {
   const Weights w = make_weights(GgmlType::F32, 6, 40, 9);

@@ -32,6 +32,9 @@ struct ForwardBuffers {
   // and the slots that chose the expert at hand.
   std::vector<float> moe_scores, moe_weights, moe_slots, moe_in, moe_out;
   std::vector<int32_t> moe_chosen, moe_members;
+  // A decode row's experts' products and their inputs (moe.cpp).
+  std::vector<kernels::MatmulOutput> moe_products;
+  std::vector<std::span<const float>> moe_inputs;
   // Per RoPE table (global, local): [rows][rope dims], cos/sin per row's position.
   std::array<std::vector<float>, 2> rope;
   std::vector<std::vector<float>> scores;  // per thread: attention scores of one row

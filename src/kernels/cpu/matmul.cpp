@@ -342,6 +342,28 @@ void matmul_shared_input(std::span<const MatmulOutput> outputs, std::span<const 
     matmul(*out.w, x, n_rows_x, out.y, out.y_stride, pool, scratch);
 }
 
+void matmul_each_input(std::span<const MatmulOutput> outputs,
+                       std::span<const std::span<const float>> inputs, ThreadPool& pool,
+                       MatmulScratch& scratch) {
+  if (inputs.size() != outputs.size()) {
+    throw Error("matmul_each_input: " + std::to_string(outputs.size()) + " weights, " +
+                std::to_string(inputs.size()) + " inputs");
+  }
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const MatmulOutput& out = outputs[i];
+    check_matmul(*out.w, inputs[i], 1, out.y, out.y_stride);
+    if (out.w->n_cols != outputs[0].w->n_cols) {
+      throw Error(tensor_prefix(*out.w, "matmul") + "takes rows of " +
+                  std::to_string(out.w->n_cols) + " inputs, the others " +
+                  std::to_string(outputs[0].w->n_cols));
+    }
+  }
+  if (outputs.empty() || matmul_integer_each_input(outputs, inputs, pool, scratch)) return;
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    matmul(*outputs[i].w, inputs[i], 1, outputs[i].y, outputs[i].y_stride, pool, scratch);
+  }
+}
+
 void get_rows(const WeightView& table, std::span<const int32_t> ids, std::span<float> out) {
   check_rows(table, "get_rows");
   const auto n_cols = static_cast<size_t>(table.n_cols);

@@ -105,6 +105,13 @@ struct MatmulOutput {
 void matmul_shared_input(std::span<const MatmulOutput> outputs, std::span<const float> x,
                          int64_t n_rows_x, ThreadPool& pool, MatmulScratch& scratch);
 
+// y_i = w_i x_i for weights of the same width, each with its own single
+// input row (a decode row's experts' down projections, each after its own
+// activation). The same bits as separate matmul calls, in one dispatch.
+void matmul_each_input(std::span<const MatmulOutput> outputs,
+                       std::span<const std::span<const float>> inputs, ThreadPool& pool,
+                       MatmulScratch& scratch);
+
 // Embedding lookup: row `ids[i]` of `table` dequantized to f32 into
 // out[i * table.n_cols ...]. Throws cortiq::Error for an id outside the table.
 void get_rows(const WeightView& table, std::span<const int32_t> ids, std::span<float> out);

@@ -36,8 +36,9 @@ int64_t rows_per_pass(int64_t act_row_bytes) {
 }
 // The most weight rows one kernel call covers (a pair of packed groups).
 constexpr int64_t kMaxUnitRows = 2 * kPackRows;
-// At most this many matrices in one call (Q, K, V).
-constexpr size_t kMaxOutputs = 4;
+// At most this many matrices in one call (Q, K, V; the gate and up
+// matrices of every expert a decode row chose).
+constexpr size_t kMaxOutputs = 32;
 
 enum class ActFormat { q8_0, q8_k };
 
@@ -58,6 +59,9 @@ struct IntegerMatrix {
   int max_act = kActTile;  // activation rows per kernel call
   float* y = nullptr;
   int64_t y_stride = 0;
+  // Where this matrix's activation rows start among the call's quantized
+  // blocks (and corrections): 0 when every matrix reads the same input.
+  int64_t act_offset = 0;
 };
 
 std::optional<IntegerMatrix> integer_matrix(const WeightView& w, int64_t n_act_rows) {
@@ -217,7 +221,11 @@ void run_matrices(std::span<const IntegerMatrix> matrices, const Block* act,
           std::clamp((begin - at + unit_work - 1) / unit_work, int64_t{0}, m.n_units);
       const int64_t last =
           std::clamp((end - at + unit_work - 1) / unit_work, int64_t{0}, m.n_units);
-      for (int64_t u = first; u < last; ++u) run_unit(m, u, act, corrections, pass, pass_end);
+      const Block* m_act = act + m.act_offset;
+      const float* m_corrections = corrections ? corrections + m.act_offset : nullptr;
+      for (int64_t u = first; u < last; ++u) {
+        run_unit(m, u, m_act, m_corrections, pass, pass_end);
+      }
       at += m.n_units * unit_work;
     }
   });
@@ -229,41 +237,88 @@ bool has_integer_kernel(const WeightView& w) {
   return integer_matrix(w, 1).has_value();
 }
 
-bool matmul_integer(std::span<const MatmulOutput> outputs, std::span<const float> x,
-                    int64_t n_rows_x, ThreadPool& pool, MatmulScratch& scratch) {
-  if (outputs.empty() || outputs.size() > kMaxOutputs) return false;
+namespace {
+
+// The matrices of a call as IntegerMatrix, or nothing when one has no
+// integer kernel or their activation formats differ.
+std::optional<std::array<IntegerMatrix, kMaxOutputs>> integer_matrices(
+    std::span<const MatmulOutput> outputs, int64_t n_rows_x) {
+  if (outputs.empty() || outputs.size() > kMaxOutputs) return std::nullopt;
   std::array<IntegerMatrix, kMaxOutputs> matrices;
   for (size_t i = 0; i < outputs.size(); ++i) {
     const std::optional<IntegerMatrix> m = integer_matrix(*outputs[i].w, n_rows_x);
-    if (!m) return false;
+    if (!m) return std::nullopt;
     matrices[i] = *m;
     matrices[i].y = outputs[i].y.data();
     matrices[i].y_stride = outputs[i].y_stride;
   }
   for (size_t i = 1; i < outputs.size(); ++i) {
-    if (matrices[i].act != matrices[0].act) return false;
+    if (matrices[i].act != matrices[0].act) return std::nullopt;
   }
-  const int64_t n_cols = outputs[0].w->n_cols;
-  const auto used = std::span(matrices).first(outputs.size());
-  if (matrices[0].act == ActFormat::q8_k) {
-    const auto n = static_cast<size_t>(n_rows_x * (n_cols / 256));
+  return matrices;
+}
+
+}  // namespace
+
+namespace {
+
+// Quantizes each input (n_rows_x rows each) once, into consecutive blocks,
+// then runs every matrix against its own input's rows (act_offset).
+void quantize_and_run(std::span<IntegerMatrix> used, std::span<const std::span<const float>> inputs,
+                      int64_t n_rows_x, int64_t n_cols, ThreadPool& pool, MatmulScratch& scratch) {
+  const auto n_inputs = static_cast<int64_t>(inputs.size());
+  const int64_t input_blocks = n_rows_x * used[0].n_blocks;
+  if (inputs.size() > 1) {
+    for (size_t i = 0; i < used.size(); ++i)
+      used[i].act_offset = static_cast<int64_t>(i) * input_blocks;
+  }
+  if (used[0].act == ActFormat::q8_k) {
+    const auto n = static_cast<size_t>(n_inputs * input_blocks);
     if (scratch.q8k_blocks.size() < n) scratch.q8k_blocks.resize(n);
-    quantize_rows(x, n_rows_x, n_cols, scratch.q8k_blocks.data(), nullptr, pool);
-    run_matrices<Q8BlockK>(used, scratch.q8k_blocks.data(), nullptr, n_rows_x, pool);
-  } else {
-    const auto n = static_cast<size_t>(n_rows_x * (n_cols / 32));
-    if (scratch.q8_blocks.size() < n) scratch.q8_blocks.resize(n);
-    // One float per block for Q4_1/Q5_1, in the float path's buffer (this
-    // call does not take the float path).
-    float* corrections = nullptr;
-    if (std::any_of(used.begin(), used.end(),
-                    [](const IntegerMatrix& m) { return m.min_correction != nullptr; })) {
-      if (scratch.activations.size() < n) scratch.activations.resize(n);
-      corrections = scratch.activations.data();
+    for (int64_t i = 0; i < n_inputs; ++i) {
+      quantize_rows(inputs[static_cast<size_t>(i)], n_rows_x, n_cols,
+                    scratch.q8k_blocks.data() + i * input_blocks, nullptr, pool);
     }
-    quantize_rows(x, n_rows_x, n_cols, scratch.q8_blocks.data(), corrections, pool);
-    run_matrices<Q8Block32>(used, scratch.q8_blocks.data(), corrections, n_rows_x, pool);
+    run_matrices<Q8BlockK>(used, scratch.q8k_blocks.data(), nullptr, n_rows_x, pool);
+    return;
   }
+  const auto n = static_cast<size_t>(n_inputs * input_blocks);
+  if (scratch.q8_blocks.size() < n) scratch.q8_blocks.resize(n);
+  // One float per block for Q4_1/Q5_1, in the float path's buffer (this
+  // call does not take the float path).
+  float* corrections = nullptr;
+  if (std::any_of(used.begin(), used.end(),
+                  [](const IntegerMatrix& m) { return m.min_correction != nullptr; })) {
+    if (scratch.activations.size() < n) scratch.activations.resize(n);
+    corrections = scratch.activations.data();
+  }
+  for (int64_t i = 0; i < n_inputs; ++i) {
+    const int64_t offset = i * input_blocks;
+    quantize_rows(inputs[static_cast<size_t>(i)], n_rows_x, n_cols,
+                  scratch.q8_blocks.data() + offset, corrections ? corrections + offset : nullptr,
+                  pool);
+  }
+  run_matrices<Q8Block32>(used, scratch.q8_blocks.data(), corrections, n_rows_x, pool);
+}
+
+}  // namespace
+
+bool matmul_integer(std::span<const MatmulOutput> outputs, std::span<const float> x,
+                    int64_t n_rows_x, ThreadPool& pool, MatmulScratch& scratch) {
+  auto matrices = integer_matrices(outputs, n_rows_x);
+  if (!matrices) return false;
+  quantize_and_run(std::span(*matrices).first(outputs.size()), {&x, 1}, n_rows_x,
+                   outputs[0].w->n_cols, pool, scratch);
+  return true;
+}
+
+bool matmul_integer_each_input(std::span<const MatmulOutput> outputs,
+                               std::span<const std::span<const float>> inputs, ThreadPool& pool,
+                               MatmulScratch& scratch) {
+  auto matrices = integer_matrices(outputs, 1);
+  if (!matrices) return false;
+  quantize_and_run(std::span(*matrices).first(outputs.size()), inputs, 1, outputs[0].w->n_cols,
+                   pool, scratch);
   return true;
 }
 

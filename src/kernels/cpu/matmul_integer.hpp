@@ -24,4 +24,10 @@ bool has_integer_kernel(const WeightView& w);
 bool matmul_integer(std::span<const MatmulOutput> outputs, std::span<const float> x,
                     int64_t n_rows_x, ThreadPool& pool, MatmulScratch& scratch);
 
+// The same, each output with its own one-row input (inputs[i] for
+// outputs[i], all as wide).
+bool matmul_integer_each_input(std::span<const MatmulOutput> outputs,
+                               std::span<const std::span<const float>> inputs, ThreadPool& pool,
+                               MatmulScratch& scratch);
+
 }  // namespace cortiq::kernels

@@ -49,6 +49,69 @@ void members_of(std::span<const int32_t> chosen, int32_t e, std::vector<int32_t>
   }
 }
 
+// An expert's activation in place: silu(gate) * up into gate, or
+// silu(up) for a gateless expert; returns the span holding it.
+std::span<float> expert_activation(const MoeWeights& w, size_t e, std::span<float> gate,
+                                   std::span<float> up) {
+  // llama.cpp's build_lora_mm_id: each expert's scale times its product.
+  if (!w.up_scale.empty()) kernels::scale_inplace(up, w.up_scale[e]);
+  if (w.gate.empty()) {
+    for (float& v : up) v = kernels::silu(v);
+    return up;
+  }
+  if (!w.gate_scale.empty()) kernels::scale_inplace(gate, w.gate_scale[e]);
+  kernels::swiglu(gate, up, gate);
+  return gate;
+}
+
+// slot = weight * (down_e(act) * down_scale[e]), over m rows.
+void expert_down(const MoeWeights& w, const ModelHParams& hp, size_t e, std::span<const float> act,
+                 int64_t m, ForwardContext& ctx, std::span<float> y) {
+  kernels::matmul(w.down[e], act, m, y, hp.n_embd, ctx.pool, ctx.buffers.matmul);
+  if (!w.down_scale.empty()) kernels::scale_inplace(y, w.down_scale[e]);
+}
+
+// A decode row: every chosen expert reads the same input, so all their gate
+// and up products come from one matmul call (the input quantized once, one
+// fork/join; each product the bits of its own call). slots[j] gets
+// weights[j] times expert chosen[j]'s output.
+void one_row_experts(const MoeWeights& w, const ModelHParams& hp, ForwardContext& ctx,
+                     std::span<const int32_t> chosen, std::span<const float> weights,
+                     std::span<const float> in, std::span<float> slots) {
+  auto& buf = ctx.buffers;
+  const size_t k = chosen.size();
+  const auto n_ff = static_cast<size_t>(hp.n_ff_expert);
+  const auto n_embd = static_cast<size_t>(hp.n_embd);
+  const auto gate = ForwardBuffers::take(buf.gate, k * n_ff);
+  const auto up = ForwardBuffers::take(buf.up, k * n_ff);
+  std::vector<kernels::MatmulOutput>& products = buf.moe_products;
+  products.clear();
+  for (size_t j = 0; j < k; ++j) {
+    const auto e = static_cast<size_t>(chosen[j]);
+    if (!w.gate.empty())
+      products.push_back({&w.gate[e], gate.subspan(j * n_ff, n_ff), hp.n_ff_expert});
+    products.push_back({&w.up[e], up.subspan(j * n_ff, n_ff), hp.n_ff_expert});
+  }
+  kernels::matmul_shared_input(products, in, 1, ctx.pool, buf.matmul);
+  // Then every down projection, each of its own activation, in one call.
+  std::vector<std::span<const float>>& acts = buf.moe_inputs;
+  acts.clear();
+  products.clear();
+  for (size_t j = 0; j < k; ++j) {
+    const auto e = static_cast<size_t>(chosen[j]);
+    acts.push_back(
+        expert_activation(w, e, gate.subspan(j * n_ff, n_ff), up.subspan(j * n_ff, n_ff)));
+    products.push_back({&w.down[e], slots.subspan(j * n_embd, n_embd), hp.n_embd});
+  }
+  kernels::matmul_each_input(products, acts, ctx.pool, buf.matmul);
+  for (size_t j = 0; j < k; ++j) {
+    const auto e = static_cast<size_t>(chosen[j]);
+    const auto slot = slots.subspan(j * n_embd, n_embd);
+    if (!w.down_scale.empty()) kernels::scale_inplace(slot, w.down_scale[e]);
+    for (float& v : slot) v *= weights[j];
+  }
+}
+
 }  // namespace
 
 void route(std::span<float> scores, const RouterSpec& spec, std::span<int32_t> experts,
@@ -151,7 +214,10 @@ void moe_ffn(const MoeWeights& w, const RouterSpec& router, const ModelHParams& 
   // gets w_j times row r's output of its j-th expert.
   const auto slots = ForwardBuffers::take(buf.moe_slots, rows * k * n_embd);
   auto& members = buf.moe_members;
-  for (size_t e = 0; e < n_expert; ++e) {
+  if (rows == 1) {
+    one_row_experts(w, hp, ctx, chosen, weights, in, slots);
+  }
+  for (size_t e = 0; e < n_expert && rows > 1; ++e) {
     members_of(chosen, static_cast<int32_t>(e), members);
     if (members.empty()) continue;
     const size_t m = members.size();
@@ -171,19 +237,9 @@ void moe_ffn(const MoeWeights& w, const RouterSpec& router, const ModelHParams& 
     } else {
       kernels::matmul(w.up[e], x, n, up, hp.n_ff_expert, ctx.pool, buf.matmul);
     }
-    // llama.cpp's build_lora_mm_id: each expert's scale times its product.
-    if (!w.up_scale.empty()) kernels::scale_inplace(up, w.up_scale[e]);
-    std::span<float> act = up;
-    if (!w.gate.empty()) {
-      if (!w.gate_scale.empty()) kernels::scale_inplace(gate, w.gate_scale[e]);
-      kernels::swiglu(gate, up, gate);
-      act = gate;
-    } else {
-      for (float& v : act) v = kernels::silu(v);
-    }
+    const auto act = expert_activation(w, e, gate, up);
     const auto y = ForwardBuffers::take(buf.moe_out, m * n_embd);
-    kernels::matmul(w.down[e], act, n, y, hp.n_embd, ctx.pool, buf.matmul);
-    if (!w.down_scale.empty()) kernels::scale_inplace(y, w.down_scale[e]);
+    expert_down(w, hp, e, act, n, ctx, y);
     for (size_t i = 0; i < m; ++i) {
       const auto slot = static_cast<size_t>(members[i]);
       const float weight = weights[slot];
