@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <functional>
 #include <vector>
 
@@ -82,6 +83,19 @@ TEST(MoeRouter, SigmoidClampedSumAndScale) {
   EXPECT_FLOAT_EQ(unscaled.weights[0], 1.0f);
 }
 
+// Copies `from` to `to` with its metadata edited.
+void rewrite_metadata(const std::filesystem::path& from, const std::filesystem::path& to,
+                      const std::function<void(gguf::GgufWriter&)>& edit) {
+  const gguf::GgufFile file = gguf::GgufFile::open(from);
+  gguf::GgufWriter writer;
+  for (const gguf::KeyValue& kv : file.metadata()) writer.set(kv.key, kv.value);
+  edit(writer);
+  for (const gguf::TensorInfo& t : file.tensors()) writer.add_tensor(t.name, t.type, t.shape);
+  writer.begin(to);
+  for (const gguf::TensorInfo& t : file.tensors()) writer.write_tensor_data(t.data);
+  writer.finish();
+}
+
 // A MoE file states its expert counts: missing, zero, or more used than
 // there are, each refused naming the key.
 TEST(MoeRouter, ExpertCountsAreChecked) {
@@ -95,14 +109,7 @@ TEST(MoeRouter, ExpertCountsAreChecked) {
   o.geometry.n_ff = 96;
   write_random_model(o, dir / "a.gguf");
   const auto error_with = [&](const std::function<void(gguf::GgufWriter&)>& edit) {
-    const gguf::GgufFile file = gguf::GgufFile::open(dir / "a.gguf");
-    gguf::GgufWriter writer;
-    for (const gguf::KeyValue& kv : file.metadata()) writer.set(kv.key, kv.value);
-    edit(writer);
-    for (const gguf::TensorInfo& t : file.tensors()) writer.add_tensor(t.name, t.type, t.shape);
-    writer.begin(dir / "b.gguf");
-    for (const gguf::TensorInfo& t : file.tensors()) writer.write_tensor_data(t.data);
-    writer.finish();
+    rewrite_metadata(dir / "a.gguf", dir / "b.gguf", edit);
     try {
       Model::load(dir / "b.gguf", {});
     } catch (const Error& e) {
@@ -138,14 +145,9 @@ TEST(MoeRouter, UnspecifiedPoolingTypeOfSavedFilesIsAbsent) {
   o.geometry.n_head_kv = 4;
   o.geometry.n_ff = 96;
   write_random_model(o, dir / "a.gguf");
-  const gguf::GgufFile file = gguf::GgufFile::open(dir / "a.gguf");
-  gguf::GgufWriter writer;
-  for (const gguf::KeyValue& kv : file.metadata()) writer.set(kv.key, kv.value);
-  writer.set("olmoe.pooling_type", gguf::Value(uint32_t{0xFFFFFFFFu}));
-  for (const gguf::TensorInfo& t : file.tensors()) writer.add_tensor(t.name, t.type, t.shape);
-  writer.begin(dir / "b.gguf");
-  for (const gguf::TensorInfo& t : file.tensors()) writer.write_tensor_data(t.data);
-  writer.finish();
+  rewrite_metadata(dir / "a.gguf", dir / "b.gguf", [](gguf::GgufWriter& w) {
+    w.set("olmoe.pooling_type", gguf::Value(uint32_t{0xFFFFFFFFu}));
+  });
   const gguf::GgufFile saved = gguf::GgufFile::open(dir / "b.gguf");
   EXPECT_EQ(ModelHParams::from_gguf(saved).pooling_type, -1);
   EXPECT_EQ(ModelHParams::from_gguf(saved).n_expert, 4);

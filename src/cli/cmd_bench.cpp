@@ -97,8 +97,10 @@ double run_once(Session& session, size_t depth, const std::vector<TokenId>& ids,
 
 TestResult run_test(Session& session, const std::string& name, int64_t n, int64_t depth,
                     bool one_by_one, int reps) {
-  TestResult r{depth > 0 ? strfmt("%s @ d%lld", name.c_str(), static_cast<long long>(depth)) : name,
-               n, depth};
+  TestResult r;
+  r.name = depth > 0 ? strfmt("%s @ d%lld", name.c_str(), static_cast<long long>(depth)) : name;
+  r.n_tokens = n;
+  r.depth = depth;
   const auto ids = random_ids(n, session.model().n_vocab(), 42);
   const auto d = static_cast<size_t>(depth);
   run_once(session, d, ids, one_by_one);  // warm-up: page faults, buffer growth
