@@ -83,6 +83,18 @@ TEST(MoeRouter, SigmoidClampedSumAndScale) {
   EXPECT_FLOAT_EQ(unscaled.weights[0], 1.0f);
 }
 
+// A one-layer gen-model file of `arch` (four experts, two per token).
+void write_small_moe(std::string_view arch, int64_t kv_heads, const std::filesystem::path& path) {
+  RandomModelOptions o;
+  o.family = find_family(arch);
+  o.geometry.n_embd = 64;
+  o.geometry.n_layer = 1;
+  o.geometry.n_head = 4;
+  o.geometry.n_head_kv = kv_heads;
+  o.geometry.n_ff = 96;
+  write_random_model(o, path);
+}
+
 // Copies `from` to `to` with its metadata edited.
 void rewrite_metadata(const std::filesystem::path& from, const std::filesystem::path& to,
                       const std::function<void(gguf::GgufWriter&)>& edit) {
@@ -100,14 +112,7 @@ void rewrite_metadata(const std::filesystem::path& from, const std::filesystem::
 // there are, each refused naming the key.
 TEST(MoeRouter, ExpertCountsAreChecked) {
   test::TempDir dir;
-  RandomModelOptions o;
-  o.family = find_family("qwen3moe");
-  o.geometry.n_embd = 64;
-  o.geometry.n_layer = 1;
-  o.geometry.n_head = 4;
-  o.geometry.n_head_kv = 2;
-  o.geometry.n_ff = 96;
-  write_random_model(o, dir / "a.gguf");
+  write_small_moe("qwen3moe", 2, dir / "a.gguf");
   const auto error_with = [&](const std::function<void(gguf::GgufWriter&)>& edit) {
     rewrite_metadata(dir / "a.gguf", dir / "b.gguf", edit);
     try {
@@ -137,14 +142,7 @@ TEST(MoeRouter, ExpertCountsAreChecked) {
 // u32 0xFFFFFFFF: it reads as absent, not as out of range.
 TEST(MoeRouter, UnspecifiedPoolingTypeOfSavedFilesIsAbsent) {
   test::TempDir dir;
-  RandomModelOptions o;
-  o.family = find_family("olmoe");
-  o.geometry.n_embd = 64;
-  o.geometry.n_layer = 1;
-  o.geometry.n_head = 4;
-  o.geometry.n_head_kv = 4;
-  o.geometry.n_ff = 96;
-  write_random_model(o, dir / "a.gguf");
+  write_small_moe("olmoe", 4, dir / "a.gguf");  // OLMoE's K norm spans n_embd
   rewrite_metadata(dir / "a.gguf", dir / "b.gguf", [](gguf::GgufWriter& w) {
     w.set("olmoe.pooling_type", gguf::Value(uint32_t{0xFFFFFFFFu}));
   });

@@ -22,26 +22,22 @@ void require(bool ok, const std::string& problem) {
   if (!ok) throw Error("invalid model geometry: " + problem);
 }
 
-gguf::Value u32(int64_t v) {
-  return gguf::Value(static_cast<uint32_t>(v));
-}
-
 // The keys every family's converter writes.
 std::vector<gguf::KeyValue> common_metadata(const Family& family, const ModelGeometry& g) {
   const std::string prefix = std::string(family.arch) + ".";
   std::vector<gguf::KeyValue> kv;
   kv.push_back({"general.architecture", gguf::Value(std::string(family.arch))});
-  kv.push_back({prefix + "vocab_size", u32(g.n_vocab)});
-  kv.push_back({prefix + "context_length", u32(g.n_ctx)});
-  kv.push_back({prefix + "embedding_length", u32(g.n_embd)});
-  kv.push_back({prefix + "block_count", u32(g.n_layer)});
-  kv.push_back({prefix + "feed_forward_length", u32(g.n_ff)});
-  kv.push_back({prefix + "attention.head_count", u32(g.n_head)});
-  kv.push_back({prefix + "attention.head_count_kv", u32(g.n_head_kv)});
+  kv.push_back({prefix + "vocab_size", u32_value(g.n_vocab)});
+  kv.push_back({prefix + "context_length", u32_value(g.n_ctx)});
+  kv.push_back({prefix + "embedding_length", u32_value(g.n_embd)});
+  kv.push_back({prefix + "block_count", u32_value(g.n_layer)});
+  kv.push_back({prefix + "feed_forward_length", u32_value(g.n_ff)});
+  kv.push_back({prefix + "attention.head_count", u32_value(g.n_head)});
+  kv.push_back({prefix + "attention.head_count_kv", u32_value(g.n_head_kv)});
   write_head_size(g, family, kv, /*always=*/false);
   kv.push_back(
       {prefix + "attention.layer_norm_rms_epsilon", gguf::Value(static_cast<float>(g.rms_eps))});
-  kv.push_back({prefix + "rope.dimension_count", u32(g.resolved_head_dim())});
+  kv.push_back({prefix + "rope.dimension_count", u32_value(g.resolved_head_dim())});
   kv.push_back({prefix + "rope.freq_base", gguf::Value(static_cast<float>(g.rope_base))});
   return kv;
 }
@@ -66,6 +62,10 @@ bool wanted(const TensorSpec& spec, const Family& family, const ModelGeometry& g
 }
 
 }  // namespace
+
+gguf::Value u32_value(int64_t v) {
+  return gguf::Value(static_cast<uint32_t>(v));
+}
 
 void validate_geometry(const Family& family, const ModelGeometry& g) {
   require(g.n_vocab > 0, "the vocabulary is empty");
@@ -99,8 +99,8 @@ void write_head_size(const ModelGeometry& g, const Family& family,
                   [&](const gguf::KeyValue& kv) { return kv.key == key_length; })) {
     return;
   }
-  keys.push_back({key_length, u32(head_dim)});
-  keys.push_back({prefix + "attention.value_length", u32(head_dim)});
+  keys.push_back({key_length, u32_value(head_dim)});
+  keys.push_back({prefix + "attention.value_length", u32_value(head_dim)});
 }
 
 ModelSpec model_spec(const Family& family, const ModelGeometry& g, OptionalTensors optional) {

@@ -58,6 +58,9 @@ struct ModelSpec {
 // not dividing, a head_dim the architecture cannot express...).
 void validate_geometry(const Family& family, const ModelGeometry& geometry);
 
+// A u32 metadata value, as the converters write sizes and counts.
+gguf::Value u32_value(int64_t v);
+
 // Validates, then builds the metadata and the tensor list.
 ModelSpec model_spec(const Family& family, const ModelGeometry& geometry,
                      OptionalTensors optional = OptionalTensors::converted);

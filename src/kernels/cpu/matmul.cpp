@@ -326,15 +326,23 @@ void matmul(const WeightView& w, std::span<const float> x, int64_t n_rows_x, std
   });
 }
 
+namespace {
+
+// The matrices of one multi-matrix call must all take rows as wide.
+void check_same_width(const MatmulOutput& out, std::span<const MatmulOutput> outputs) {
+  if (out.w->n_cols != outputs[0].w->n_cols) {
+    throw Error(tensor_prefix(*out.w, "matmul") + "takes rows of " + std::to_string(out.w->n_cols) +
+                " inputs, the others " + std::to_string(outputs[0].w->n_cols));
+  }
+}
+
+}  // namespace
+
 void matmul_shared_input(std::span<const MatmulOutput> outputs, std::span<const float> x,
                          int64_t n_rows_x, ThreadPool& pool, MatmulScratch& scratch) {
   for (const MatmulOutput& out : outputs) {
     check_matmul(*out.w, x, n_rows_x, out.y, out.y_stride);
-    if (out.w->n_cols != outputs[0].w->n_cols) {
-      throw Error(tensor_prefix(*out.w, "matmul") + "takes rows of " +
-                  std::to_string(out.w->n_cols) + " inputs, the others " +
-                  std::to_string(outputs[0].w->n_cols));
-    }
+    check_same_width(out, outputs);
   }
   if (n_rows_x == 0) return;
   if (matmul_integer(outputs, x, n_rows_x, pool, scratch)) return;
@@ -352,11 +360,7 @@ void matmul_each_input(std::span<const MatmulOutput> outputs,
   for (size_t i = 0; i < outputs.size(); ++i) {
     const MatmulOutput& out = outputs[i];
     check_matmul(*out.w, inputs[i], 1, out.y, out.y_stride);
-    if (out.w->n_cols != outputs[0].w->n_cols) {
-      throw Error(tensor_prefix(*out.w, "matmul") + "takes rows of " +
-                  std::to_string(out.w->n_cols) + " inputs, the others " +
-                  std::to_string(outputs[0].w->n_cols));
-    }
+    check_same_width(out, outputs);
   }
   if (outputs.empty() || matmul_integer_each_input(outputs, inputs, pool, scratch)) return;
   for (size_t i = 0; i < outputs.size(); ++i) {

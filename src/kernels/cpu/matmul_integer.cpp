@@ -258,10 +258,6 @@ std::optional<std::array<IntegerMatrix, kMaxOutputs>> integer_matrices(
   return matrices;
 }
 
-}  // namespace
-
-namespace {
-
 // Quantizes each input (n_rows_x rows each) once, into consecutive blocks,
 // then runs every matrix against its own input's rows (act_offset).
 void quantize_and_run(std::span<IntegerMatrix> used, std::span<const std::span<const float>> inputs,

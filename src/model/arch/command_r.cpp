@@ -140,10 +140,8 @@ void write_command_r(const ModelGeometry& g, std::vector<gguf::KeyValue>& keys) 
 void write_cohere2(const ModelGeometry& g, std::vector<gguf::KeyValue>& keys) {
   const std::string p = "cohere2.";
   write_common(g, p, 0.25f, keys);
-  keys.push_back({p + "attention.sliding_window",
-                  gguf::Value(static_cast<uint32_t>(g.resolved_sliding_window()))});
-  keys.push_back({p + "attention.sliding_window_pattern",
-                  gguf::Value(static_cast<uint32_t>(g.n_layer >= 4 ? 4 : 2))});
+  keys.push_back({p + "attention.sliding_window", u32_value(g.resolved_sliding_window())});
+  keys.push_back({p + "attention.sliding_window_pattern", u32_value(g.n_layer >= 4 ? 4 : 2)});
 }
 
 }  // namespace

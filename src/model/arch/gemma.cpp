@@ -157,15 +157,13 @@ void write_gemma2(const ModelGeometry& g, std::vector<gguf::KeyValue>& keys) {
   keys.push_back({p + "attn_logit_softcapping", gguf::Value(50.0f)});
   keys.push_back({p + "final_logit_softcapping", gguf::Value(30.0f)});
   // A window shorter than the golden sequences, so they cross its edge.
-  keys.push_back({p + "attention.sliding_window",
-                  gguf::Value(static_cast<uint32_t>(g.resolved_sliding_window()))});
+  keys.push_back({p + "attention.sliding_window", u32_value(g.resolved_sliding_window())});
 }
 
 void write_gemma3(const ModelGeometry& g, std::vector<gguf::KeyValue>& keys) {
   const std::string p = "gemma3.";
   write_head_size(g, kGemma3Family, keys, /*always=*/true);
-  keys.push_back({p + "attention.sliding_window",
-                  gguf::Value(static_cast<uint32_t>(g.resolved_sliding_window()))});
+  keys.push_back({p + "attention.sliding_window", u32_value(g.resolved_sliding_window())});
   keys.push_back({p + "rope.freq_base_swa", gguf::Value(10000.0f)});
   // Small models: a 2-layer pattern, so two layers hold one local, one global.
   keys.push_back({p + "attention.sliding_window_pattern", gguf::Value(uint32_t{2})});

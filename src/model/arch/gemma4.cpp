@@ -415,23 +415,22 @@ void set_key(std::vector<gguf::KeyValue>& keys, const std::string& key, gguf::Va
 // layers on the last two sharing the keys of the two before them.
 void write_gemma4(const ModelGeometry& g, std::vector<gguf::KeyValue>& keys) {
   const std::string p = "gemma4.";
-  const auto u32 = [](int64_t v) { return gguf::Value(static_cast<uint32_t>(v)); };
   const int64_t head = g.resolved_head_dim();
-  set_key(keys, p + "attention.key_length", u32(2 * head));
-  set_key(keys, p + "attention.value_length", u32(2 * head));
-  set_key(keys, p + "rope.dimension_count", u32(2 * head));
-  keys.push_back({p + "attention.key_length_swa", u32(head)});
-  keys.push_back({p + "attention.value_length_swa", u32(head)});
-  keys.push_back({p + "rope.dimension_count_swa", u32(head)});
+  set_key(keys, p + "attention.key_length", u32_value(2 * head));
+  set_key(keys, p + "attention.value_length", u32_value(2 * head));
+  set_key(keys, p + "rope.dimension_count", u32_value(2 * head));
+  keys.push_back({p + "attention.key_length_swa", u32_value(head)});
+  keys.push_back({p + "attention.value_length_swa", u32_value(head)});
+  keys.push_back({p + "rope.dimension_count_swa", u32_value(head)});
   keys.push_back({p + "rope.freq_base_swa", gguf::Value(5000.0f)});
-  keys.push_back({p + "attention.sliding_window", u32(g.resolved_sliding_window())});
+  keys.push_back({p + "attention.sliding_window", u32_value(g.resolved_sliding_window())});
   gguf::Array pattern = gguf::Array::of(gguf::ValueType::boolean);
   auto& flags = std::get<std::vector<bool>>(pattern.items);
   for (int64_t il = 0; il < g.n_layer; ++il) flags.push_back(il % 2 == 0);
   keys.push_back({p + "attention.sliding_window_pattern", gguf::Value(pattern)});
   const int64_t shared = g.n_layer >= 4 && g.n_layer % 2 == 0 ? 2 : 0;
-  keys.push_back({p + "attention.shared_kv_layers", u32(shared)});
-  keys.push_back({p + "embedding_length_per_layer_input", u32(g.n_embd / 4)});
+  keys.push_back({p + "attention.shared_kv_layers", u32_value(shared)});
+  keys.push_back({p + "embedding_length_per_layer_input", u32_value(g.n_embd / 4)});
   keys.push_back({p + "final_logit_softcapping", gguf::Value(30.0f)});
 }
 

@@ -137,7 +137,7 @@ void write_half_rotary(const std::string& p, const ModelGeometry& g,
   int64_t rot = (g.resolved_head_dim() / 2) & ~int64_t{1};
   if (rot == 0) rot = g.resolved_head_dim();
   for (gguf::KeyValue& kv : keys) {
-    if (kv.key == p + "rope.dimension_count") kv.value = gguf::Value(static_cast<uint32_t>(rot));
+    if (kv.key == p + "rope.dimension_count") kv.value = u32_value(rot);
   }
 }
 

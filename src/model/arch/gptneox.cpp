@@ -132,7 +132,7 @@ void write_gptneox(const ModelGeometry& g, std::vector<gguf::KeyValue>& keys) {
   const int64_t rotary = std::max<int64_t>(2, g.resolved_head_dim() / 4 / 2 * 2);
   for (gguf::KeyValue& kv : keys) {
     if (kv.key == "gptneox.rope.dimension_count") {
-      kv.value = gguf::Value(static_cast<uint32_t>(rotary));
+      kv.value = u32_value(rotary);
     }
   }
 }

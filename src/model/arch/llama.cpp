@@ -129,9 +129,8 @@ void read_llama(const HParamReader& keys, ModelHParams& hp) {
 // gen-model --experts N: a Mixtral-style file.
 void write_llama_hparams(const ModelGeometry& g, std::vector<gguf::KeyValue>& keys) {
   if (g.n_expert == 0) return;
-  const auto u32 = [](int64_t v) { return gguf::Value(static_cast<uint32_t>(v)); };
-  keys.push_back({"llama.expert_count", u32(g.n_expert)});
-  keys.push_back({"llama.expert_used_count", u32(g.n_expert_used > 0 ? g.n_expert_used : 2)});
+  keys.push_back({"llama.expert_count", u32_value(g.n_expert)});
+  keys.push_back({"llama.expert_used_count", u32_value(g.n_expert_used > 0 ? g.n_expert_used : 2)});
 }
 
 constexpr std::string_view kLlamaOptional[] = {"ffn_gate_exps.weight"};

@@ -234,8 +234,7 @@ void write_mistral3(const ModelGeometry& g, std::vector<gguf::KeyValue>& keys) {
   keys.push_back({p + "rope.scaling.type", gguf::Value(std::string("yarn"))});
   keys.push_back({p + "rope.scaling.factor",
                   gguf::Value(static_cast<float>(g.n_ctx) / static_cast<float>(original))});
-  keys.push_back(
-      {p + "rope.scaling.original_context_length", gguf::Value(static_cast<uint32_t>(original))});
+  keys.push_back({p + "rope.scaling.original_context_length", u32_value(original)});
   keys.push_back({p + "rope.scaling.yarn_beta_fast", gguf::Value(32.0f)});
   keys.push_back({p + "rope.scaling.yarn_beta_slow", gguf::Value(1.0f)});
   keys.push_back({p + "rope.scaling.yarn_log_multiplier", gguf::Value(1.0f)});

@@ -129,18 +129,15 @@ void write_minicpm3(const ModelGeometry& g, std::vector<gguf::KeyValue>& keys) {
   const int64_t head = g.resolved_head_dim(), rope = head / 2;
   for (gguf::KeyValue& kv : keys) {
     if (kv.key == "minicpm3.attention.head_count_kv") {
-      kv.value = gguf::Value(static_cast<uint32_t>(g.n_head));
+      kv.value = u32_value(g.n_head);
     }
     if (kv.key == "minicpm3.rope.dimension_count") {
-      kv.value = gguf::Value(static_cast<uint32_t>(rope));
+      kv.value = u32_value(rope);
     }
   }
-  keys.push_back(
-      {"minicpm3.attention.q_lora_rank", gguf::Value(static_cast<uint32_t>(g.n_embd * 3 / 4))});
-  keys.push_back(
-      {"minicpm3.attention.kv_lora_rank", gguf::Value(static_cast<uint32_t>(g.n_embd / 4))});
-  keys.push_back(
-      {"minicpm3.attention.key_length", gguf::Value(static_cast<uint32_t>(head + rope))});
+  keys.push_back({"minicpm3.attention.q_lora_rank", u32_value(g.n_embd * 3 / 4)});
+  keys.push_back({"minicpm3.attention.kv_lora_rank", u32_value(g.n_embd / 4)});
+  keys.push_back({"minicpm3.attention.key_length", u32_value(head + rope)});
 }
 
 constexpr std::string_view kMiniCpm3Optional[] = {"rope_factors_long.weight",

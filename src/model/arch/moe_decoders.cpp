@@ -110,11 +110,12 @@ void read_olmoe(const HParamReader& keys, ModelHParams& hp) {
 void write_expert_keys(const ModelGeometry& g, std::string_view arch, bool width_key,
                        bool shared_expert, std::vector<gguf::KeyValue>& keys) {
   const std::string prefix = std::string(arch) + ".";
-  const auto u32 = [](int64_t v) { return gguf::Value(static_cast<uint32_t>(v)); };
-  keys.push_back({prefix + "expert_count", u32(g.n_expert > 0 ? g.n_expert : 4)});
-  keys.push_back({prefix + "expert_used_count", u32(g.n_expert_used > 0 ? g.n_expert_used : 2)});
-  if (width_key) keys.push_back({prefix + "expert_feed_forward_length", u32(g.n_ff)});
-  if (shared_expert) keys.push_back({prefix + "expert_shared_feed_forward_length", u32(g.n_ff)});
+  keys.push_back({prefix + "expert_count", u32_value(g.n_expert > 0 ? g.n_expert : 4)});
+  keys.push_back(
+      {prefix + "expert_used_count", u32_value(g.n_expert_used > 0 ? g.n_expert_used : 2)});
+  if (width_key) keys.push_back({prefix + "expert_feed_forward_length", u32_value(g.n_ff)});
+  if (shared_expert)
+    keys.push_back({prefix + "expert_shared_feed_forward_length", u32_value(g.n_ff)});
 }
 
 void write_qwen2moe(const ModelGeometry& g, std::vector<gguf::KeyValue>& keys) {

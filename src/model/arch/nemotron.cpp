@@ -128,7 +128,7 @@ void write_jais2(const ModelGeometry& g, std::vector<gguf::KeyValue>& keys) {
       {"jais2.attention.layer_norm_epsilon", gguf::Value(static_cast<float>(g.rms_eps))});
   for (gguf::KeyValue& kv : keys) {
     if (kv.key == "jais2.attention.head_count_kv") {
-      kv.value = gguf::Value(static_cast<uint32_t>(g.n_head));
+      kv.value = u32_value(g.n_head);
     }
   }
 }
@@ -141,7 +141,7 @@ void write_nemotron(const ModelGeometry& g, std::vector<gguf::KeyValue>& keys) {
   int64_t rot = (g.resolved_head_dim() / 2) & ~int64_t{1};
   if (rot == 0) rot = g.resolved_head_dim();
   for (gguf::KeyValue& kv : keys) {
-    if (kv.key == p + "rope.dimension_count") kv.value = gguf::Value(static_cast<uint32_t>(rot));
+    if (kv.key == p + "rope.dimension_count") kv.value = u32_value(rot);
   }
 }
 

@@ -175,8 +175,7 @@ void read_exaone4(const HParamReader& keys, ModelHParams& hp) {
 // sequences.
 void write_olmo2(const ModelGeometry& g, std::vector<gguf::KeyValue>& keys) {
   const std::string p = "olmo2.";
-  keys.push_back({p + "attention.sliding_window",
-                  gguf::Value(static_cast<uint32_t>(g.resolved_sliding_window()))});
+  keys.push_back({p + "attention.sliding_window", u32_value(g.resolved_sliding_window())});
   gguf::Array pattern = gguf::Array::of(gguf::ValueType::boolean);
   auto& flags = std::get<std::vector<bool>>(pattern.items);
   for (int64_t il = 0; il < g.n_layer; ++il) flags.push_back((il + 1) % 4 != 0);
@@ -186,8 +185,7 @@ void write_olmo2(const ModelGeometry& g, std::vector<gguf::KeyValue>& keys) {
 // EXAONE 4.0's converter writes the window (the 32B's 4096; here shorter
 // than the golden sequences) whatever the layer count.
 void write_exaone4(const ModelGeometry& g, std::vector<gguf::KeyValue>& keys) {
-  keys.push_back({"exaone4.attention.sliding_window",
-                  gguf::Value(static_cast<uint32_t>(g.resolved_sliding_window()))});
+  keys.push_back({"exaone4.attention.sliding_window", u32_value(g.resolved_sliding_window())});
 }
 
 }  // namespace

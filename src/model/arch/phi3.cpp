@@ -116,20 +116,18 @@ void write_phi3(const ModelGeometry& g, std::vector<gguf::KeyValue>& keys) {
   // attributes, failing on a vocabulary without <|endoftext|> (the built-in one).
   keys.push_back({"general.name", gguf::Value(std::string("cortiq-random-p3"))});
   const int64_t orig = std::max<int64_t>(g.n_ctx / 4, 1);
-  keys.push_back(
-      {p + "rope.scaling.original_context_length", gguf::Value(static_cast<uint32_t>(orig))});
+  keys.push_back({p + "rope.scaling.original_context_length", u32_value(orig)});
   const double scale = static_cast<double>(g.n_ctx) / static_cast<double>(orig);
   const double attn_factor =
       orig > 1 && scale > 1.0
           ? std::sqrt(1.0 + std::log(scale) / std::log(static_cast<double>(orig)))
           : 1.0;
   keys.push_back({p + "rope.scaling.attn_factor", gguf::Value(static_cast<float>(attn_factor))});
-  keys.push_back({p + "attention.sliding_window",
-                  gguf::Value(static_cast<uint32_t>(std::min<int64_t>(g.n_ctx, 16)))});
+  keys.push_back({p + "attention.sliding_window", u32_value(std::min<int64_t>(g.n_ctx, 16))});
   int64_t rot = (g.resolved_head_dim() * 3 / 4) & ~int64_t{1};
   if (rot == 0) rot = g.resolved_head_dim();
   for (gguf::KeyValue& kv : keys) {
-    if (kv.key == p + "rope.dimension_count") kv.value = gguf::Value(static_cast<uint32_t>(rot));
+    if (kv.key == p + "rope.dimension_count") kv.value = u32_value(rot);
   }
 }
 

@@ -118,8 +118,7 @@ void read_plamo3(const HParamReader& keys, ModelHParams& hp) {
 // it) and pattern (8: seven window layers per global one).
 void write_plamo3(const ModelGeometry& g, std::vector<gguf::KeyValue>& keys) {
   const std::string p = "plamo3.";
-  keys.push_back({p + "attention.sliding_window",
-                  gguf::Value(static_cast<uint32_t>(g.resolved_sliding_window()))});
+  keys.push_back({p + "attention.sliding_window", u32_value(g.resolved_sliding_window())});
   keys.push_back({p + "attention.sliding_window_pattern", gguf::Value(uint32_t{8})});
 }
 

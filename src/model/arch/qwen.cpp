@@ -110,7 +110,7 @@ void read_qwen(const HParamReader& keys, ModelHParams& hp) {
 void write_qwen(const ModelGeometry& g, std::vector<gguf::KeyValue>& keys) {
   for (gguf::KeyValue& kv : keys) {
     if (kv.key == "qwen.attention.head_count_kv") {
-      kv.value = gguf::Value(static_cast<uint32_t>(g.n_head));
+      kv.value = u32_value(g.n_head);
     }
   }
 }

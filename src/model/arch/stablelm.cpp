@@ -111,7 +111,7 @@ void write_stablelm(const ModelGeometry& g, std::vector<gguf::KeyValue>& keys) {
   int64_t rot = (g.resolved_head_dim() / 4) & ~int64_t{1};
   if (rot == 0) rot = g.resolved_head_dim();
   for (gguf::KeyValue& kv : keys) {
-    if (kv.key == p + "rope.dimension_count") kv.value = gguf::Value(static_cast<uint32_t>(rot));
+    if (kv.key == p + "rope.dimension_count") kv.value = u32_value(rot);
   }
 }
 

@@ -64,10 +64,9 @@ std::span<float> expert_activation(const MoeWeights& w, size_t e, std::span<floa
   return gate;
 }
 
-// slot = weight * (down_e(act) * down_scale[e]), over m rows.
-void expert_down(const MoeWeights& w, const ModelHParams& hp, size_t e, std::span<const float> act,
-                 int64_t m, ForwardContext& ctx, std::span<float> y) {
-  kernels::matmul(w.down[e], act, m, y, hp.n_embd, ctx.pool, ctx.buffers.matmul);
+// Expert e's down product times its scale (ffn_down_exps.scale), when the
+// family applies one.
+void scale_down(const MoeWeights& w, size_t e, std::span<float> y) {
   if (!w.down_scale.empty()) kernels::scale_inplace(y, w.down_scale[e]);
 }
 
@@ -107,8 +106,53 @@ void one_row_experts(const MoeWeights& w, const ModelHParams& hp, ForwardContext
   for (size_t j = 0; j < k; ++j) {
     const auto e = static_cast<size_t>(chosen[j]);
     const auto slot = slots.subspan(j * n_embd, n_embd);
-    if (!w.down_scale.empty()) kernels::scale_inplace(slot, w.down_scale[e]);
+    scale_down(w, e, slot);
     for (float& v : slot) v *= weights[j];
+  }
+}
+
+// Several rows: each expert over the rows that chose it (gathered, one
+// matmul per expert), slot r * k + j of `slots` getting weights[r * k + j]
+// times row r's output of its j-th expert.
+void grouped_experts(const MoeWeights& w, const ModelHParams& hp, ForwardContext& ctx,
+                     std::span<const int32_t> chosen, std::span<const float> weights,
+                     std::span<const float> in, std::span<float> slots) {
+  auto& buf = ctx.buffers;
+  const auto k = static_cast<size_t>(hp.n_expert_used);
+  const auto n_embd = static_cast<size_t>(hp.n_embd);
+  const auto n_ff = static_cast<size_t>(hp.n_ff_expert);
+  auto& members = buf.moe_members;
+  for (size_t e = 0; e < static_cast<size_t>(hp.n_expert); ++e) {
+    members_of(chosen, static_cast<int32_t>(e), members);
+    if (members.empty()) continue;
+    const size_t m = members.size();
+    const auto x = ForwardBuffers::take(buf.moe_in, m * n_embd);
+    for (size_t i = 0; i < m; ++i) {
+      const size_t r = static_cast<size_t>(members[i]) / k;
+      std::copy_n(in.begin() + static_cast<std::ptrdiff_t>(r * n_embd), n_embd,
+                  x.begin() + static_cast<std::ptrdiff_t>(i * n_embd));
+    }
+    const auto gate = ForwardBuffers::take(buf.gate, m * n_ff);
+    const auto up = ForwardBuffers::take(buf.up, m * n_ff);
+    const auto n = static_cast<int64_t>(m);
+    if (!w.gate.empty()) {
+      const kernels::MatmulOutput gate_up[] = {{&w.gate[e], gate, hp.n_ff_expert},
+                                               {&w.up[e], up, hp.n_ff_expert}};
+      kernels::matmul_shared_input(gate_up, x, n, ctx.pool, buf.matmul);
+    } else {
+      kernels::matmul(w.up[e], x, n, up, hp.n_ff_expert, ctx.pool, buf.matmul);
+    }
+    const auto act = expert_activation(w, e, gate, up);
+    const auto y = ForwardBuffers::take(buf.moe_out, m * n_embd);
+    kernels::matmul(w.down[e], act, n, y, hp.n_embd, ctx.pool, buf.matmul);
+    scale_down(w, e, y);
+    for (size_t i = 0; i < m; ++i) {
+      const auto slot = static_cast<size_t>(members[i]);
+      const float weight = weights[slot];
+      float* dst = slots.data() + slot * n_embd;
+      const float* src = y.data() + i * n_embd;
+      for (size_t c = 0; c < n_embd; ++c) dst[c] = src[c] * weight;
+    }
   }
 }
 
@@ -198,7 +242,6 @@ void moe_ffn(const MoeWeights& w, const RouterSpec& router, const ModelHParams& 
   const auto n_expert = static_cast<size_t>(hp.n_expert);
   const auto k = static_cast<size_t>(hp.n_expert_used);
   const auto n_embd = static_cast<size_t>(hp.n_embd);
-  const auto n_ff = static_cast<size_t>(hp.n_ff_expert);
 
   const auto scores = ForwardBuffers::take(buf.moe_scores, rows * n_expert);
   kernels::matmul(w.router, in, n_rows, scores, hp.n_expert, ctx.pool, buf.matmul);
@@ -210,43 +253,13 @@ void moe_ffn(const MoeWeights& w, const RouterSpec& router, const ModelHParams& 
           weights.subspan(r * k, k));
   }
 
-  // Each expert over the rows that chose it; slot r * k + j of `slots`
-  // gets w_j times row r's output of its j-th expert.
+  // Slot r * k + j gets weight r * k + j times row r's output of its j-th
+  // expert.
   const auto slots = ForwardBuffers::take(buf.moe_slots, rows * k * n_embd);
-  auto& members = buf.moe_members;
   if (rows == 1) {
     one_row_experts(w, hp, ctx, chosen, weights, in, slots);
-  }
-  for (size_t e = 0; e < n_expert && rows > 1; ++e) {
-    members_of(chosen, static_cast<int32_t>(e), members);
-    if (members.empty()) continue;
-    const size_t m = members.size();
-    const auto x = ForwardBuffers::take(buf.moe_in, m * n_embd);
-    for (size_t i = 0; i < m; ++i) {
-      const size_t r = static_cast<size_t>(members[i]) / k;
-      std::copy_n(in.begin() + static_cast<std::ptrdiff_t>(r * n_embd), n_embd,
-                  x.begin() + static_cast<std::ptrdiff_t>(i * n_embd));
-    }
-    const auto gate = ForwardBuffers::take(buf.gate, m * n_ff);
-    const auto up = ForwardBuffers::take(buf.up, m * n_ff);
-    const auto n = static_cast<int64_t>(m);
-    if (!w.gate.empty()) {
-      const kernels::MatmulOutput gate_up[] = {{&w.gate[e], gate, hp.n_ff_expert},
-                                               {&w.up[e], up, hp.n_ff_expert}};
-      kernels::matmul_shared_input(gate_up, x, n, ctx.pool, buf.matmul);
-    } else {
-      kernels::matmul(w.up[e], x, n, up, hp.n_ff_expert, ctx.pool, buf.matmul);
-    }
-    const auto act = expert_activation(w, e, gate, up);
-    const auto y = ForwardBuffers::take(buf.moe_out, m * n_embd);
-    expert_down(w, hp, e, act, n, ctx, y);
-    for (size_t i = 0; i < m; ++i) {
-      const auto slot = static_cast<size_t>(members[i]);
-      const float weight = weights[slot];
-      float* dst = slots.data() + slot * n_embd;
-      const float* src = y.data() + i * n_embd;
-      for (size_t c = 0; c < n_embd; ++c) dst[c] = src[c] * weight;
-    }
+  } else {
+    grouped_experts(w, hp, ctx, chosen, weights, in, slots);
   }
   // The slots in order, as llama.cpp folds them: ((s0 + s1) + s2) + ...
   for (size_t r = 0; r < rows; ++r) {
@@ -262,10 +275,8 @@ void moe_ffn(const MoeWeights& w, const RouterSpec& router, const ModelHParams& 
   const auto shared = ForwardBuffers::take(buf.moe_out, rows * n_embd);
   ffn(w.shared, FfnActivation::swiglu, hp, layer, n_rows, ctx, in, shared);
   for (size_t r = 0; r < rows; ++r) {
-    float g = 0.0f;
-    const float* x = in.data() + r * n_embd;
-    for (size_t c = 0; c < n_embd; ++c) g += w.shared_router[c] * x[c];
-    const float gate = shared_expert_gate(g);
+    const float gate = shared_expert_gate(
+        kernels::dot_f32(w.shared_router.data(), in.data() + r * n_embd, hp.n_embd));
     float* o = out.data() + r * n_embd;
     const float* s = shared.data() + r * n_embd;
     for (size_t c = 0; c < n_embd; ++c) o[c] += s[c] * gate;
