@@ -27,7 +27,12 @@ if ! build-fuzz/fuzz/gguf_fuzzer -seed=1 -max_total_time=30 -rss_limit_mb=2048 -
 fi
 grep -E "^Done [0-9]+ runs" "$log"
 echo "== tests under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan)"
-# The aarch64 compile check does not depend on the build flavour: once is enough.
-ctest --test-dir build-asan --output-on-failure -j "$(nproc)" -E Portability
+# Left to the release build: the aarch64 compile check (it does not depend on
+# the build flavour), the logits goldens of quantized and 16-bit weights (the
+# F32 and all-tensor cases run every family's code, and the kernel tests every
+# weight type's kernels, under the sanitizers) and the bench command's
+# read-bandwidth sweep (a measurement).
+ctest --test-dir build-asan --output-on-failure -j "$(nproc)" \
+  -E 'Portability|LogitsGolden\.MatchesThePeer/[a-z0-9_]*_(f16|bf16|q8_0|q4_0|q4_k|q6_k)( |$)|CliBench\.DepthAndReadBandwidth'
 echo "== tests (build)"
 ctest --test-dir build --output-on-failure -j "$(nproc)"

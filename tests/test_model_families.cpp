@@ -17,6 +17,7 @@
 #include "engine_test_models.hpp"
 #include "formats/gguf/gguf_file.hpp"
 #include "formats/gguf/gguf_writer.hpp"
+#include "model/arch_spec.hpp"
 #include "model/blocks/classifier.hpp"
 #include "model/blocks/ffn.hpp"
 #include "model/decoder_model.hpp"
@@ -498,6 +499,151 @@ TEST(LayerSpecs, LatentAttentionCachesEveryHeadsKeyAndValue) {
     EXPECT_EQ(layer.k_width, 4 * 24);
     EXPECT_EQ(layer.v_width, 4 * 16);
   }
+}
+
+// Copies a deepseek2 file in latent attention's absorbed form (attn_k_b,
+// attn_v_b; key_length_mla) into the form converters wrote before the split:
+// one attn_kv_b per layer whose head h holds k_b[h] transposed (nope rows of
+// kv_lora_rank) then v_b[h] (v rows), every head its own KV head.
+void expand_latent_attention(const std::filesystem::path& from, const std::filesystem::path& to) {
+  const gguf::GgufFile file = gguf::GgufFile::open(from);
+  const ModelHParams hp = ModelHParams::from_gguf(file);
+  const int64_t n_head = hp.n_head, kv_rank = hp.kv_lora_rank;
+  const int64_t nope = hp.mla_head_dim_k - hp.rope.n_dims, dv = hp.mla_head_dim_v;
+  gguf::GgufWriter writer;
+  for (const gguf::KeyValue& kv : file.metadata()) writer.set(kv.key, kv.value);
+  writer.remove("deepseek2.attention.key_length_mla");
+  writer.remove("deepseek2.attention.value_length_mla");
+  writer.set("deepseek2.attention.key_length", u32_value(hp.mla_head_dim_k));
+  writer.set("deepseek2.attention.value_length", u32_value(dv));
+  writer.set("deepseek2.attention.head_count_kv", u32_value(n_head));
+  std::vector<std::vector<std::byte>> data;
+  for (const gguf::TensorInfo& t : file.tensors()) {
+    if (t.name.ends_with("attn_v_b.weight")) continue;  // written with k_b
+    if (!t.name.ends_with("attn_k_b.weight")) {
+      writer.add_tensor(t.name, t.type, t.shape);
+      data.emplace_back(t.data.begin(), t.data.end());
+      continue;
+    }
+    const std::string prefix = t.name.substr(0, t.name.size() - std::string("k_b.weight").size());
+    const auto* k_b = reinterpret_cast<const float*>(t.data.data());
+    const auto* v_b =
+        reinterpret_cast<const float*>(file.find_tensor(prefix + "v_b.weight")->data.data());
+    std::vector<float> kv_b;
+    for (int64_t h = 0; h < n_head; ++h) {
+      for (int64_t j = 0; j < nope; ++j) {
+        for (int64_t i = 0; i < kv_rank; ++i) kv_b.push_back(k_b[(h * kv_rank + i) * nope + j]);
+      }
+      for (int64_t o = 0; o < dv; ++o) {
+        for (int64_t i = 0; i < kv_rank; ++i) kv_b.push_back(v_b[(h * dv + o) * kv_rank + i]);
+      }
+    }
+    writer.add_tensor(prefix + "kv_b.weight", GgmlType::F32, {kv_rank, n_head * (nope + dv)});
+    const auto bytes = std::as_bytes(std::span(kv_b));
+    data.emplace_back(bytes.begin(), bytes.end());
+  }
+  writer.begin(to);
+  for (const auto& d : data) writer.write_tensor_data(d);
+  writer.finish();
+}
+
+// DeepSeek's latent attention in the absorbed form caches one latent and
+// rope key per token and layer (kv_lora_rank + rope values), where the
+// expanded form caches every head's key and value; both give the same
+// logits (the same weights, multiplied in another order).
+TEST(LayerSpecs, AbsorbedLatentAttentionCachesOneLatentPerToken) {
+  test::TempDir dir;
+  write_random_model(small_model("deepseek2"), dir / "absorbed.gguf");
+  expand_latent_attention(dir / "absorbed.gguf", dir / "expanded.gguf");
+  LoadOptions load;
+  load.kv_type = KvType::f32;
+  const auto absorbed = Model::load(dir / "absorbed.gguf", load);
+  const auto expanded = Model::load(dir / "expanded.gguf", load);
+  const ModelHParams& hp = absorbed->decoder().hparams();
+  EXPECT_EQ(hp.kv_lora_rank, 16);  // n_embd / 4
+  EXPECT_EQ(hp.rope.n_dims, 8);
+  EXPECT_EQ(hp.mla_head_dim_k, 24);  // 16 nope + 8 rope
+  EXPECT_EQ(hp.mla_head_dim_v, 16);
+  const KvCacheShape latent = absorbed->decoder().kv_cache_shape(32, 1, KvType::f16);
+  for (const KvLayerShape& layer : latent.layers) {
+    EXPECT_EQ(layer.k_width, 16 + 8);
+    EXPECT_EQ(layer.v_width, 0);
+    EXPECT_TRUE(layer.values_in_keys);
+  }
+  // 2 layers x 32 positions x 24 values x 2 bytes, against 4 heads' keys
+  // (24) and values (16) per position and layer.
+  EXPECT_EQ(KvCache::bytes_needed(latent), 2u * 32 * 24 * 2);
+  EXPECT_EQ(KvCache::bytes_needed(expanded->decoder().kv_cache_shape(32, 1, KvType::f16)),
+            2u * 32 * 4 * (24 + 16) * 2);
+
+  const std::vector<TokenId> ids = {1, 5, 9, 13, 17, 21, 25, 29};
+  const auto a = Session(absorbed).evaluate(ids, 3);
+  const auto b = Session(expanded).evaluate(ids, 3);
+  ASSERT_EQ(a.size(), b.size());
+  double err = 0, norm = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    err += (a[i] - b[i]) * (a[i] - b[i]);
+    norm += b[i] * b[i];
+  }
+  EXPECT_LT(std::sqrt(err / norm), 1e-5);
+}
+
+// Copies `from` into `to` with each layer's ffn_gate_exps and ffn_up_exps
+// stacked into ffn_gate_up_exps: per expert its gate rows, then its up rows.
+void fuse_gate_up_experts(const std::filesystem::path& from, const std::filesystem::path& to) {
+  const gguf::GgufFile file = gguf::GgufFile::open(from);
+  gguf::GgufWriter writer;
+  for (const gguf::KeyValue& kv : file.metadata()) writer.set(kv.key, kv.value);
+  std::vector<std::vector<std::byte>> data;
+  for (const gguf::TensorInfo& t : file.tensors()) {
+    if (t.name.ends_with("ffn_up_exps.weight")) continue;  // written with the gate
+    if (!t.name.ends_with("ffn_gate_exps.weight")) {
+      writer.add_tensor(t.name, t.type, t.shape);
+      data.emplace_back(t.data.begin(), t.data.end());
+      continue;
+    }
+    const std::string prefix = t.name.substr(0, t.name.find("ffn_gate_exps"));
+    const gguf::TensorInfo* up = file.find_tensor(prefix + "ffn_up_exps.weight");
+    const auto n_expert = static_cast<size_t>(t.shape[2]);
+    const size_t expert_bytes = t.data.size() / n_expert;
+    std::vector<std::byte> bytes;
+    for (size_t e = 0; e < n_expert; ++e) {
+      for (const gguf::TensorInfo* part : {&t, up}) {
+        const auto first = part->data.begin() + static_cast<std::ptrdiff_t>(e * expert_bytes);
+        bytes.insert(bytes.end(), first, first + static_cast<std::ptrdiff_t>(expert_bytes));
+      }
+    }
+    writer.add_tensor(prefix + "ffn_gate_up_exps.weight", t.type,
+                      {t.shape[0], 2 * t.shape[1], t.shape[2]});
+    data.push_back(std::move(bytes));
+  }
+  writer.begin(to);
+  for (const auto& d : data) writer.write_tensor_data(d);
+  writer.finish();
+}
+
+// llama.cpp's create_tensor_gate_up_exps: a deepseek2 file with the experts'
+// gate and up in one stack gives the bits of the same weights apart; a
+// family whose llama.cpp loader never reads the fused stack refuses it.
+TEST(ModelLoad, FusedGateUpExpertsGiveTheLogitsOfSeparateOnes) {
+  test::TempDir dir;
+  RandomModelOptions o = small_model("deepseek2");
+  for (const GgmlType type : {GgmlType::F32, GgmlType::Q8_0}) {
+    SCOPED_TRACE(ggml_type_name(type));
+    o.weight_type = type;
+    write_random_model(o, dir / "split.gguf");
+    fuse_gate_up_experts(dir / "split.gguf", dir / "fused.gguf");
+    ASSERT_NE(gguf::GgufFile::open(dir / "fused.gguf").find_tensor("blk.1.ffn_gate_up_exps.weight"),
+              nullptr);
+    const std::vector<TokenId> ids = {1, 5, 9, 13, 17, 21, 25};
+    const auto split = Session(Model::load(dir / "split.gguf", {})).evaluate(ids, 3);
+    const auto fused = Session(Model::load(dir / "fused.gguf", {})).evaluate(ids, 3);
+    EXPECT_EQ(split, fused);
+  }
+  write_random_model(small_model("qwen3moe"), dir / "qwen3moe.gguf");
+  fuse_gate_up_experts(dir / "qwen3moe.gguf", dir / "qwen3moe-fused.gguf");
+  const std::string error = load_error(dir / "qwen3moe-fused.gguf");
+  EXPECT_NE(error.find("missing tensor blk.0.ffn_gate_exps.weight"), std::string::npos) << error;
 }
 
 TEST(LayerSpecs, InspectShowsEachLayersDescriptionAndTheKvMemory) {

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <filesystem>
 #include <functional>
+#include <limits>
 #include <vector>
 
 #include "base/error.hpp"
@@ -83,6 +84,52 @@ TEST(MoeRouter, SigmoidClampedSumAndScale) {
   EXPECT_FLOAT_EQ(unscaled.weights[0], 1.0f);
 }
 
+// DeepSeek V3's correction bias picks the experts but does not weigh them.
+TEST(MoeRouter, SelectionBiasChoosesButDoesNotWeigh) {
+  const std::vector<float> scores = {2.0f, 1.0f, 0.0f, -1.0f};
+  const std::vector<float> bias = {0.0f, 0.0f, 0.5f, 0.9f};
+  Routed r{std::vector<int32_t>(2), std::vector<float>(2)};
+  std::vector<float> row = scores;
+  route(row, {.gating = RouterGating::sigmoid}, r.experts, r.weights, bias);
+  // sigmoid: 0.881, 0.731, 0.5, 0.269; biased: 0.881, 0.731, 1.0, 1.169.
+  EXPECT_EQ(r.experts, (std::vector<int32_t>{3, 2}));
+  EXPECT_FLOAT_EQ(r.weights[0], 1.0f / (1.0f + std::exp(1.0f)));
+  EXPECT_FLOAT_EQ(r.weights[1], 0.5f);
+}
+
+// Grouped top-k: groups ranked by the sum of their two best scores; only
+// the best n_groups_used groups' experts compete, whatever the rest score.
+TEST(MoeRouter, GroupedTopKKeepsTheBestGroups) {
+  // Three groups of three. Group 0 has the single best expert (5) but a
+  // weak second (-5): sum 0; group 1: 2 + 2 = 4; group 2: 1.5 + 1 = 2.5.
+  const std::vector<float> scores = {5.0f, -5.0f, -6.0f, 2.0f, 2.0f, -1.0f, 1.5f, 1.0f, 0.0f};
+  const RouterSpec grouped{.gating = RouterGating::sigmoid, .n_groups = 3, .n_groups_used = 2};
+  EXPECT_EQ(route_row(scores, grouped, 3).experts, (std::vector<int32_t>{3, 4, 6}));
+  // Without groups the best expert wins.
+  EXPECT_EQ(route_row(scores, {.gating = RouterGating::sigmoid}, 3).experts,
+            (std::vector<int32_t>{0, 3, 4}));
+  // More experts than the kept groups hold: the masked ones come last, in
+  // index order, with their own (unbiased) weights.
+  const Routed all =
+      route_row(scores, {.gating = RouterGating::sigmoid, .n_groups = 3, .n_groups_used = 1}, 4);
+  EXPECT_EQ(all.experts, (std::vector<int32_t>{3, 4, 5, 0}));
+  EXPECT_FLOAT_EQ(all.weights[3], 1.0f / (1.0f + std::exp(-5.0f)));
+}
+
+// -inf scores get weight 0; a row of -inf only is defined (no NaN).
+TEST(MoeRouter, MinusInfinityScoresWeighNothing) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const Routed some = route_row({-inf, 1.0f, -inf, 0.0f}, {.normalize = true}, 3);
+  EXPECT_EQ(some.experts, (std::vector<int32_t>{1, 3, 0}));
+  EXPECT_EQ(some.weights[2], 0.0f);
+  EXPECT_FLOAT_EQ(some.weights[0] + some.weights[1], 1.0f);
+  for (const RouterGating gating : {RouterGating::softmax, RouterGating::sigmoid}) {
+    const Routed none = route_row({-inf, -inf, -inf}, {.gating = gating, .normalize = true}, 2);
+    EXPECT_EQ(none.experts, (std::vector<int32_t>{0, 1}));
+    EXPECT_EQ(none.weights, (std::vector<float>{0.0f, 0.0f}));
+  }
+}
+
 // A one-layer gen-model file of `arch` (four experts, two per token).
 void write_small_moe(std::string_view arch, int64_t kv_heads, const std::filesystem::path& path) {
   RandomModelOptions o;
@@ -134,6 +181,60 @@ TEST(MoeRouter, ExpertCountsAreChecked) {
   EXPECT_NE(error_with([](gguf::GgufWriter& w) {
               w.set("qwen3moe.expert_count", gguf::Value(uint32_t{8}));
             }).find("blk.0.ffn_gate_inp.weight"),
+            std::string::npos);
+  EXPECT_EQ(error_with([](gguf::GgufWriter&) {}), "");
+}
+
+// deepseek2's routing comes from its keys (gating, renormalization, scale,
+// groups), each checked as llama.cpp checks it; what Cortiq does not run
+// yet is refused naming the key.
+TEST(MoeRouter, DeepSeekRoutingKeysAreReadAndChecked) {
+  test::TempDir dir;
+  write_small_moe("deepseek2", 4, dir / "a.gguf");
+  const RouterSpec& r = ModelHParams::from_gguf(gguf::GgufFile::open(dir / "a.gguf")).router;
+  EXPECT_EQ(r.gating, RouterGating::sigmoid);
+  EXPECT_TRUE(r.normalize);
+  EXPECT_EQ(r.scale, 2.5f);
+  EXPECT_EQ(r.n_groups, 2);
+  EXPECT_EQ(r.n_groups_used, 1);
+  const auto error_with = [&](const std::function<void(gguf::GgufWriter&)>& edit) {
+    rewrite_metadata(dir / "a.gguf", dir / "b.gguf", edit);
+    try {
+      Model::load(dir / "b.gguf", {});
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  // V2 files carry no gating key: softmax.
+  rewrite_metadata(dir / "a.gguf", dir / "v2.gguf",
+                   [](gguf::GgufWriter& w) { w.remove("deepseek2.expert_gating_func"); });
+  EXPECT_EQ(ModelHParams::from_gguf(gguf::GgufFile::open(dir / "v2.gguf")).router.gating,
+            RouterGating::softmax);
+  const auto u32 = [](uint32_t v) { return gguf::Value(v); };
+  EXPECT_NE(error_with([&](gguf::GgufWriter& w) {
+              w.set("deepseek2.expert_gating_func", u32(4));
+            }).find("expert_gating_func 4"),
+            std::string::npos);
+  EXPECT_NE(error_with([&](gguf::GgufWriter& w) {
+              w.set("deepseek2.expert_group_used_count", u32(2));
+            }).find("expert_group_used_count"),
+            std::string::npos);
+  EXPECT_NE(error_with([&](gguf::GgufWriter& w) {
+              w.set("deepseek2.expert_group_count", u32(3));
+            }).find("expert_group_count"),
+            std::string::npos);
+  EXPECT_NE(error_with([&](gguf::GgufWriter& w) {
+              w.set("deepseek2.nextn_predict_layers", u32(1));
+            }).find("deepseek2.nextn_predict_layers"),
+            std::string::npos);
+  EXPECT_NE(error_with([](gguf::GgufWriter& w) {
+              w.set("deepseek2.attention.temperature_scale", gguf::Value(0.1f));
+            }).find("deepseek2.attention.temperature_scale"),
+            std::string::npos);
+  EXPECT_NE(error_with([](gguf::GgufWriter& w) {
+              w.remove("deepseek2.attention.value_length_mla");
+            }).find("value_length_mla"),
             std::string::npos);
   EXPECT_EQ(error_with([](gguf::GgufWriter&) {}), "");
 }

@@ -248,7 +248,8 @@ std::vector<LayerRun> layer_runs(const ModelHParams& hp) {
       const LayerSpec& p = runs.back().spec;
       if (p.n_head == s.n_head && p.n_head_kv == s.n_head_kv && p.head_dim_k == s.head_dim_k &&
           p.head_dim_v == s.head_dim_v && p.n_ff == s.n_ff && p.window == s.window &&
-          p.rope == s.rope && runs.back().last == il - 1) {
+          p.rope == s.rope && p.values_in_keys == s.values_in_keys && runs.back().last == il - 1 &&
+          il != hp.n_layer_dense_lead) {
         runs.back().last = il;
         continue;
       }
@@ -328,7 +329,7 @@ std::string model_text(const gguf::GgufFile& file) {
                                      : rope_slot_name(s.rope);
     // A mixture of experts: how many, how many per token, each one's width.
     std::string ffn = strfmt("ff %lld", static_cast<long long>(s.n_ff));
-    if (hp.n_expert > 0) {
+    if (hp.n_expert > 0 && run.first >= hp.n_layer_dense_lead) {
       ffn =
           strfmt("%lld experts (%lld per token) x ff %lld", static_cast<long long>(hp.n_expert),
                  static_cast<long long>(hp.n_expert_used), static_cast<long long>(hp.n_ff_expert));
@@ -336,10 +337,17 @@ std::string model_text(const gguf::GgufFile& file) {
         ffn += strfmt(" + shared ff %lld", static_cast<long long>(hp.n_ff_shared_expert));
       }
     }
-    out +=
-        strfmt("  %-14s %lld heads (%lld KV) x %lld, %s, %s, %s\n", layers.c_str(),
-               static_cast<long long>(s.n_head), static_cast<long long>(s.n_head_kv),
-               static_cast<long long>(s.head_dim_k), ffn.c_str(), window.c_str(), position.c_str());
+    // Absorbed latent attention: each head's width, and what the cache holds.
+    const std::string heads =
+        s.values_in_keys
+            ? strfmt("%lld heads x %lld, latent %lld + rope %lld cached",
+                     static_cast<long long>(s.n_head), static_cast<long long>(hp.mla_head_dim_k),
+                     static_cast<long long>(hp.kv_lora_rank),
+                     static_cast<long long>(hp.rope.n_dims))
+            : strfmt("%lld heads (%lld KV) x %lld", static_cast<long long>(s.n_head),
+                     static_cast<long long>(s.n_head_kv), static_cast<long long>(s.head_dim_k));
+    out += strfmt("  %-14s %s, %s, %s, %s\n", layers.c_str(), heads.c_str(), ffn.c_str(),
+                  window.c_str(), position.c_str());
   }
   out += kv_cache_text(hp);
   return out;

@@ -108,7 +108,8 @@ KvCacheShape kv_cache_shape_of(const ModelHParams& hp, int64_t n_cells, int32_t 
                                int32_t block_size) {
   KvCacheShape shape;
   for (const LayerSpec& layer : hp.layers) {
-    shape.layers.push_back({layer.k_width(), layer.v_width(), layer.window});
+    shape.layers.push_back({layer.k_width(), layer.values_in_keys ? 0 : layer.v_width(),
+                            layer.window, layer.values_in_keys});
   }
   shape.n_cells = n_cells;
   shape.n_seq = n_seq;

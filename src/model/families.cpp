@@ -72,6 +72,8 @@ constexpr const Family* kFamilies[] = {
     &kQwen2MoeFamily,       // moe_decoders.cpp
     &kQwen3MoeFamily,       // moe_decoders.cpp
     &kOlmoeFamily,          // moe_decoders.cpp
+    &kDeepseekFamily,       // deepseek.cpp
+    &kDeepseek2Family,      // deepseek.cpp
 };
 
 }  // namespace

@@ -25,6 +25,24 @@ struct Family;
 
 enum class RopeScalingType { none, linear, yarn, llama3 };
 
+enum class RouterGating : uint8_t {
+  softmax,  // softmax over all experts (Mixtral, Qwen-MoE, OLMoE, DeepSeek V1/V2)
+  sigmoid,  // each expert's own sigmoid (DeepSeek V3, GLM-4.5)
+};
+
+// How a mixture-of-experts router turns one row's scores into its chosen
+// experts and their weights (blocks/moe.hpp's route).
+struct RouterSpec {
+  RouterGating gating = RouterGating::softmax;
+  bool normalize = false;  // divide the chosen weights by their sum (norm_topk_prob)
+  float scale = 0.0f;      // multiply them by this (expert_weights_scale); 0 or 1: no scaling
+  // Grouped top-k (DeepSeek V3: ARCH.expert_group_count / expert_group_used_count):
+  // the experts form n_groups equal groups, and only the n_groups_used
+  // groups whose two best selection scores sum highest compete. 0 or 1: none.
+  int64_t n_groups = 0;
+  int64_t n_groups_used = 0;
+};
+
 struct RopeHParams {
   int64_t n_dims = 0;          // rotated dimensions per head (ARCH.rope.dimension_count)
   bool neox = false;           // NeoX half-split pairs vs adjacent pairs (the family decides)
@@ -63,6 +81,9 @@ struct LayerSpec {
   // Sliding window: a row at position p attends [p - window + 1, p]; 0 = every position.
   int64_t window = 0;
   RopeSlot rope = RopeSlot::global;
+  // The value row is the first head_dim_v floats of the key row, not
+  // stored apart (absorbed latent attention: both are the latent).
+  bool values_in_keys = false;
 
   int64_t q_width() const { return n_head * head_dim_k; }
   int64_t k_width() const { return n_head_kv * head_dim_k; }
@@ -126,6 +147,15 @@ struct ModelHParams {
   int64_t n_expert_used = 0;
   int64_t n_ff_expert = 0;
   int64_t n_ff_shared_expert = 0;
+  RouterSpec router;               // the family's routing, from its keys
+  int64_t n_layer_dense_lead = 0;  // ARCH.leading_dense_block_count: the first layers' FFN is dense
+  // Latent attention in its absorbed form (DeepSeek V2/V3 files with
+  // ARCH.attention.key_length_mla / value_length_mla): a head's real query
+  // and value widths, while the LayerSpec describes the cached latent
+  // (head_dim_k = kv_lora_rank + rope, head_dim_v = kv_lora_rank, one KV
+  // head). 0: not absorbed.
+  int64_t mla_head_dim_k = 0;
+  int64_t mla_head_dim_v = 0;
   // Gemma 4's per-layer input width (ARCH.embedding_length_per_layer_input; 0 = none).
   int64_t per_layer_embd = 0;
 

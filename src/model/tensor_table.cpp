@@ -17,7 +17,8 @@ void TensorSpecCollector::router(kernels::WeightView&, const std::string& name, 
 }
 
 void TensorSpecCollector::experts(std::vector<kernels::WeightView>&, const std::string& name,
-                                  int64_t n_cols, int64_t n_rows, int64_t n_expert, bool required) {
+                                  int64_t n_cols, int64_t n_rows, int64_t n_expert, bool required,
+                                  int64_t /*n_parts*/) {
   specs_.push_back({name, {n_cols, n_rows, n_expert}, TensorKind::matrix, required});
 }
 

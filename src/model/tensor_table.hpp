@@ -43,8 +43,11 @@ class TensorVisitor {
   // A mixture-of-experts layer's stack of n_expert matrices of n_rows rows
   // of n_cols elements (ggml shape {n_cols, n_rows, n_expert}: ffn_*_exps),
   // one view per expert; an optional one that is absent leaves `views` empty.
+  // With n_parts > 1, each expert's rows are cut in that many equal parts,
+  // a view each: views[e * n_parts + p] (a fused ffn_gate_up_exps).
   virtual void experts(std::vector<kernels::WeightView>& views, const std::string& name,
-                       int64_t n_cols, int64_t n_rows, int64_t n_expert, bool required = true) = 0;
+                       int64_t n_cols, int64_t n_rows, int64_t n_expert, bool required = true,
+                       int64_t n_parts = 1) = 0;
   // A vector of n values as f32; an optional one that is absent leaves it empty.
   virtual void vector(std::vector<float>& values, const std::string& name, int64_t n,
                       TensorKind kind, bool required = true) = 0;
@@ -81,7 +84,7 @@ class TensorSpecCollector final : public TensorVisitor {
   void router(kernels::WeightView& view, const std::string& name, int64_t n_cols, int64_t n_rows,
               bool required) override;
   void experts(std::vector<kernels::WeightView>& views, const std::string& name, int64_t n_cols,
-               int64_t n_rows, int64_t n_expert, bool required) override;
+               int64_t n_rows, int64_t n_expert, bool required, int64_t n_parts) override;
   void vector(std::vector<float>& values, const std::string& name, int64_t n, TensorKind kind,
               bool required) override;
   void table(std::vector<float>& values, const std::string& name, int64_t n_cols, int64_t n_rows,

@@ -26,10 +26,13 @@ const gguf::TensorInfo& require_tensor(const gguf::GgufFile& file, std::string_v
 
 void check_shape(const gguf::GgufFile& file, const gguf::TensorInfo& info,
                  const std::vector<int64_t>& expected) {
-  // Trailing dimensions of 1 are the same shape.
-  std::vector<int64_t> actual = info.shape;
-  while (actual.size() > expected.size() && actual.back() == 1) actual.pop_back();
-  if (actual != expected) {
+  // Trailing dimensions of 1 are the same shape, either side (a stack of
+  // one expert or head is written as a matrix).
+  const auto trimmed = [](std::vector<int64_t> shape) {
+    while (shape.size() > 1 && shape.back() == 1) shape.pop_back();
+    return shape;
+  };
+  if (trimmed(info.shape) != trimmed(expected)) {
     throw Error(strfmt("%s: tensor %s has shape %s, expected %s", file.path().c_str(),
                        info.name.c_str(), shape_text(info.shape).c_str(),
                        shape_text(expected).c_str()));
@@ -69,7 +72,8 @@ kernels::WeightView WeightBinder::matrix(std::string_view name, int64_t n_cols,
 }
 
 void WeightBinder::experts(std::vector<kernels::WeightView>& views, const std::string& name,
-                           int64_t n_cols, int64_t n_rows, int64_t n_expert, bool required) {
+                           int64_t n_cols, int64_t n_rows, int64_t n_expert, bool required,
+                           int64_t n_parts) {
   views.clear();
   if (!required && !has(name)) return;
   const auto& info = require_tensor(file_, name);
@@ -80,16 +84,22 @@ void WeightBinder::experts(std::vector<kernels::WeightView>& views, const std::s
   if (!row_bytes || *row_bytes * static_cast<uint64_t>(n_rows * n_expert) != info.data.size()) {
     throw Error(file_.path() + ": tensor " + info.name + " has the wrong size");
   }
-  // Each expert's rows are one contiguous matrix of the stack.
-  const size_t expert_bytes = static_cast<size_t>(*row_bytes * static_cast<uint64_t>(n_rows));
+  // Each expert's rows are one contiguous matrix of the stack, cut in
+  // n_parts contiguous parts.
+  if (n_parts < 1 || n_rows % n_parts != 0) {
+    throw Error(file_.path() + ": tensor " + info.name + " cannot be cut in " +
+                std::to_string(n_parts) + " parts");
+  }
+  const int64_t part_rows = n_rows / n_parts;
+  const size_t part_bytes = static_cast<size_t>(*row_bytes * static_cast<uint64_t>(part_rows));
   bool all_packed = packed_ != nullptr;
-  for (int64_t e = 0; e < n_expert; ++e) {
+  for (int64_t part = 0; part < n_expert * n_parts; ++part) {
     kernels::WeightView view;
     view.type = info.type;
-    view.n_rows = n_rows;
+    view.n_rows = part_rows;
     view.n_cols = n_cols;
     view.row_bytes = static_cast<size_t>(*row_bytes);
-    view.data = info.data.data() + static_cast<size_t>(e) * expert_bytes;
+    view.data = info.data.data() + static_cast<size_t>(part) * part_bytes;
     view.name = info.name;
     if (packed_ != nullptr) view = packed_->pack(view);
     all_packed = all_packed && view.packed != nullptr;

@@ -52,7 +52,7 @@ class WeightBinder final : public TensorVisitor {
     matrix(view, name, n_cols, n_rows, required);
   }
   void experts(std::vector<kernels::WeightView>& views, const std::string& name, int64_t n_cols,
-               int64_t n_rows, int64_t n_expert, bool required) override;
+               int64_t n_rows, int64_t n_expert, bool required, int64_t n_parts) override;
   void vector(std::vector<float>& values, const std::string& name, int64_t n, TensorKind kind,
               bool required) override;
   void table(std::vector<float>& values, const std::string& name, int64_t n_cols, int64_t n_rows,

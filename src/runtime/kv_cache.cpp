@@ -383,6 +383,7 @@ kernels::KvRowsView KvCache::keys(int64_t layer, int32_t seq) const {
 }
 
 kernels::KvRowsView KvCache::values(int64_t layer, int32_t seq) const {
+  if (shape_.layers[static_cast<size_t>(layer)].values_in_keys) return keys(layer, seq);
   const LayerStorage& storage = storage_[static_cast<size_t>(layer)];
   return {v_data_.data() + storage.v_offset, storage.v_row_bytes, shape_.type == KvType::f16,
           layer_cells(storage, seq)};

@@ -49,6 +49,9 @@ struct KvLayerShape {
   int64_t k_width = 0;
   int64_t v_width = 0;
   int64_t window = 0;
+  // No value rows (v_width 0): values() reads the key rows, whose first
+  // floats are the values (absorbed latent attention caches one latent).
+  bool values_in_keys = false;
 };
 
 // Built by DecoderModel::kv_cache_shape from the model's layers.
@@ -148,7 +151,8 @@ class KvCache {
   void store_k(int64_t layer, int32_t cell, std::span<const float> row);
   void store_v(int64_t layer, int32_t cell, std::span<const float> row);
 
-  // The cached rows of a sequence in one layer, for attention.
+  // The cached rows of a sequence in one layer, for attention (values():
+  // the key rows in a values_in_keys layer).
   kernels::KvRowsView keys(int64_t layer, int32_t seq) const;
   kernels::KvRowsView values(int64_t layer, int32_t seq) const;
 

@@ -16,6 +16,10 @@ extern const Family kQwen2MoeFamily;
 extern const Family kQwen3MoeFamily;
 extern const Family kOlmoeFamily;
 
+// deepseek.cpp
+extern const Family kDeepseekFamily;
+extern const Family kDeepseek2Family;
+
 // gemma.cpp
 extern const Family kGemmaFamily;
 extern const Family kGemma2Family;

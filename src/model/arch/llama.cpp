@@ -108,8 +108,7 @@ class LlamaModel final : public FamilyModel<LlamaWeights> {
       kernels::add_inplace(x, branch);
       rms_norm(h, x, layer.ffn_norm, normed);
       if (h.n_expert > 0) {
-        moe_ffn(layer.moe, {.normalize = true}, h, il, static_cast<int64_t>(n), ctx, normed,
-                branch);
+        moe_ffn(layer.moe, h, il, static_cast<int64_t>(n), ctx, normed, branch);
       } else {
         ffn(layer.ffn, FfnActivation::swiglu, h, il, static_cast<int64_t>(n), ctx, normed, branch);
       }
@@ -123,6 +122,7 @@ class LlamaModel final : public FamilyModel<LlamaWeights> {
 void read_llama(const HParamReader& keys, ModelHParams& hp) {
   if (keys.uint_or("expert_count", 0) > 0) {
     read_expert_hparams(keys, hp, /*width_key=*/false, /*shared_expert=*/false);
+    hp.router.normalize = true;  // Mixtral's softmax over the chosen experts
   }
 }
 

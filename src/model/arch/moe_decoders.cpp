@@ -66,7 +66,8 @@ struct MoeDecoderWeights {
                TensorKind::norm);
       layer.moe.visit(
           v, hp, il,
-          {.scales_applied = kind == Kind::qwen3moe, .shared_expert = kind == Kind::qwen2moe});
+          {.scales_applied = kind == Kind::qwen3moe,
+           .shared_expert = kind == Kind::qwen2moe ? SharedExpert::gated : SharedExpert::none});
     }
   }
 };
@@ -79,7 +80,6 @@ class MoeDecoderModel final : public FamilyModel<MoeDecoderWeights> {
   void run_layers(std::span<const BatchRow> rows, std::span<const int32_t> cells, KvCache& cache,
                   ForwardContext& ctx, std::span<float> logits) const override {
     const auto& h = hparams_;
-    const RouterSpec router{.normalize = kind_of(h.arch) == Kind::qwen3moe};
     const auto n = static_cast<int64_t>(rows.size());
     const auto [x, normed, branch, pass] = start_layers(h, rows, cells, ctx, w_.embedding, w_.rope);
     for (int64_t il = 0; il < h.n_layer; ++il) {
@@ -88,7 +88,7 @@ class MoeDecoderModel final : public FamilyModel<MoeDecoderWeights> {
       attention(layer.attn, h, il, pass, cache, ctx, normed, branch);
       kernels::add_inplace(x, branch);
       rms_norm(h, x, layer.ffn_norm, normed);
-      moe_ffn(layer.moe, router, h, il, n, ctx, normed, branch);
+      moe_ffn(layer.moe, h, il, n, ctx, normed, branch);
       kernels::add_inplace(x, branch);
     }
     w_.head.apply(h, rows, x, ctx, logits);
@@ -98,6 +98,7 @@ class MoeDecoderModel final : public FamilyModel<MoeDecoderWeights> {
 void read_qwen_moe(const HParamReader& keys, ModelHParams& hp) {
   keys.require("attention.layer_norm_rms_epsilon");
   read_expert_hparams(keys, hp, /*width_key=*/true, /*shared_expert=*/hp.arch == "qwen2moe");
+  hp.router.normalize = hp.arch == "qwen3moe";
 }
 
 void read_olmoe(const HParamReader& keys, ModelHParams& hp) {

@@ -163,9 +163,10 @@ void project_qkv(const AttentionWeights& w, const ModelHParams& hp, const LayerS
     if (hp.clamp_kqv > 0.0f) kernels::clamp_inplace(fused, -hp.clamp_kqv, hp.clamp_kqv);
     for (size_t r = 0; r < rows; ++r) {
       const auto row = fused.subspan(r * width, width);
-      std::ranges::copy(row.first(qw), q.subspan(r * qw, qw).begin());
-      std::ranges::copy(row.subspan(qw, kw), k.subspan(r * kw, kw).begin());
-      std::ranges::copy(row.subspan(qw + kw, vw), v.subspan(r * vw, vw).begin());
+      // Plain loops: g++ 12 warns falsely (-Wstringop-overflow) on copies here.
+      for (size_t i = 0; i < qw; ++i) q[r * qw + i] = row[i];
+      for (size_t i = 0; i < kw; ++i) k[r * kw + i] = row[qw + i];
+      for (size_t i = 0; i < vw; ++i) v[r * vw + i] = row[qw + kw + i];
     }
   } else {
     const kernels::MatmulOutput qkv[] = {
@@ -222,6 +223,29 @@ void project_qkv(const AttentionWeights& w, const ModelHParams& hp, const LayerS
 // sequence share its cache rows' loads.
 constexpr int64_t kAttentionRowTile = 16;
 
+// One row's heads [h0, h1) of KV head kh: attention_rows over views that
+// start at those heads, as a layer of h1 - h0 heads sharing one KV head.
+// Each head's result is computed alone, so the bits are those of the
+// whole KV head's call.
+void attend_head_range(std::span<const float> q_row, int64_t kv_start, int64_t n_kv,
+                       kernels::KvRowsView keys, kernels::KvRowsView values,
+                       const kernels::AttentionShape& shape, int64_t kh, int64_t h0, int64_t h1,
+                       std::span<float> out_row, std::span<float> scratch) {
+  const int64_t group = shape.n_head / shape.n_head_kv;
+  const int64_t first = kh * group + h0, n = h1 - h0;
+  const auto dk = static_cast<size_t>(shape.head_dim_k), dv = static_cast<size_t>(shape.head_dim_v);
+  keys.base += static_cast<size_t>(kh) * dk * (keys.f16 ? 2 : 4);
+  values.base += static_cast<size_t>(kh) * dv * (values.f16 ? 2 : 4);
+  kernels::AttentionShape part = shape;
+  part.n_head = n;
+  part.n_head_kv = 1;
+  if (!shape.sinks.empty()) part.sinks = shape.sinks.subspan(static_cast<size_t>(first), n);
+  const int64_t start[] = {kv_start}, count[] = {n_kv};
+  kernels::attention_rows(q_row.subspan(static_cast<size_t>(first) * dk, n * dk), start, count,
+                          keys, values, part,
+                          out_row.subspan(static_cast<size_t>(first) * dv, n * dv), scratch, 0, 1);
+}
+
 // Causal attention of every row over positions [start, pos] of its
 // sequence, start = 0 or, in a sliding-window layer, pos - window + 1
 // (bidirectional: over every position of its sequence after the pass).
@@ -253,6 +277,15 @@ void attend(const ModelHParams& hp, const LayerSpec& layer, int64_t il, const At
   const auto ow = static_cast<size_t>(layer.attn_out_width());
   const size_t n = pass.rows.size();
   const auto n_kv_heads = static_cast<size_t>(layer.n_head_kv);
+  // A lone row (decode) with fewer KV heads than threads: each KV head's
+  // query heads are shared out, so that every thread works (MQA and latent
+  // attention have one KV head). Not with ALiBi, whose slopes number the
+  // heads of the whole layer.
+  const int64_t group = layer.n_head / layer.n_head_kv;
+  const int64_t lone_row_parts =
+      static_cast<int64_t>(n_kv_heads) < n_threads && hp.alibi_max_bias == 0.0f
+          ? std::min<int64_t>(group, (n_threads + layer.n_head_kv - 1) / layer.n_head_kv)
+          : 1;
   // Bidirectional attention (encoders): every row reads every position its
   // sequence has after the pass, so a sequence must come in one pass.
   std::vector<int64_t> seq_end;
@@ -280,7 +313,17 @@ void attend(const ModelHParams& hp, const LayerSpec& layer, int64_t il, const At
             layer.window > 0 ? std::max<int64_t>(0, n_kv[r - begin] - layer.window) : 0;
       }
       const int32_t seq = pass.rows[begin].seq;
-      for (size_t kh = 0; kh < n_kv_heads; ++kh, ++unit) {
+      const int64_t parts = end - begin == 1 ? lone_row_parts : 1;
+      for (size_t kh = 0; kh < n_kv_heads && parts > 1; ++kh) {
+        for (int64_t part = 0; part < parts; ++part, ++unit) {
+          if (unit % static_cast<size_t>(threads) != static_cast<size_t>(thread)) continue;
+          attend_head_range(q.subspan(begin * qw, qw), kv_start[0], n_kv[0], cache.keys(il, seq),
+                            cache.values(il, seq), shape, static_cast<int64_t>(kh),
+                            group * part / parts, group * (part + 1) / parts,
+                            out.subspan(begin * ow, ow), scratch);
+        }
+      }
+      for (size_t kh = 0; kh < n_kv_heads && parts == 1; ++kh, ++unit) {
         if (unit % static_cast<size_t>(threads) != static_cast<size_t>(thread)) continue;
         kernels::attention_rows(
             q.subspan(begin * qw, (end - begin) * qw), std::span(kv_start).first(end - begin),

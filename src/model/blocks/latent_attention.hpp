@@ -1,17 +1,28 @@
-// Multi-head latent attention (MiniCPM3; DeepSeek-V2's, computed without
-// its absorbed form): queries through a low-rank bottleneck, keys and values
-// expanded from one compressed latent per token.
+// Multi-head latent attention (MiniCPM3, DeepSeek V2/V3): queries through a
+// low-rank bottleneck (or one projection: DeepSeek-V2-Lite), keys and
+// values from one compressed latent per token plus one shared rope key.
 //
 //   q      = q_b · (rms_norm(q_a · x) * q_a_norm)     [n_head][nope | rope]
+//            (or attn_q · x)
 //   c | kr = kv_a_mqa · x                             latent, shared rope key
-//   kn | v = kv_b · (rms_norm(c) * kv_a_norm)         [n_head][nope | head_dim_v]
-//   k_h    = kn_h | rope(kr)                          every head the same rope part
-//   q_h    = q_h's nope | rope(q_h's rope)            NeoX pairs over the rope dims
+//   c      = rms_norm(c) * kv_a_norm;  kr = rope(kr)
+//   q_h    = q_h's nope | rope(q_h's rope)
 //
-// then attention over the cache and the output projection, as the attention
-// block's. The cache holds each head's full key and value (as llama.cpp's
-// minicpm3 graph), so the layer's LayerSpec shapes it: n_head_kv = n_head,
-// head_dim_k = nope + rope (attention.key_length), rope = rope.dimension_count.
+// Two forms, as the file says (llama.cpp's is_mla):
+// - expanded (attn_kv_b; MiniCPM3 and DeepSeek files converted before
+//   the split): kn_h | v_h = kv_b · c, k_h = kn_h | kr, then attention
+//   with one KV head per head; the cache holds every head's key and value
+//   (LayerSpec: n_head_kv = n_head, head_dim_k = nope + rope).
+// - absorbed (attn_k_b, attn_v_b: a matrix per head): the query's nope part
+//   is taken into latent space, qa_h = k_b_h · qn_h | rope(q_h's rope), and
+//   every head attends to the one cached row c | kr per position, whose
+//   first kv_lora_rank values are also the value; each head's result goes
+//   back through v_b_h. The cache holds kv_lora_rank + rope values per
+//   token and layer (LayerSpec: one KV head, head_dim_k = kv_lora_rank +
+//   rope, head_dim_v = kv_lora_rank, values_in_keys), a head's real sizes
+//   in hp.mla_head_dim_k / mla_head_dim_v.
+//
+// Then the output projection, as the attention block's.
 #pragma once
 
 #include <cstdint>
@@ -29,17 +40,20 @@ class KvCache;
 class TensorVisitor;
 
 struct LatentAttentionWeights {
-  kernels::WeightView wq_a,
-      wq_b;                   // attn_q_a: n_embd -> q_lora_rank; attn_q_b: -> n_head * head_dim_k
-  kernels::WeightView wkv_a;  // attn_kv_a_mqa: n_embd -> kv_lora_rank + rope
-  kernels::WeightView wkv_b;  // attn_kv_b: kv_lora_rank -> n_head * (nope + head_dim_v)
-  kernels::WeightView wo;     // attn_output: n_head * head_dim_v -> n_embd
+  kernels::WeightView wq;          // attn_q: n_embd -> n_head * qk, when q_lora_rank is 0
+  kernels::WeightView wq_a, wq_b;  // attn_q_a: n_embd -> q_lora_rank; attn_q_b: -> n_head * qk
+  kernels::WeightView wkv_a;       // attn_kv_a_mqa: n_embd -> kv_lora_rank + rope
+  kernels::WeightView wkv_b;       // attn_kv_b: kv_lora_rank -> n_head * (nope + v) (expanded)
+  std::vector<kernels::WeightView> wk_b;  // attn_k_b, per head: nope -> kv_lora_rank (absorbed)
+  std::vector<kernels::WeightView> wv_b;  // attn_v_b, per head: kv_lora_rank -> v (absorbed)
+  kernels::WeightView wo;                 // attn_output: n_head * v -> n_embd
   std::vector<float> q_a_norm, kv_a_norm;
   float o_scale = 1;  // attn_output.scale, 1 when absent
 
-  // blk.N.attn_{q_a,q_a_norm,q_b,kv_a_mqa,kv_a_norm,kv_b,output}.weight and
-  // the output's optional scale (llama.cpp's generic pass reads it for
-  // attn_output; its .input_scale has no effect).
+  // blk.N.attn_{q_a,q_a_norm,q_b | q}, attn_kv_a_mqa, attn_kv_a_norm,
+  // attn_kv_b | attn_k_b and attn_v_b, attn_output, and the output's
+  // optional scale (llama.cpp's generic pass reads it for attn_output, and
+  // attn_q's without effect; the input scales have none).
   void visit(TensorVisitor& v, const ModelHParams& hp, int64_t layer);
 };
 

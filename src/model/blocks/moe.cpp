@@ -18,10 +18,15 @@ namespace {
 constexpr int64_t kMaxExperts = 1024;
 
 // ggml_soft_max of one row: the exponentials of x - max, their sum in
-// double, then each times the float reciprocal of the sum.
+// double, then each times the float reciprocal of the sum. A row of -inf
+// only (where ggml gives NaN) gives zeros.
 void softmax_inplace(std::span<float> x) {
   float max = -std::numeric_limits<float>::infinity();
   for (const float v : x) max = std::max(max, v);
+  if (max == -std::numeric_limits<float>::infinity()) {
+    std::ranges::fill(x, 0.0f);
+    return;
+  }
   double sum = 0.0;
   for (float& v : x) {
     v = std::exp(v - max);
@@ -33,6 +38,43 @@ void softmax_inplace(std::span<float> x) {
 
 void sigmoid_inplace(std::span<float> x) {
   for (float& v : x) v = 1.0f / (1.0f + std::exp(-v));
+}
+
+// The index of the largest value not taken; a tie goes to the lower
+// index (what ggml's descending argsort gives for up to 16 values).
+size_t best_untaken(std::span<const float> values, std::span<const bool> taken) {
+  size_t best = values.size();
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (taken[i]) continue;
+    if (best == values.size() || values[i] > values[best]) best = i;
+  }
+  return best;
+}
+
+// Grouped top-k (DeepSeek V3's n_group / topk_group, as llama.cpp's
+// build_moe_ffn): each group scored by the sum of its two best values, and
+// the values of every group but the n_groups_used best set to -inf.
+void keep_best_groups(std::span<float> selection, const RouterSpec& spec) {
+  const auto n_groups = static_cast<size_t>(spec.n_groups);
+  const size_t per_group = selection.size() / n_groups;
+  std::array<float, kMaxExperts> group_score;
+  for (size_t g = 0; g < n_groups; ++g) {
+    const auto group = selection.subspan(g * per_group, per_group);
+    std::array<bool, kMaxExperts> taken{};
+    const size_t first = best_untaken(group, taken);
+    taken[first] = true;
+    group_score[g] = group[first];
+    if (per_group > 1) group_score[g] += group[best_untaken(group, taken)];
+  }
+  std::array<bool, kMaxExperts> kept{};
+  for (int64_t j = 0; j < spec.n_groups_used; ++j) {
+    kept[best_untaken(std::span(group_score).first(n_groups), kept)] = true;
+  }
+  for (size_t g = 0; g < n_groups; ++g) {
+    if (kept[g]) continue;
+    std::ranges::fill(selection.subspan(g * per_group, per_group),
+                      -std::numeric_limits<float>::infinity());
+  }
 }
 
 // The shared expert's gate as llama.cpp's qwen2moe graph computes it:
@@ -159,22 +201,22 @@ void grouped_experts(const MoeWeights& w, const ModelHParams& hp, ForwardContext
 }  // namespace
 
 void route(std::span<float> scores, const RouterSpec& spec, std::span<int32_t> experts,
-           std::span<float> weights) {
+           std::span<float> weights, std::span<const float> selection_bias) {
   const std::span<float> probs = scores;
   if (spec.gating == RouterGating::softmax) {
     softmax_inplace(probs);
   } else {
     sigmoid_inplace(probs);
   }
-  // The k largest, best first; a tie goes to the lower index (what
-  // ggml's descending argsort gives for up to 16 experts).
+  // What the experts are chosen by: the probabilities, plus the bias.
+  std::array<float, kMaxExperts> selection_values;
+  const std::span<float> selection = std::span(selection_values).first(probs.size());
+  std::ranges::copy(probs, selection.begin());
+  if (!selection_bias.empty()) kernels::add_inplace(selection, selection_bias);
+  if (spec.n_groups > 1) keep_best_groups(selection, spec);
   std::array<bool, kMaxExperts> taken{};
   for (size_t j = 0; j < experts.size(); ++j) {
-    size_t best = probs.size();
-    for (size_t i = 0; i < probs.size(); ++i) {
-      if (taken[i]) continue;
-      if (best == probs.size() || probs[i] > probs[best]) best = i;
-    }
+    const size_t best = best_untaken(selection, taken);
     taken[best] = true;
     experts[j] = static_cast<int32_t>(best);
     weights[j] = probs[best];
@@ -215,28 +257,53 @@ void MoeWeights::visit(TensorVisitor& v, const ModelHParams& hp, int64_t layer, 
   const auto name = [&](std::string_view what) { return layer_tensor_name(layer, what); };
   const int64_t n_expert = hp.n_expert, n_ff = hp.n_ff_expert;
   v.router(router, name("ffn_gate_inp.weight"), hp.n_embd, n_expert);
-  v.experts(gate, name("ffn_gate_exps.weight"), hp.n_embd, n_ff, n_expert, !extra.gate_optional);
-  v.experts(up, name("ffn_up_exps.weight"), hp.n_embd, n_ff, n_expert);
+  // llama.cpp's create_tensor_gate_up_exps: gate and up may come as one
+  // stack of 2 * n_ff rows per expert (gen-model writes them apart); no
+  // scales for them then.
+  const std::string gate_up = name("ffn_gate_up_exps.weight");
+  const bool fused = extra.fused_gate_up && v.has(gate_up, /*written=*/false);
+  if (fused) {
+    std::vector<kernels::WeightView> halves;
+    v.experts(halves, gate_up, hp.n_embd, 2 * n_ff, n_expert, true, /*n_parts=*/2);
+    gate.clear();
+    up.clear();
+    for (size_t e = 0; e < halves.size(); e += 2) {
+      gate.push_back(halves[e]);
+      up.push_back(halves[e + 1]);
+    }
+  } else {
+    v.experts(gate, name("ffn_gate_exps.weight"), hp.n_embd, n_ff, n_expert, !extra.gate_optional);
+    v.experts(up, name("ffn_up_exps.weight"), hp.n_embd, n_ff, n_expert);
+  }
   v.experts(down, name("ffn_down_exps.weight"), n_ff, hp.n_embd, n_expert);
   for (const char* matrix : {"ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"}) {
+    if (fused && matrix != std::string_view("ffn_down_exps")) continue;
     const std::string scale = name(std::string(matrix) + ".scale");
     if (!extra.scales_applied) v.without_effect(scale, n_expert, TensorKind::scale);
     v.without_effect(name(std::string(matrix) + ".input_scale"), n_expert, TensorKind::scale);
   }
-  if (extra.scales_applied) {
+  if (extra.scales_applied && !fused) {
     v.vector(gate_scale, name("ffn_gate_exps.scale"), n_expert, TensorKind::scale, false);
     v.vector(up_scale, name("ffn_up_exps.scale"), n_expert, TensorKind::scale, false);
+  }
+  if (extra.scales_applied) {
     v.vector(down_scale, name("ffn_down_exps.scale"), n_expert, TensorKind::scale, false);
   }
-  if (extra.shared_expert) {
+  if (extra.selection_bias) {
+    v.vector(selection_bias, name("exp_probs_b.bias"), n_expert, TensorKind::router, false);
+  }
+  shared_expert = extra.shared_expert;
+  if (shared_expert == SharedExpert::gated) {
     v.vector(shared_router, name("ffn_gate_inp_shexp.weight"), hp.n_embd, TensorKind::router);
+  }
+  if (shared_expert != SharedExpert::none) {
     shared.visit(v, hp, layer,
                  {.scales_applied = false, .suffix = "_shexp", .width = hp.n_ff_shared_expert});
   }
 }
 
-void moe_ffn(const MoeWeights& w, const RouterSpec& router, const ModelHParams& hp, int64_t layer,
-             int64_t n_rows, ForwardContext& ctx, std::span<const float> in, std::span<float> out) {
+void moe_ffn(const MoeWeights& w, const ModelHParams& hp, int64_t layer, int64_t n_rows,
+             ForwardContext& ctx, std::span<const float> in, std::span<float> out) {
   auto& buf = ctx.buffers;
   const auto rows = static_cast<size_t>(n_rows);
   const auto n_expert = static_cast<size_t>(hp.n_expert);
@@ -249,8 +316,8 @@ void moe_ffn(const MoeWeights& w, const RouterSpec& router, const ModelHParams& 
   chosen.resize(rows * k);
   const auto weights = ForwardBuffers::take(buf.moe_weights, rows * k);
   for (size_t r = 0; r < rows; ++r) {
-    route(scores.subspan(r * n_expert, n_expert), router, std::span(chosen).subspan(r * k, k),
-          weights.subspan(r * k, k));
+    route(scores.subspan(r * n_expert, n_expert), hp.router, std::span(chosen).subspan(r * k, k),
+          weights.subspan(r * k, k), w.selection_bias);
   }
 
   // Slot r * k + j gets weight r * k + j times row r's output of its j-th
@@ -264,21 +331,26 @@ void moe_ffn(const MoeWeights& w, const RouterSpec& router, const ModelHParams& 
   // The slots in order, as llama.cpp folds them: ((s0 + s1) + s2) + ...
   for (size_t r = 0; r < rows; ++r) {
     const auto o = out.subspan(r * n_embd, n_embd);
-    std::copy_n(slots.begin() + static_cast<std::ptrdiff_t>(r * k * n_embd), n_embd, o.begin());
+    const float* first = slots.data() + r * k * n_embd;
+    for (size_t c = 0; c < n_embd; ++c) o[c] = first[c];
     for (size_t j = 1; j < k; ++j) {
       kernels::add_inplace(o, slots.subspan((r * k + j) * n_embd, n_embd));
     }
   }
 
-  if (w.shared_router.empty()) return;
-  // Qwen2-MoE: out += sigmoid(shared_router . x) * shared_ffn(x).
+  if (w.shared_expert == SharedExpert::none) return;
+  // out += shared_ffn(x), gated (Qwen2-MoE) by sigmoid(shared_router . x).
   const auto shared = ForwardBuffers::take(buf.moe_out, rows * n_embd);
   ffn(w.shared, FfnActivation::swiglu, hp, layer, n_rows, ctx, in, shared);
   for (size_t r = 0; r < rows; ++r) {
-    const float gate = shared_expert_gate(
-        kernels::dot_f32(w.shared_router.data(), in.data() + r * n_embd, hp.n_embd));
     float* o = out.data() + r * n_embd;
     const float* s = shared.data() + r * n_embd;
+    if (w.shared_expert == SharedExpert::always) {
+      for (size_t c = 0; c < n_embd; ++c) o[c] += s[c];
+      continue;
+    }
+    const float gate = shared_expert_gate(
+        kernels::dot_f32(w.shared_router.data(), in.data() + r * n_embd, hp.n_embd));
     for (size_t c = 0; c < n_embd; ++c) o[c] += s[c] * gate;
   }
 }

@@ -3,11 +3,13 @@
 // of them, and their outputs are added, each times its routing weight:
 //
 //   probs    = gating(router . x)                 softmax or sigmoid
-//   chosen   = the k largest probs (ties: the lower expert index first)
+//   chosen   = the k largest probs (+ selection bias; within the best
+//              groups when grouped; ties: the lower expert index first)
 //   w        = probs[chosen]; normalized: w / max(sum w, 6.1e-5); * scale
 //   out      = sum over slots j = 0..k-1, in order, of
 //              w_j * down_e(silu(gate_e(x)) * up_e(x)),  e = chosen[j]
-//   shared   (Qwen2-MoE) out += sigmoid(shared_router . x) * shared_ffn(x)
+//   shared   (DeepSeek) out += shared_ffn(x)
+//            (Qwen2-MoE) out += sigmoid(shared_router . x) * shared_ffn(x)
 //
 // The batch's rows are grouped by expert (each expert's rows gathered, one
 // matmul per expert, the weighted results scattered back), so a decode step
@@ -28,41 +30,42 @@ namespace cortiq {
 
 class TensorVisitor;
 
-enum class RouterGating : uint8_t {
-  softmax,  // softmax over all experts (Mixtral, Qwen-MoE, OLMoE)
-  sigmoid,  // each expert's own sigmoid
-};
-
-// How the router turns scores into the chosen experts and their weights.
-struct RouterSpec {
-  RouterGating gating = RouterGating::softmax;
-  bool normalize = false;  // divide the chosen weights by their sum (norm_topk_prob)
-  float scale = 0.0f;      // multiply them by this (expert_weights_scale); 0 or 1: no scaling
-};
-
 // llama.cpp clamps the sum of the chosen weights at the smallest normal
 // fp16 before dividing by it.
 inline constexpr float kRouterMinWeightSum = 6.103515625e-5f;
 
 // One row's routing: from its router scores (n_expert values, replaced by
 // the gating's probabilities), the experts.size() chosen experts, best
-// first, and their weights.
+// first, and their weights. `selection_bias` (n_expert values, or empty)
+// is added to the probabilities to choose the experts, not to weigh them
+// (DeepSeek V3's e_score_correction_bias). A -inf score gets weight 0; a
+// row of -inf scores only is defined: the first experts, weight 0 each.
 void route(std::span<float> scores, const RouterSpec& spec, std::span<int32_t> experts,
-           std::span<float> weights);
+           std::span<float> weights, std::span<const float> selection_bias = {});
+
+enum class SharedExpert : uint8_t {
+  none,
+  always,  // added at weight 1 (DeepSeek: n_expert_shared experts as one FFN)
+  gated,   // times sigmoid(ffn_gate_inp_shexp . x) (Qwen2-MoE)
+};
 
 // What a family's MoE layer carries, as llama.cpp reads it for that family.
 struct MoeTensors {
   bool gate_optional = false;   // ffn_gate_exps may be absent: silu(up) (llama)
   bool scales_applied = false;  // ffn_*_exps.scale ([n_expert]) multiply each expert's product
-  bool shared_expert = false;   // Qwen2-MoE's gated shared expert (*_shexp)
+  SharedExpert shared_expert = SharedExpert::none;  // *_shexp, hp.n_ff_shared_expert wide
+  bool selection_bias = false;                      // exp_probs_b.bias [n_expert], optional
+  bool fused_gate_up = false;  // ffn_gate_up_exps may replace ffn_gate_exps and ffn_up_exps
 };
 
 struct MoeWeights {
   kernels::WeightView router;                           // ffn_gate_inp [n_embd, n_expert]
+  std::vector<float> selection_bias;                    // exp_probs_b.bias [n_expert], or empty
   std::vector<kernels::WeightView> gate, up, down;      // one view per expert; gate may be empty
   std::vector<float> gate_scale, up_scale, down_scale;  // [n_expert], or empty
-  std::vector<float> shared_router;                     // ffn_gate_inp_shexp [n_embd], or empty
-  FfnWeights shared;                                    // ffn_{gate,up,down}_shexp
+  SharedExpert shared_expert = SharedExpert::none;
+  std::vector<float> shared_router;  // ffn_gate_inp_shexp [n_embd] (gated)
+  FfnWeights shared;                 // ffn_{gate,up,down}_shexp
 
   // blk.N.ffn_gate_inp.weight, blk.N.ffn_{gate,up,down}_exps.weight and
   // their scales, and the shared expert's tensors when the family has one.
@@ -78,8 +81,9 @@ struct MoeWeights {
 void read_expert_hparams(const HParamReader& keys, ModelHParams& hp, bool width_key,
                          bool shared_expert);
 
-// out[r] = moe(in[r]) for n_rows rows of n_embd values at layer `layer`.
-void moe_ffn(const MoeWeights& w, const RouterSpec& router, const ModelHParams& hp, int64_t layer,
-             int64_t n_rows, ForwardContext& ctx, std::span<const float> in, std::span<float> out);
+// out[r] = moe(in[r]) for n_rows rows of n_embd values at layer `layer`,
+// routed as hp.router says.
+void moe_ffn(const MoeWeights& w, const ModelHParams& hp, int64_t layer, int64_t n_rows,
+             ForwardContext& ctx, std::span<const float> in, std::span<float> out);
 
 }  // namespace cortiq

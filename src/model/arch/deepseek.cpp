@@ -1,0 +1,292 @@
+// DeepSeek's mixture-of-experts decoders: DeepSeekMoE (`deepseek`,
+// deepseek-moe-16b) and DeepSeek V2/V3 (`deepseek2`: also Kimi K2, GLM-4.7
+// Lite and the other files converted as deepseek2).
+//
+//   x = token_embd[token]
+//   for each layer:
+//     x += attention(rms_norm(x) * attn_norm)
+//     h  = rms_norm(x) * ffn_norm
+//     x += layer < leading_dense_block_count ? ffn(h)      dense SwiGLU
+//                                            : moe(h) + shared(h)
+//   logits = output(rms_norm(x) * output_norm)        output: the embedding if absent
+//
+// deepseek:  plain attention (RoPE in adjacent pairs), a softmax router
+//            whose weights are not renormalized, times
+//            expert_weights_scale; expert_shared_count experts always on,
+//            as one FFN of that many experts' width.
+// deepseek2: multi-head latent attention (blocks/latent_attention), in
+//            the absorbed form when the file has attn_k_b / attn_v_b
+//            (key_length_mla), so the cache holds one latent per token;
+//            the router as the file says: softmax (V2) or sigmoid (V3)
+//            gating, the correction bias exp_probs_b, grouped top-k,
+//            renormalized or not, scaled. Scores are scaled by
+//            mscale^2 / sqrt(nope + rope), mscale YaRN's magnitude
+//            correction as llama.cpp's deepseek2 graph computes it.
+#include <cmath>
+#include <memory>
+
+#include "model/arch/arch.hpp"
+#include "model/arch/family_support.hpp"
+#include "model/arch_spec.hpp"
+#include "model/blocks/attention.hpp"
+#include "model/blocks/embedding.hpp"
+#include "model/blocks/ffn.hpp"
+#include "model/blocks/latent_attention.hpp"
+#include "model/blocks/moe.hpp"
+#include "model/decoder_model.hpp"
+#include "model/rope_setup.hpp"
+#include "model/weights.hpp"
+
+namespace cortiq {
+
+namespace {
+
+bool is_v2(const ModelHParams& hp) {
+  return hp.arch == "deepseek2";
+}
+
+struct DeepseekLayer {
+  std::vector<float> attn_norm;
+  AttentionWeights attn;          // deepseek
+  LatentAttentionWeights latent;  // deepseek2
+  std::vector<float> ffn_norm;
+  FfnWeights dense;  // the leading dense layers
+  MoeWeights moe;    // the others
+};
+
+struct DeepseekWeights {
+  TokenEmbedding embedding;
+  OutputHead head;
+  RopeTables rope;
+  std::vector<DeepseekLayer> layers;
+
+  void visit(TensorVisitor& v, const ModelHParams& hp) {
+    embedding.visit(v, hp);
+    head.visit(v, hp, embedding, OutputMatrix::own_or_tied);
+    for (int64_t il = 0; il < hp.n_layer; ++il) {
+      DeepseekLayer& layer = layers.emplace_back();
+      v.vector(layer.attn_norm, layer_tensor_name(il, "attn_norm.weight"), hp.n_embd,
+               TensorKind::norm);
+      if (is_v2(hp)) {
+        layer.latent.visit(v, hp, il);
+      } else {
+        layer.attn.visit(v, hp, il, {});
+      }
+      v.vector(layer.ffn_norm, layer_tensor_name(il, "ffn_norm.weight"), hp.n_embd,
+               TensorKind::norm);
+      if (il < hp.n_layer_dense_lead) {
+        layer.dense.visit(v, hp, il, {.scales_applied = false});
+      } else {
+        layer.moe.visit(v, hp, il,
+                        {.shared_expert = SharedExpert::always,
+                         .selection_bias = is_v2(hp),
+                         .fused_gate_up = is_v2(hp)});
+      }
+    }
+  }
+};
+
+class DeepseekModel final : public FamilyModel<DeepseekWeights> {
+ public:
+  using FamilyModel::FamilyModel;
+
+ private:
+  void run_layers(std::span<const BatchRow> rows, std::span<const int32_t> cells, KvCache& cache,
+                  ForwardContext& ctx, std::span<float> logits) const override {
+    const auto& h = hparams_;
+    const auto n = static_cast<int64_t>(rows.size());
+    const auto [x, normed, branch, pass] = start_layers(h, rows, cells, ctx, w_.embedding, w_.rope);
+    for (int64_t il = 0; il < h.n_layer; ++il) {
+      const DeepseekLayer& layer = w_.layers[static_cast<size_t>(il)];
+      rms_norm(h, x, layer.attn_norm, normed);
+      if (is_v2(h)) {
+        latent_attention(layer.latent, h, il, pass, cache, ctx, normed, branch);
+      } else {
+        attention(layer.attn, h, il, pass, cache, ctx, normed, branch);
+      }
+      kernels::add_inplace(x, branch);
+      rms_norm(h, x, layer.ffn_norm, normed);
+      if (il < h.n_layer_dense_lead) {
+        ffn(layer.dense, FfnActivation::swiglu, h, il, n, ctx, normed, branch);
+      } else {
+        moe_ffn(layer.moe, h, il, n, ctx, normed, branch);
+      }
+      kernels::add_inplace(x, branch);
+    }
+    w_.head.apply(h, rows, x, ctx, logits);
+  }
+};
+
+// What both read: the dense lead, the experts' width (required), the shared
+// experts as one FFN of expert_shared_count experts' width, the weights' scale.
+void read_deepseek_experts(const HParamReader& keys, ModelHParams& hp) {
+  keys.require("attention.layer_norm_rms_epsilon");
+  keys.require("expert_feed_forward_length");
+  hp.n_layer_dense_lead = keys.uint_or("leading_dense_block_count", 0);
+  read_expert_hparams(keys, hp, /*width_key=*/true, /*shared_expert=*/false);
+  const int64_t n_shared = keys.required_uint("expert_shared_count");
+  if (n_shared <= 0) keys.invalid("expert_shared_count must be positive");
+  hp.n_ff_shared_expert = hp.n_ff_expert * n_shared;
+  hp.router.scale = keys.float_or("expert_weights_scale", 0.0f);
+}
+
+void read_deepseek(const HParamReader& keys, ModelHParams& hp) {
+  read_deepseek_experts(keys, hp);
+}
+
+// llama.cpp's expert_gating_func: 0 (absent: V2 and V2.5 files) and 1
+// softmax, 2 sigmoid.
+RouterGating read_gating(const HParamReader& keys) {
+  const int64_t gating = keys.uint_or("expert_gating_func", 0);
+  if (gating == 0 || gating == 1) return RouterGating::softmax;
+  if (gating == 2) return RouterGating::sigmoid;
+  keys.invalid("expert_gating_func " + std::to_string(gating) +
+               " is not supported (1 softmax, 2 sigmoid)");
+}
+
+// Grouped top-k as llama.cpp checks it: fewer groups than experts, and
+// with more than one group, equal groups of which some but not all are used.
+void read_expert_groups(const HParamReader& keys, ModelHParams& hp) {
+  RouterSpec& r = hp.router;
+  r.n_groups = keys.uint_or("expert_group_count", 0);
+  r.n_groups_used = keys.uint_or("expert_group_used_count", 0);
+  if (r.n_groups >= hp.n_expert) keys.invalid("expert_group_count must be below expert_count");
+  if (r.n_groups > 1 &&
+      (hp.n_expert % r.n_groups != 0 || r.n_groups_used <= 0 || r.n_groups_used >= r.n_groups)) {
+    keys.invalid(
+        "expert_group_count must divide expert_count, and 0 < expert_group_used_count "
+        "< expert_group_count");
+  }
+}
+
+// The score scale of llama.cpp's deepseek2 graph: YaRN's mscale (with the
+// file's yarn_log_multiplier, which its converter wrote times 0.1) squared,
+// over sqrt of a head's query width. Also the RoPE's attn_factor, which
+// llama.cpp's context resolves for deepseek2 with mscale = mscale_all_dim.
+void set_deepseek2_scales(const HParamReader& keys, ModelHParams& hp, int64_t head_qk) {
+  const float log_mul = keys.float_or("rope.scaling.yarn_log_multiplier", 0.0f) / 0.1f;
+  RopeHParams& rope = hp.rope;
+  const float factor = 1.0f / rope.freq_scale;
+  if (rope.ext_factor != 0.0f) {
+    const auto mscale = [](float scale, float m) {
+      return scale <= 1.0f ? 1.0f : 0.1f * m * std::log(scale) + 1.0f;
+    };
+    const float m = log_mul != 0.0f && log_mul != 1.0f ? log_mul : 1.0f;
+    rope.attn_factor =
+        log_mul != 0.0f ? mscale(factor, m) / mscale(factor, log_mul) : mscale(factor, 1.0f);
+    rope.attn_factor *= 1.0f / (1.0f + 0.1f * std::log(factor));
+    rope.attn_factor *= keys.float_or("rope.scaling.attn_factor", 1.0f);
+  }
+  const float attn_factor_org = rope.attn_factor * (1.0f + 0.1f * std::log(factor));
+  const float mscale = attn_factor_org * (1.0f + 0.1f * log_mul * std::log(factor));
+  hp.attention_scale = mscale * mscale / std::sqrt(static_cast<float>(head_qk));
+}
+
+void read_deepseek2(const HParamReader& keys, ModelHParams& hp) {
+  read_deepseek_experts(keys, hp);
+  hp.router.gating = read_gating(keys);
+  hp.router.normalize = keys.bool_or("expert_weights_norm", false);
+  read_expert_groups(keys, hp);
+  if (keys.uint_or("nextn_predict_layers", 0) != 0) {
+    keys.invalid(keys.key("nextn_predict_layers") +
+                 ": multi-token-prediction layers (DeepSeek V3, GLM) are not supported yet");
+  }
+  if (keys.float_or("attention.temperature_scale", 0.0f) != 0.0f) {
+    keys.invalid(keys.key("attention.temperature_scale") +
+                 " (Mistral Large 3's attention temperature) is not supported yet");
+  }
+  hp.q_lora_rank = keys.uint_or("attention.q_lora_rank", 0);
+  hp.kv_lora_rank = keys.required_uint("attention.kv_lora_rank");
+  if (hp.kv_lora_rank <= 0) keys.invalid("attention.kv_lora_rank must be positive");
+  hp.mla_head_dim_k = keys.uint_or("attention.key_length_mla", 0);
+  hp.mla_head_dim_v = keys.uint_or("attention.value_length_mla", 0);
+  if ((hp.mla_head_dim_k == 0) != (hp.mla_head_dim_v == 0)) {
+    keys.invalid("attention.key_length_mla and value_length_mla come together");
+  }
+  const int64_t rope = hp.rope.n_dims;
+  const int64_t head_qk = hp.mla_head_dim_k > 0 ? hp.mla_head_dim_k : hp.head_dim_k;
+  if (head_qk <= rope) keys.invalid("a head's key must be wider than its rope part");
+  for (LayerSpec& layer : hp.layers) {
+    if (layer.n_head != hp.n_head) keys.invalid("deepseek2 needs the same heads in every layer");
+    if (hp.mla_head_dim_k == 0) {
+      // Expanded: every head's key and value cached, as llama.cpp's non-MLA path.
+      if (layer.n_head_kv != layer.n_head) {
+        keys.invalid("deepseek2 without key_length_mla needs one KV head per head");
+      }
+      continue;
+    }
+    // Absorbed: the cache row is the latent and the rope key, one "head".
+    if (layer.head_dim_k != hp.kv_lora_rank + rope || layer.head_dim_v != hp.kv_lora_rank) {
+      keys.invalid(
+          "attention.key_length / value_length must be kv_lora_rank + rope and "
+          "kv_lora_rank in a latent-attention file");
+    }
+    layer.n_head_kv = 1;
+    layer.values_in_keys = true;
+  }
+  hp.n_head_kv = hp.mla_head_dim_k > 0 ? 1 : hp.n_head_kv;
+  set_deepseek2_scales(keys, hp, head_qk);
+}
+
+// gen-model: four experts (two per token) n_ff wide, one shared expert, the
+// first layer dense.
+void write_deepseek_experts(const ModelGeometry& g, std::string_view arch,
+                            std::vector<gguf::KeyValue>& keys) {
+  const std::string prefix = std::string(arch) + ".";
+  keys.push_back({prefix + "leading_dense_block_count", u32_value(1)});
+  keys.push_back({prefix + "expert_feed_forward_length", u32_value(g.n_ff)});
+  keys.push_back({prefix + "expert_count", u32_value(g.n_expert > 0 ? g.n_expert : 4)});
+  keys.push_back(
+      {prefix + "expert_used_count", u32_value(g.n_expert_used > 0 ? g.n_expert_used : 2)});
+  keys.push_back({prefix + "expert_shared_count", u32_value(1)});
+}
+
+void write_deepseek(const ModelGeometry& g, std::vector<gguf::KeyValue>& keys) {
+  write_deepseek_experts(g, "deepseek", keys);
+  keys.push_back({"deepseek.expert_weights_scale", gguf::Value(1.0f)});
+}
+
+// DeepSeek V3's shape in small: latent attention in the absorbed form (query
+// rank 3/4 n_embd, latent rank n_embd / 4, a head's key head_dim + head_dim
+// / 2 with the rope half, its value head_dim), sigmoid routing with the
+// correction bias, two expert groups of which one is used, renormalized
+// weights scaled by 2.5.
+void write_deepseek2(const ModelGeometry& g, std::vector<gguf::KeyValue>& keys) {
+  const int64_t head = g.resolved_head_dim(), rope = head / 2, kv_rank = g.n_embd / 4;
+  for (gguf::KeyValue& kv : keys) {
+    if (kv.key == "deepseek2.attention.head_count_kv") kv.value = u32_value(1);
+    if (kv.key == "deepseek2.rope.dimension_count") kv.value = u32_value(rope);
+  }
+  write_deepseek_experts(g, "deepseek2", keys);
+  keys.push_back({"deepseek2.attention.q_lora_rank", u32_value(g.n_embd * 3 / 4)});
+  keys.push_back({"deepseek2.attention.kv_lora_rank", u32_value(kv_rank)});
+  keys.push_back({"deepseek2.attention.key_length", u32_value(kv_rank + rope)});
+  keys.push_back({"deepseek2.attention.value_length", u32_value(kv_rank)});
+  keys.push_back({"deepseek2.attention.key_length_mla", u32_value(head + rope)});
+  keys.push_back({"deepseek2.attention.value_length_mla", u32_value(head)});
+  keys.push_back({"deepseek2.expert_gating_func", u32_value(2)});
+  keys.push_back({"deepseek2.expert_weights_norm", gguf::Value(true)});
+  keys.push_back({"deepseek2.expert_weights_scale", gguf::Value(2.5f)});
+  keys.push_back({"deepseek2.expert_group_count", u32_value(2)});
+  keys.push_back({"deepseek2.expert_group_used_count", u32_value(1)});
+}
+
+constexpr std::string_view kDeepseek2Converted[] = {"exp_probs_b.bias"};
+
+}  // namespace
+
+const Family kDeepseekFamily{.arch = "deepseek",
+                             .neox_rope = false,
+                             .make = make_model<DeepseekModel>,
+                             .read_hparams = read_deepseek,
+                             .tensors = tensors_of<DeepseekWeights>,
+                             .write_hparams = write_deepseek};
+const Family kDeepseek2Family{.arch = "deepseek2",
+                              .neox_rope = false,
+                              .make = make_model<DeepseekModel>,
+                              .read_hparams = read_deepseek2,
+                              .tensors = tensors_of<DeepseekWeights>,
+                              .write_hparams = write_deepseek2,
+                              .converted_optional = kDeepseek2Converted};
+
+}  // namespace cortiq
