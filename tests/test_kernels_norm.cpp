@@ -130,6 +130,27 @@ TEST(KernelActivations, SoftcapIsScaleTanhScale) {
   EXPECT_EQ(x.front(), -cap);
 }
 
+// GPT-OSS's clamped SwiGLU, as ggml_swiglu_oai: the gate clamped above
+// only, the up branch both ways and shifted by one.
+TEST(KernelActivations, SwigluOaiClampsTheGateAboveAndTheUpBothWays) {
+  const std::vector<float> gate = {-20.0f, -1.0f, 0.0f, 0.5f, 6.9f, 7.0f, 50.0f};
+  const std::vector<float> up = {3.0f, -9.0f, 0.25f, -7.5f, 8.0f, -1.0f, 100.0f};
+  std::vector<float> out(gate.size());
+  kernels::swiglu_oai(gate, up, out, 1.702f, 7.0f);
+  for (size_t i = 0; i < gate.size(); ++i) {
+    const float g = std::min(gate[i], 7.0f);
+    const float u = std::max(std::min(up[i], 7.0f), -7.0f);
+    EXPECT_EQ(out[i], g / (1.0f + std::exp(1.702f * -g)) * (u + 1.0f)) << i;
+  }
+  // gate 50 counts as 7, up 100 as 7: 7 * sigmoid(1.702 * 7) * 8.
+  EXPECT_NEAR(out.back(), 7.0 / (1.0 + std::exp(-1.702 * 7.0)) * 8.0, 1e-4);
+  EXPECT_EQ(out[2], 0.0f);
+  // In place over the gate, as the experts run it.
+  std::vector<float> in_place = gate;
+  kernels::swiglu_oai(in_place, up, in_place, 1.702f, 7.0f);
+  EXPECT_EQ(in_place, out);
+}
+
 // ggml_clamp's MAX(MIN(x, hi), lo): values outside [lo, hi] go to the
 // edge, the rest stay; NaN compares false and ends at hi (OLMo's clamp_kqv).
 TEST(KernelActivations, ClampKeepsValuesWithinTheEdges) {

@@ -116,6 +116,17 @@ TEST(MoeRouter, GroupedTopKKeepsTheBestGroups) {
   EXPECT_FLOAT_EQ(all.weights[3], 1.0f / (1.0f + std::exp(-5.0f)));
 }
 
+// GPT-OSS: the raw scores choose, a softmax over the chosen ones weighs.
+TEST(MoeRouter, SoftmaxWeightGatingWeighsOnlyTheChosen) {
+  const Routed r =
+      route_row({1.0f, 3.0f, -2.0f, 2.0f}, {.gating = RouterGating::softmax_weight}, 2);
+  EXPECT_EQ(r.experts, (std::vector<int32_t>{1, 3}));
+  const double e = std::exp(-1.0);
+  EXPECT_NEAR(r.weights[0], 1.0 / (1.0 + e), 1e-7);
+  EXPECT_NEAR(r.weights[1], e / (1.0 + e), 1e-7);
+  EXPECT_FLOAT_EQ(r.weights[0] + r.weights[1], 1.0f);
+}
+
 // -inf scores get weight 0; a row of -inf only is defined (no NaN).
 TEST(MoeRouter, MinusInfinityScoresWeighNothing) {
   const float inf = std::numeric_limits<float>::infinity();
@@ -123,7 +134,8 @@ TEST(MoeRouter, MinusInfinityScoresWeighNothing) {
   EXPECT_EQ(some.experts, (std::vector<int32_t>{1, 3, 0}));
   EXPECT_EQ(some.weights[2], 0.0f);
   EXPECT_FLOAT_EQ(some.weights[0] + some.weights[1], 1.0f);
-  for (const RouterGating gating : {RouterGating::softmax, RouterGating::sigmoid}) {
+  for (const RouterGating gating :
+       {RouterGating::softmax, RouterGating::sigmoid, RouterGating::softmax_weight}) {
     const Routed none = route_row({-inf, -inf, -inf}, {.gating = gating, .normalize = true}, 2);
     EXPECT_EQ(none.experts, (std::vector<int32_t>{0, 1}));
     EXPECT_EQ(none.weights, (std::vector<float>{0.0f, 0.0f}));

@@ -28,6 +28,8 @@ enum class RopeScalingType { none, linear, yarn, llama3 };
 enum class RouterGating : uint8_t {
   softmax,  // softmax over all experts (Mixtral, Qwen-MoE, OLMoE, DeepSeek V1/V2)
   sigmoid,  // each expert's own sigmoid (DeepSeek V3, GLM-4.5)
+  // the raw scores choose; a softmax over the chosen ones weighs them (GPT-OSS)
+  softmax_weight,
 };
 
 // How a mixture-of-experts router turns one row's scores into its chosen

@@ -99,6 +99,17 @@ void geglu(std::span<const float> gate, std::span<const float> up, std::span<flo
   }
 }
 
+void swiglu_oai(std::span<const float> gate, std::span<const float> up, std::span<float> out,
+                float alpha, float limit) {
+  assert(gate.size() == up.size() && out.size() == gate.size());
+  for (size_t i = 0; i < out.size(); ++i) {
+    const float g = std::min(gate[i], limit);
+    const float u = std::clamp(up[i], -limit, limit);
+    const float glu = g / (1.0f + std::exp(alpha * (-g)));
+    out[i] = glu * (u + 1.0f);
+  }
+}
+
 void relu_sqr_inplace(std::span<float> x) {
   for (float& v : x) {
     const float r = v > 0.0f ? v : 0.0f;

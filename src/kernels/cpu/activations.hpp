@@ -34,6 +34,12 @@ void gelu_inplace(std::span<float> x);
 // out[i] = gelu_tanh(gate[i]) * up[i] (GeGLU). out may alias gate or up.
 void geglu(std::span<const float> gate, std::span<const float> up, std::span<float> out);
 
+// GPT-OSS's clamped SwiGLU (ggml_swiglu_oai), operation for operation:
+// g = min(gate, limit), u = clamp(up, -limit, limit),
+// out = g / (1 + expf(alpha * -g)) * (u + 1). out may alias gate or up.
+void swiglu_oai(std::span<const float> gate, std::span<const float> up, std::span<float> out,
+                float alpha, float limit);
+
 // x[i] = relu(x[i])^2 (ggml_relu then ggml_sqr: 0 for x <= 0 and NaN).
 void relu_sqr_inplace(std::span<float> x);
 

@@ -20,6 +20,9 @@ extern const Family kOlmoeFamily;
 extern const Family kDeepseekFamily;
 extern const Family kDeepseek2Family;
 
+// gpt_oss.cpp
+extern const Family kGptOssFamily;
+
 // gemma.cpp
 extern const Family kGemmaFamily;
 extern const Family kGemma2Family;

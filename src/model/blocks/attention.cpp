@@ -26,6 +26,7 @@ void AttentionWeights::visit(TensorVisitor& v, const ModelHParams& hp, int64_t l
                       !extra.separate_qkv_without_biases &&
                       v.has(name("attn_qkv.weight"), extra.fused_qkv_written));
   qk_norm_after_rope = extra.qk_norm_after_rope;
+  if (extra.sinks) v.vector(sinks, name("attn_sinks.weight"), l.n_head, TensorKind::bias);
   if (extra.sub_norm) {
     v.vector(sub_norm, name("attn_sub_norm.weight"), l.attn_out_width(), TensorKind::norm);
   }
@@ -256,13 +257,14 @@ void attend_head_range(std::span<const float> q_row, int64_t kv_start, int64_t n
 // cores busy at decode, where there is a single row.
 void attend(const ModelHParams& hp, const LayerSpec& layer, int64_t il, const AttentionPass& pass,
             const KvCache& cache, ForwardContext& ctx, std::span<const float> q,
-            std::span<float> out) {
+            std::span<float> out, std::span<const float> sinks = {}) {
   auto& buf = ctx.buffers;
   const int n_threads = ctx.pool.size();
   kernels::AttentionShape shape{layer.n_head, layer.n_head_kv, layer.head_dim_k, layer.head_dim_v,
                                 hp.scale_queries ? 1.0f : hp.kq_scale(layer)};
   shape.softcap = hp.attn_softcap;
   shape.alibi_max_bias = hp.alibi_max_bias;
+  shape.sinks = sinks;
   int64_t max_kv = 0;
   for (const auto& row : pass.rows) max_kv = std::max<int64_t>(max_kv, row.pos + 1);
   // A tile's rows are consecutive positions of one sequence: with a window
@@ -362,7 +364,7 @@ void attention(const AttentionWeights& w, const ModelHParams& hp, int64_t layer,
     cache.store_k(layer, pass.cells[r], k.subspan(r * kw, kw));
     cache.store_v(layer, pass.cells[r], v.subspan(r * vw, vw));
   }
-  attend(hp, spec, layer, pass, cache, ctx, q, attn);
+  attend(hp, spec, layer, pass, cache, ctx, q, attn, w.sinks);
   if (!w.sub_norm.empty()) {
     kernels::rms_norm_rows(attn, w.sub_norm, hp.rms_eps, attn, w.sub_norm.size());
   }

@@ -72,6 +72,9 @@ struct AttentionTensors {
   // attn_sub_norm.weight (required): an RMS norm of the attention's output
   // rows (attn_out_width) before attn_output (BitNet).
   bool sub_norm = false;
+  // attn_sinks.weight [n_head] (required): one learned logit per head that
+  // takes part in its softmax without a value (GPT-OSS).
+  bool sinks = false;
 };
 
 struct AttentionWeights {
@@ -92,6 +95,7 @@ struct AttentionWeights {
   std::vector<float> q_norm_b, k_norm_b;  // layer_whole's biases, or empty
   bool qk_norm_after_rope = false;        // AttentionTensors::qk_norm_after_rope
   std::vector<float> sub_norm;            // attn_sub_norm (AttentionTensors::sub_norm), or empty
+  std::vector<float> sinks;               // attn_sinks (AttentionTensors::sinks), or empty
 
   // blk.N.attn_{q,k,v,output}.weight (or attn_qkv.weight instead of Q/K/V),
   // the optional Q/K/V biases and every scale, and what `extra` allows.

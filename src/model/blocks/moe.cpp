@@ -17,6 +17,10 @@ namespace {
 // llama.cpp's LLAMA_MAX_EXPERTS.
 constexpr int64_t kMaxExperts = 1024;
 
+// GPT-OSS's clamped SwiGLU (llama.cpp's build_moe_ffn constants).
+constexpr float kSwigluOaiAlpha = 1.702f;
+constexpr float kSwigluOaiLimit = 7.0f;
+
 // ggml_soft_max of one row: the exponentials of x - max, their sum in
 // double, then each times the float reciprocal of the sum. A row of -inf
 // only (where ggml gives NaN) gives zeros.
@@ -93,23 +97,37 @@ void members_of(std::span<const int32_t> chosen, int32_t e, std::vector<int32_t>
 
 // An expert's activation in place: silu(gate) * up into gate, or
 // silu(up) for a gateless expert; returns the span holding it.
+// Expert e's row of a [n_expert][n] bias table, or nothing.
+std::span<const float> expert_bias(const std::vector<float>& table, size_t e, size_t n) {
+  if (table.empty()) return {};
+  return std::span(table).subspan(e * n, n);
+}
+
 std::span<float> expert_activation(const MoeWeights& w, size_t e, std::span<float> gate,
-                                   std::span<float> up) {
-  // llama.cpp's build_lora_mm_id: each expert's scale times its product.
+                                   std::span<float> up, size_t n_ff) {
+  // llama.cpp's build_lora_mm_id: each expert's scale times its product,
+  // then its bias (ggml_add_id).
   if (!w.up_scale.empty()) kernels::scale_inplace(up, w.up_scale[e]);
+  kernels::add_bias_rows(up, expert_bias(w.up_b, e, n_ff));
   if (w.gate.empty()) {
     for (float& v : up) v = kernels::silu(v);
     return up;
   }
   if (!w.gate_scale.empty()) kernels::scale_inplace(gate, w.gate_scale[e]);
-  kernels::swiglu(gate, up, gate);
+  kernels::add_bias_rows(gate, expert_bias(w.gate_b, e, n_ff));
+  if (w.activation == ExpertActivation::swiglu_oai) {
+    kernels::swiglu_oai(gate, up, gate, kSwigluOaiAlpha, kSwigluOaiLimit);
+  } else {
+    kernels::swiglu(gate, up, gate);
+  }
   return gate;
 }
 
 // Expert e's down product times its scale (ffn_down_exps.scale), when the
-// family applies one.
-void scale_down(const MoeWeights& w, size_t e, std::span<float> y) {
+// family applies one, plus its bias.
+void scale_down(const MoeWeights& w, size_t e, std::span<float> y, size_t n_embd) {
   if (!w.down_scale.empty()) kernels::scale_inplace(y, w.down_scale[e]);
+  kernels::add_bias_rows(y, expert_bias(w.down_b, e, n_embd));
 }
 
 // A decode row: every chosen expert reads the same input, so all their gate
@@ -141,14 +159,14 @@ void one_row_experts(const MoeWeights& w, const ModelHParams& hp, ForwardContext
   for (size_t j = 0; j < k; ++j) {
     const auto e = static_cast<size_t>(chosen[j]);
     acts.push_back(
-        expert_activation(w, e, gate.subspan(j * n_ff, n_ff), up.subspan(j * n_ff, n_ff)));
+        expert_activation(w, e, gate.subspan(j * n_ff, n_ff), up.subspan(j * n_ff, n_ff), n_ff));
     products.push_back({&w.down[e], slots.subspan(j * n_embd, n_embd), hp.n_embd});
   }
   kernels::matmul_each_input(products, acts, ctx.pool, buf.matmul);
   for (size_t j = 0; j < k; ++j) {
     const auto e = static_cast<size_t>(chosen[j]);
     const auto slot = slots.subspan(j * n_embd, n_embd);
-    scale_down(w, e, slot);
+    scale_down(w, e, slot, n_embd);
     for (float& v : slot) v *= weights[j];
   }
 }
@@ -184,10 +202,10 @@ void grouped_experts(const MoeWeights& w, const ModelHParams& hp, ForwardContext
     } else {
       kernels::matmul(w.up[e], x, n, up, hp.n_ff_expert, ctx.pool, buf.matmul);
     }
-    const auto act = expert_activation(w, e, gate, up);
+    const auto act = expert_activation(w, e, gate, up, n_ff);
     const auto y = ForwardBuffers::take(buf.moe_out, m * n_embd);
     kernels::matmul(w.down[e], act, n, y, hp.n_embd, ctx.pool, buf.matmul);
-    scale_down(w, e, y);
+    scale_down(w, e, y, n_embd);
     for (size_t i = 0; i < m; ++i) {
       const auto slot = static_cast<size_t>(members[i]);
       const float weight = weights[slot];
@@ -205,7 +223,7 @@ void route(std::span<float> scores, const RouterSpec& spec, std::span<int32_t> e
   const std::span<float> probs = scores;
   if (spec.gating == RouterGating::softmax) {
     softmax_inplace(probs);
-  } else {
+  } else if (spec.gating == RouterGating::sigmoid) {
     sigmoid_inplace(probs);
   }
   // What the experts are chosen by: the probabilities, plus the bias.
@@ -221,6 +239,7 @@ void route(std::span<float> scores, const RouterSpec& spec, std::span<int32_t> e
     experts[j] = static_cast<int32_t>(best);
     weights[j] = probs[best];
   }
+  if (spec.gating == RouterGating::softmax_weight) softmax_inplace(weights);
   if (spec.normalize) {
     double sum = 0.0;  // ggml_sum_rows adds in double
     for (const float w : weights) sum += w;
@@ -257,6 +276,9 @@ void MoeWeights::visit(TensorVisitor& v, const ModelHParams& hp, int64_t layer, 
   const auto name = [&](std::string_view what) { return layer_tensor_name(layer, what); };
   const int64_t n_expert = hp.n_expert, n_ff = hp.n_ff_expert;
   v.router(router, name("ffn_gate_inp.weight"), hp.n_embd, n_expert);
+  if (extra.router_bias)
+    v.vector(router_bias, name("ffn_gate_inp.bias"), n_expert, TensorKind::bias);
+  activation = extra.activation;
   // llama.cpp's create_tensor_gate_up_exps: gate and up may come as one
   // stack of 2 * n_ff rows per expert (gen-model writes them apart); no
   // scales for them then.
@@ -289,6 +311,11 @@ void MoeWeights::visit(TensorVisitor& v, const ModelHParams& hp, int64_t layer, 
   if (extra.scales_applied) {
     v.vector(down_scale, name("ffn_down_exps.scale"), n_expert, TensorKind::scale, false);
   }
+  if (extra.expert_biases) {
+    v.table(gate_b, name("ffn_gate_exps.bias"), n_ff, n_expert, TensorKind::bias);
+    v.table(up_b, name("ffn_up_exps.bias"), n_ff, n_expert, TensorKind::bias);
+    v.table(down_b, name("ffn_down_exps.bias"), hp.n_embd, n_expert, TensorKind::bias);
+  }
   if (extra.selection_bias) {
     v.vector(selection_bias, name("exp_probs_b.bias"), n_expert, TensorKind::router, false);
   }
@@ -312,6 +339,7 @@ void moe_ffn(const MoeWeights& w, const ModelHParams& hp, int64_t layer, int64_t
 
   const auto scores = ForwardBuffers::take(buf.moe_scores, rows * n_expert);
   kernels::matmul(w.router, in, n_rows, scores, hp.n_expert, ctx.pool, buf.matmul);
+  kernels::add_bias_rows(scores, w.router_bias);
   auto& chosen = buf.moe_chosen;
   chosen.resize(rows * k);
   const auto weights = ForwardBuffers::take(buf.moe_weights, rows * k);

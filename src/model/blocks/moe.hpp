@@ -2,12 +2,15 @@
 // a router scores the experts for each row, the row runs through the k best
 // of them, and their outputs are added, each times its routing weight:
 //
-//   probs    = gating(router . x)                 softmax or sigmoid
+//   probs    = gating(router . x + router_bias)   softmax, sigmoid, or none
 //   chosen   = the k largest probs (+ selection bias; within the best
 //              groups when grouped; ties: the lower expert index first)
-//   w        = probs[chosen]; normalized: w / max(sum w, 6.1e-5); * scale
+//   w        = probs[chosen] (softmax_weight: their softmax);
+//              normalized: w / max(sum w, 6.1e-5); * scale
 //   out      = sum over slots j = 0..k-1, in order, of
-//              w_j * down_e(silu(gate_e(x)) * up_e(x)),  e = chosen[j]
+//              w_j * down_e(act(gate_e(x), up_e(x))),  e = chosen[j]
+//              act: silu(g) * u, or GPT-OSS's clamped form; each product
+//              times its expert's scale, plus its expert's bias
 //   shared   (DeepSeek) out += shared_ffn(x)
 //            (Qwen2-MoE) out += sigmoid(shared_router . x) * shared_ffn(x)
 //
@@ -43,6 +46,11 @@ inline constexpr float kRouterMinWeightSum = 6.103515625e-5f;
 void route(std::span<float> scores, const RouterSpec& spec, std::span<int32_t> experts,
            std::span<float> weights, std::span<const float> selection_bias = {});
 
+enum class ExpertActivation : uint8_t {
+  swiglu,      // silu(gate) * up; silu(up) without a gate
+  swiglu_oai,  // GPT-OSS: kernels::swiglu_oai with alpha 1.702, limit 7
+};
+
 enum class SharedExpert : uint8_t {
   none,
   always,  // added at weight 1 (DeepSeek: n_expert_shared experts as one FFN)
@@ -56,6 +64,11 @@ struct MoeTensors {
   SharedExpert shared_expert = SharedExpert::none;  // *_shexp, hp.n_ff_shared_expert wide
   bool selection_bias = false;                      // exp_probs_b.bias [n_expert], optional
   bool fused_gate_up = false;  // ffn_gate_up_exps may replace ffn_gate_exps and ffn_up_exps
+  bool router_bias = false;    // ffn_gate_inp.bias [n_expert], required (GPT-OSS)
+  // ffn_{gate,up}_exps.bias [n_ff, n_expert], ffn_down_exps.bias [n_embd,
+  // n_expert], required (GPT-OSS)
+  bool expert_biases = false;
+  ExpertActivation activation = ExpertActivation::swiglu;
 };
 
 struct MoeWeights {
@@ -63,6 +76,9 @@ struct MoeWeights {
   std::vector<float> selection_bias;                    // exp_probs_b.bias [n_expert], or empty
   std::vector<kernels::WeightView> gate, up, down;      // one view per expert; gate may be empty
   std::vector<float> gate_scale, up_scale, down_scale;  // [n_expert], or empty
+  std::vector<float> router_bias;                       // [n_expert], or empty
+  std::vector<float> gate_b, up_b, down_b;              // [n_expert][n_ff or n_embd], or empty
+  ExpertActivation activation = ExpertActivation::swiglu;
   SharedExpert shared_expert = SharedExpert::none;
   std::vector<float> shared_router;  // ffn_gate_inp_shexp [n_embd] (gated)
   FfnWeights shared;                 // ffn_{gate,up,down}_shexp
