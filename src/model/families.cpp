@@ -74,6 +74,7 @@ constexpr const Family* kFamilies[] = {
     &kOlmoeFamily,          // moe_decoders.cpp
     &kDeepseekFamily,       // deepseek.cpp
     &kDeepseek2Family,      // deepseek.cpp
+    &kDots1Family,          // deepseek.cpp
     &kGptOssFamily,         // gpt_oss.cpp
 };
 

@@ -19,6 +19,7 @@ extern const Family kOlmoeFamily;
 // deepseek.cpp
 extern const Family kDeepseekFamily;
 extern const Family kDeepseek2Family;
+extern const Family kDots1Family;
 
 // gpt_oss.cpp
 extern const Family kGptOssFamily;

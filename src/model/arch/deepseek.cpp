@@ -1,6 +1,7 @@
 // DeepSeek's mixture-of-experts decoders: DeepSeekMoE (`deepseek`,
-// deepseek-moe-16b) and DeepSeek V2/V3 (`deepseek2`: also Kimi K2, GLM-4.7
-// Lite and the other files converted as deepseek2).
+// deepseek-moe-16b), DeepSeek V2/V3 (`deepseek2`: also Kimi K2, GLM-4.7
+// Lite and the other files converted as deepseek2), and rednote's dots.llm1
+// (`dots1`), DeepSeek V3's experts under plain attention.
 //
 //   x = token_embd[token]
 //   for each layer:
@@ -22,6 +23,9 @@
 //            renormalized or not, scaled. Scores are scaled by
 //            mscale^2 / sqrt(nope + rope), mscale YaRN's magnitude
 //            correction as llama.cpp's deepseek2 graph computes it.
+// dots1:     plain attention with per-head Q/K RMS norms (NeoX RoPE), the
+//            output matrix its own; the router as deepseek2's (the gating
+//            key required: llama.cpp has no default for dots1).
 #include <cmath>
 #include <memory>
 
@@ -40,6 +44,10 @@
 namespace cortiq {
 
 namespace {
+
+bool is_dots1(const ModelHParams& hp) {
+  return hp.arch == "dots1";
+}
 
 bool is_v2(const ModelHParams& hp) {
   return hp.arch == "deepseek2";
@@ -62,7 +70,7 @@ struct DeepseekWeights {
 
   void visit(TensorVisitor& v, const ModelHParams& hp) {
     embedding.visit(v, hp);
-    head.visit(v, hp, embedding, OutputMatrix::own_or_tied);
+    head.visit(v, hp, embedding, is_dots1(hp) ? OutputMatrix::own : OutputMatrix::own_or_tied);
     for (int64_t il = 0; il < hp.n_layer; ++il) {
       DeepseekLayer& layer = layers.emplace_back();
       v.vector(layer.attn_norm, layer_tensor_name(il, "attn_norm.weight"), hp.n_embd,
@@ -70,7 +78,7 @@ struct DeepseekWeights {
       if (is_v2(hp)) {
         layer.latent.visit(v, hp, il);
       } else {
-        layer.attn.visit(v, hp, il, {});
+        layer.attn.visit(v, hp, il, {.qk_norm = is_dots1(hp) ? QkNorm::required : QkNorm::none});
       }
       v.vector(layer.ffn_norm, layer_tensor_name(il, "ffn_norm.weight"), hp.n_embd,
                TensorKind::norm);
@@ -79,7 +87,7 @@ struct DeepseekWeights {
       } else {
         layer.moe.visit(v, hp, il,
                         {.shared_expert = SharedExpert::always,
-                         .selection_bias = is_v2(hp),
+                         .selection_bias = is_v2(hp) || is_dots1(hp),
                          .fused_gate_up = is_v2(hp)});
       }
     }
@@ -134,11 +142,12 @@ void read_deepseek(const HParamReader& keys, ModelHParams& hp) {
   read_deepseek_experts(keys, hp);
 }
 
-// llama.cpp's expert_gating_func: 0 (absent: V2 and V2.5 files) and 1
-// softmax, 2 sigmoid.
-RouterGating read_gating(const HParamReader& keys) {
+// llama.cpp's expert_gating_func: 1 softmax, 2 sigmoid; 0 (absent) is
+// softmax for deepseek2 (V2 and V2.5 files carry none) and refused for
+// dots1 (llama.cpp's graph aborts on it).
+RouterGating read_gating(const HParamReader& keys, bool absent_is_softmax) {
   const int64_t gating = keys.uint_or("expert_gating_func", 0);
-  if (gating == 0 || gating == 1) return RouterGating::softmax;
+  if ((gating == 0 && absent_is_softmax) || gating == 1) return RouterGating::softmax;
   if (gating == 2) return RouterGating::sigmoid;
   keys.invalid("expert_gating_func " + std::to_string(gating) +
                " is not supported (1 softmax, 2 sigmoid)");
@@ -184,7 +193,7 @@ void set_deepseek2_scales(const HParamReader& keys, ModelHParams& hp, int64_t he
 
 void read_deepseek2(const HParamReader& keys, ModelHParams& hp) {
   read_deepseek_experts(keys, hp);
-  hp.router.gating = read_gating(keys);
+  hp.router.gating = read_gating(keys, /*absent_is_softmax=*/true);
   hp.router.normalize = keys.bool_or("expert_weights_norm", false);
   read_expert_groups(keys, hp);
   if (keys.uint_or("nextn_predict_layers", 0) != 0) {
@@ -226,6 +235,23 @@ void read_deepseek2(const HParamReader& keys, ModelHParams& hp) {
   }
   hp.n_head_kv = hp.mla_head_dim_k > 0 ? 1 : hp.n_head_kv;
   set_deepseek2_scales(keys, hp, head_qk);
+}
+
+void read_dots1(const HParamReader& keys, ModelHParams& hp) {
+  read_deepseek_experts(keys, hp);
+  hp.router.gating = read_gating(keys, /*absent_is_softmax=*/false);
+  hp.router.normalize = keys.bool_or("expert_weights_norm", false);
+  read_expert_groups(keys, hp);
+  // llama.cpp's dots1 graph: heads rope.dimension_count wide, keys and
+  // values, scores scaled by 1/sqrt(head size).
+  if (hp.head_dim_k != hp.head_dim_v || hp.rope.n_dims != hp.head_dim_k) {
+    keys.invalid("dots1 heads must be as wide for keys and values and rotated in full");
+  }
+  // llama.cpp shapes K and V as n_head heads: no grouped-query attention.
+  for (const LayerSpec& layer : hp.layers) {
+    if (layer.n_head_kv != layer.n_head) keys.invalid("dots1 needs one KV head per head");
+  }
+  hp.attention_scale = 0.0f;
 }
 
 // gen-model: four experts (two per token) n_ff wide, one shared expert, the
@@ -271,6 +297,18 @@ void write_deepseek2(const ModelGeometry& g, std::vector<gguf::KeyValue>& keys) 
   keys.push_back({"deepseek2.expert_group_used_count", u32_value(1)});
 }
 
+// dots.llm1's routing: sigmoid, renormalized, scaled by 2.5; one KV head
+// per head.
+void write_dots1(const ModelGeometry& g, std::vector<gguf::KeyValue>& keys) {
+  for (gguf::KeyValue& kv : keys) {
+    if (kv.key == "dots1.attention.head_count_kv") kv.value = u32_value(g.n_head);
+  }
+  write_deepseek_experts(g, "dots1", keys);
+  keys.push_back({"dots1.expert_gating_func", u32_value(2)});
+  keys.push_back({"dots1.expert_weights_norm", gguf::Value(true)});
+  keys.push_back({"dots1.expert_weights_scale", gguf::Value(2.5f)});
+}
+
 constexpr std::string_view kDeepseek2Converted[] = {"exp_probs_b.bias"};
 
 }  // namespace
@@ -288,5 +326,13 @@ const Family kDeepseek2Family{.arch = "deepseek2",
                               .tensors = tensors_of<DeepseekWeights>,
                               .write_hparams = write_deepseek2,
                               .converted_optional = kDeepseek2Converted};
+
+const Family kDots1Family{.arch = "dots1",
+                          .neox_rope = true,
+                          .make = make_model<DeepseekModel>,
+                          .read_hparams = read_dots1,
+                          .tensors = tensors_of<DeepseekWeights>,
+                          .write_hparams = write_dots1,
+                          .converted_optional = kDeepseek2Converted};
 
 }  // namespace cortiq
