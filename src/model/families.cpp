@@ -23,6 +23,7 @@ constexpr const Family* kFamilies[] = {
     &kExaoneFamily,         // llama_variants.cpp
     &kSmolLm3Family,        // llama_variants.cpp
     &kGraniteFamily,        // granite.cpp
+    &kGraniteMoeFamily,     // granite.cpp
     &kMinicpmFamily,        // granite.cpp
     &kOlmo2Family,          // olmo2.cpp
     &kExaone4Family,        // olmo2.cpp

@@ -1,5 +1,6 @@
-// IBM's Granite 3.x dense models (`granite`) and MiniCPM 1 / 2 (`minicpm`),
-// which llama.cpp runs on one graph: Llama's pre-norm decoder (adjacent-pair
+// IBM's Granite 3.x models (`granite`, and `granitemoe`: Granite 3.x MoE,
+// Granite 4 MoE "shared") and MiniCPM 1 / 2 (`minicpm`, MiniCPM-MoE), which
+// llama.cpp runs on one graph: Llama's pre-norm decoder (adjacent-pair
 // RoPE, SwiGLU) with four multipliers of the muP kind:
 //
 //   x = token_embd[token] * embedding_scale
@@ -8,6 +9,9 @@
 //                                      scores scaled by attention.scale
 //                                      (granite; 0 or minicpm: 1/sqrt(head_dim))
 //     x += residual_scale * down(silu(gate(h)) * up(h)),  h = rms_norm(x) * ffn_norm
+//          or, with expert_count: moe(h) (+ shared(h) with
+//          expert_shared_feed_forward_length: granite's), softmax routing,
+//          renormalized, experts n_ff wide (their gate optional)
 //   logits = output(rms_norm(x) * output_norm) * (1 / logit_scale)
 //                                      output = token_embd if tied
 //
@@ -31,6 +35,7 @@
 #include "model/blocks/attention.hpp"
 #include "model/blocks/embedding.hpp"
 #include "model/blocks/ffn.hpp"
+#include "model/blocks/moe.hpp"
 #include "model/decoder_model.hpp"
 #include "model/rope_setup.hpp"
 #include "model/weights.hpp"
@@ -43,7 +48,8 @@ struct GraniteLayer {
   std::vector<float> attn_norm;
   AttentionWeights attn;
   std::vector<float> ffn_norm;
-  FfnWeights ffn;
+  FfnWeights ffn;  // or, with experts:
+  MoeWeights moe;
 };
 
 struct GraniteWeights {
@@ -64,7 +70,14 @@ struct GraniteWeights {
       layer.attn.visit(v, hp, il, {.output_bias = true});
       v.vector(layer.ffn_norm, layer_tensor_name(il, "ffn_norm.weight"), hp.n_embd,
                TensorKind::norm);
-      layer.ffn.visit(v, hp, il, {.biases = true, .scales_applied = false});
+      if (hp.n_expert > 0) {
+        layer.moe.visit(v, hp, il,
+                        {.gate_optional = true,
+                         .shared_expert = hp.n_ff_shared_expert > 0 ? SharedExpert::always
+                                                                    : SharedExpert::none});
+      } else {
+        layer.ffn.visit(v, hp, il, {.biases = true, .scales_applied = false});
+      }
     }
   }
 };
@@ -85,7 +98,11 @@ class GraniteModel final : public FamilyModel<GraniteWeights> {
       attention(layer.attn, h, il, pass, cache, ctx, normed, branch);
       add_scaled(x, branch);
       rms_norm(h, x, layer.ffn_norm, normed);
-      ffn(layer.ffn, FfnActivation::swiglu, h, il, static_cast<int64_t>(n), ctx, normed, branch);
+      if (h.n_expert > 0) {
+        moe_ffn(layer.moe, h, il, static_cast<int64_t>(n), ctx, normed, branch);
+      } else {
+        ffn(layer.ffn, FfnActivation::swiglu, h, il, static_cast<int64_t>(n), ctx, normed, branch);
+      }
       add_scaled(x, branch);
     }
     w_.head.apply(h, rows, x, ctx, logits);
@@ -101,8 +118,10 @@ class GraniteModel final : public FamilyModel<GraniteWeights> {
 };
 
 // llama.cpp asserts what its graph assumes (a fully rotated head, equal K
-// and V heads) and reads the norm epsilon as required.
-void check_common(const HParamReader& keys, const ModelHParams& hp) {
+// and V heads) and reads the norm epsilon as required; experts when the
+// file has them (n_ff wide, softmax routing renormalized), granite's
+// shared expert when it states its width.
+void check_common(const HParamReader& keys, ModelHParams& hp) {
   if (!keys.has("attention.layer_norm_rms_epsilon")) {
     throw Error(keys.file().path() + ": missing key " +
                 keys.key("attention.layer_norm_rms_epsilon"));
@@ -111,7 +130,11 @@ void check_common(const HParamReader& keys, const ModelHParams& hp) {
     keys.invalid("the key and value heads and the rotated dimensions must all be the same size");
   }
   if (keys.uint_or("expert_count", 0) > 0) {
-    keys.invalid("mixture-of-experts layers are not supported");
+    read_expert_hparams(keys, hp, /*width_key=*/false, /*shared_expert=*/false);
+    hp.router.normalize = true;
+    if (hp.arch != "minicpm") {
+      hp.n_ff_shared_expert = keys.uint_or("expert_shared_feed_forward_length", 0);
+    }
   }
 }
 
@@ -153,13 +176,33 @@ void read_minicpm(const HParamReader& keys, ModelHParams& hp) {
   hp.attention_scale = 0.0f;  // llama.cpp's minicpm never reads attention.scale
 }
 
+// With --experts: a file of experts (gen-model's 4 / 2 by default for
+// granitemoe), granitemoe's with a shared expert n_ff wide.
+void write_experts(const ModelGeometry& g, std::string_view arch, bool shared,
+                   std::vector<gguf::KeyValue>& keys) {
+  const std::string p = std::string(arch) + ".";
+  keys.push_back({p + "expert_count", u32_value(g.n_expert > 0 ? g.n_expert : 4)});
+  keys.push_back({p + "expert_used_count", u32_value(g.n_expert_used > 0 ? g.n_expert_used : 2)});
+  if (shared) keys.push_back({p + "expert_shared_feed_forward_length", u32_value(g.n_ff)});
+}
+
 // Granite 3.x 2B's multipliers.
-void write_granite(const ModelGeometry&, std::vector<gguf::KeyValue>& keys) {
-  const std::string p = "granite.";
+void write_granite_multipliers(std::string_view arch, std::vector<gguf::KeyValue>& keys) {
+  const std::string p = std::string(arch) + ".";
   keys.push_back({p + "attention.scale", gguf::Value(0.015625f)});
   keys.push_back({p + "embedding_scale", gguf::Value(12.0f)});
   keys.push_back({p + "residual_scale", gguf::Value(0.22f)});
   keys.push_back({p + "logit_scale", gguf::Value(8.0f)});
+}
+
+void write_granite(const ModelGeometry& g, std::vector<gguf::KeyValue>& keys) {
+  write_granite_multipliers("granite", keys);
+  if (g.n_expert > 0) write_experts(g, "granite", /*shared=*/false, keys);
+}
+
+void write_granitemoe(const ModelGeometry& g, std::vector<gguf::KeyValue>& keys) {
+  write_granite_multipliers("granitemoe", keys);
+  write_experts(g, "granitemoe", /*shared=*/true, keys);
 }
 
 // What MiniCPM's converter writes (scale_emb, scale_depth / sqrt(n_layer),
@@ -170,7 +213,11 @@ void write_minicpm(const ModelGeometry& g, std::vector<gguf::KeyValue>& keys) {
   keys.push_back({p + "residual_scale", gguf::Value(static_cast<float>(
                                             1.4 / std::sqrt(static_cast<double>(g.n_layer))))});
   keys.push_back({p + "logit_scale", gguf::Value(static_cast<float>(256.0 / g.n_embd))});
+  if (g.n_expert > 0) write_experts(g, "minicpm", /*shared=*/false, keys);
 }
+
+// Converted MoE checkpoints carry each expert's gate.
+constexpr std::string_view kGraniteConverted[] = {"ffn_gate_exps.weight"};
 
 }  // namespace
 
@@ -179,12 +226,21 @@ const Family kGraniteFamily{.arch = "granite",
                             .make = make_model<GraniteModel>,
                             .read_hparams = read_granite,
                             .tensors = tensors_of<GraniteWeights>,
-                            .write_hparams = write_granite};
+                            .write_hparams = write_granite,
+                            .converted_optional = kGraniteConverted};
+const Family kGraniteMoeFamily{.arch = "granitemoe",
+                               .neox_rope = false,
+                               .make = make_model<GraniteModel>,
+                               .read_hparams = read_granite,
+                               .tensors = tensors_of<GraniteWeights>,
+                               .write_hparams = write_granitemoe,
+                               .converted_optional = kGraniteConverted};
 const Family kMinicpmFamily{.arch = "minicpm",
                             .neox_rope = false,
                             .make = make_model<GraniteModel>,
                             .read_hparams = read_minicpm,
                             .tensors = tensors_of<GraniteWeights>,
-                            .write_hparams = write_minicpm};
+                            .write_hparams = write_minicpm,
+                            .converted_optional = kGraniteConverted};
 
 }  // namespace cortiq
