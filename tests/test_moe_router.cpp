@@ -167,19 +167,25 @@ void rewrite_metadata(const std::filesystem::path& from, const std::filesystem::
   writer.finish();
 }
 
+// The error loading a copy of `from` with its metadata edited ("" when it loads).
+std::string load_error_with(const std::filesystem::path& from, const std::filesystem::path& to,
+                            const std::function<void(gguf::GgufWriter&)>& edit) {
+  rewrite_metadata(from, to, edit);
+  try {
+    Model::load(to, {});
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
 // A MoE file states its expert counts: missing, zero, or more used than
 // there are, each refused naming the key.
 TEST(MoeRouter, ExpertCountsAreChecked) {
   test::TempDir dir;
   write_small_moe("qwen3moe", 2, dir / "a.gguf");
   const auto error_with = [&](const std::function<void(gguf::GgufWriter&)>& edit) {
-    rewrite_metadata(dir / "a.gguf", dir / "b.gguf", edit);
-    try {
-      Model::load(dir / "b.gguf", {});
-    } catch (const Error& e) {
-      return std::string(e.what());
-    }
-    return std::string();
+    return load_error_with(dir / "a.gguf", dir / "b.gguf", edit);
   };
   EXPECT_NE(error_with([](gguf::GgufWriter& w) {
               w.remove("qwen3moe.expert_count");
@@ -210,13 +216,7 @@ TEST(MoeRouter, DeepSeekRoutingKeysAreReadAndChecked) {
   EXPECT_EQ(r.n_groups, 2);
   EXPECT_EQ(r.n_groups_used, 1);
   const auto error_with = [&](const std::function<void(gguf::GgufWriter&)>& edit) {
-    rewrite_metadata(dir / "a.gguf", dir / "b.gguf", edit);
-    try {
-      Model::load(dir / "b.gguf", {});
-    } catch (const Error& e) {
-      return std::string(e.what());
-    }
-    return std::string();
+    return load_error_with(dir / "a.gguf", dir / "b.gguf", edit);
   };
   // V2 files carry no gating key: softmax.
   rewrite_metadata(dir / "a.gguf", dir / "v2.gguf",

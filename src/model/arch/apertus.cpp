@@ -103,7 +103,7 @@ class ApertusModel final : public DecoderModel {
  private:
   void run_layers(std::span<const BatchRow> rows, std::span<const int32_t> cells, KvCache& cache,
                   ForwardContext& ctx, std::span<float> logits) const override {
-    run_pre_norm_layers(w_, FfnActivation::xielu, hparams_, rows, cells, cache, ctx, logits);
+    run_pre_norm_layers(w_, hparams_, rows, cells, cache, ctx, logits, FfnActivation::xielu);
   }
 
   ApertusWeights w_;

@@ -53,7 +53,7 @@ class ArceeModel final : public FamilyModel<ArceeWeights> {
  private:
   void run_layers(std::span<const BatchRow> rows, std::span<const int32_t> cells, KvCache& cache,
                   ForwardContext& ctx, std::span<float> logits) const override {
-    run_pre_norm_layers(w_, FfnActivation::relu_sqr, hparams_, rows, cells, cache, ctx, logits);
+    run_pre_norm_layers(w_, hparams_, rows, cells, cache, ctx, logits, FfnActivation::relu_sqr);
   }
 };
 

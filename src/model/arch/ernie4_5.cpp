@@ -52,7 +52,7 @@ class ErnieModel final : public FamilyModel<ErnieWeights> {
  private:
   void run_layers(std::span<const BatchRow> rows, std::span<const int32_t> cells, KvCache& cache,
                   ForwardContext& ctx, std::span<float> logits) const override {
-    run_pre_norm_layers(w_, FfnActivation::swiglu, hparams_, rows, cells, cache, ctx, logits);
+    run_pre_norm_layers(w_, hparams_, rows, cells, cache, ctx, logits, FfnActivation::swiglu);
   }
 };
 

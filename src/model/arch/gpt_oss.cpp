@@ -21,6 +21,7 @@
 
 #include "model/arch/arch.hpp"
 #include "model/arch/family_support.hpp"
+#include "model/arch/pre_norm_layer.hpp"
 #include "model/arch_spec.hpp"
 #include "model/blocks/attention.hpp"
 #include "model/blocks/embedding.hpp"
@@ -33,32 +34,20 @@ namespace cortiq {
 
 namespace {
 
-struct GptOssLayer {
-  std::vector<float> attn_norm;
-  AttentionWeights attn;
-  std::vector<float> post_attention_norm;
-  MoeWeights moe;
-};
-
 struct GptOssWeights {
   TokenEmbedding embedding;
   OutputHead head;
   RopeTables rope;
-  std::vector<GptOssLayer> layers;
+  std::vector<PreNormMoeLayer> layers;
 
   void visit(TensorVisitor& v, const ModelHParams& hp) {
     embedding.visit(v, hp);
     head.visit(v, hp, embedding, OutputMatrix::own);
     for (int64_t il = 0; il < hp.n_layer; ++il) {
-      GptOssLayer& layer = layers.emplace_back();
-      v.vector(layer.attn_norm, layer_tensor_name(il, "attn_norm.weight"), hp.n_embd,
-               TensorKind::norm);
-      layer.attn.visit(v, hp, il, {.output_bias_required = true, .sinks = true});
-      v.vector(layer.post_attention_norm, layer_tensor_name(il, "post_attention_norm.weight"),
-               hp.n_embd, TensorKind::norm);
-      layer.moe.visit(
-          v, hp, il,
-          {.router_bias = true, .expert_biases = true, .activation = ExpertActivation::swiglu_oai});
+      layers.emplace_back().visit(
+          v, hp, il, {.output_bias_required = true, .sinks = true},
+          {.router_bias = true, .expert_biases = true, .activation = ExpertActivation::swiglu_oai},
+          "post_attention_norm.weight");
     }
   }
 };
@@ -70,19 +59,7 @@ class GptOssModel final : public FamilyModel<GptOssWeights> {
  private:
   void run_layers(std::span<const BatchRow> rows, std::span<const int32_t> cells, KvCache& cache,
                   ForwardContext& ctx, std::span<float> logits) const override {
-    const auto& h = hparams_;
-    const auto n = static_cast<int64_t>(rows.size());
-    const auto [x, normed, branch, pass] = start_layers(h, rows, cells, ctx, w_.embedding, w_.rope);
-    for (int64_t il = 0; il < h.n_layer; ++il) {
-      const GptOssLayer& layer = w_.layers[static_cast<size_t>(il)];
-      rms_norm(h, x, layer.attn_norm, normed);
-      attention(layer.attn, h, il, pass, cache, ctx, normed, branch);
-      kernels::add_inplace(x, branch);
-      rms_norm(h, x, layer.post_attention_norm, normed);
-      moe_ffn(layer.moe, h, il, n, ctx, normed, branch);
-      kernels::add_inplace(x, branch);
-    }
-    w_.head.apply(h, rows, x, ctx, logits);
+    run_pre_norm_layers(w_, hparams_, rows, cells, cache, ctx, logits);
   }
 };
 

@@ -18,6 +18,7 @@
 
 #include "model/arch/arch.hpp"
 #include "model/arch/family_support.hpp"
+#include "model/arch/pre_norm_layer.hpp"
 #include "model/arch_spec.hpp"
 #include "model/blocks/attention.hpp"
 #include "model/blocks/embedding.hpp"
@@ -36,18 +37,11 @@ Kind kind_of(std::string_view arch) {
   return arch == "qwen2moe" ? Kind::qwen2moe : arch == "qwen3moe" ? Kind::qwen3moe : Kind::olmoe;
 }
 
-struct MoeLayer {
-  std::vector<float> attn_norm;
-  AttentionWeights attn;
-  std::vector<float> ffn_norm;
-  MoeWeights moe;
-};
-
 struct MoeDecoderWeights {
   TokenEmbedding embedding;
   OutputHead head;
   RopeTables rope;
-  std::vector<MoeLayer> layers;
+  std::vector<PreNormMoeLayer> layers;
 
   void visit(TensorVisitor& v, const ModelHParams& hp) {
     const Kind kind = kind_of(hp.arch);
@@ -55,17 +49,11 @@ struct MoeDecoderWeights {
     head.visit(v, hp, embedding,
                kind == Kind::qwen3moe ? OutputMatrix::own_or_tied : OutputMatrix::own);
     for (int64_t il = 0; il < hp.n_layer; ++il) {
-      MoeLayer& layer = layers.emplace_back();
-      v.vector(layer.attn_norm, layer_tensor_name(il, "attn_norm.weight"), hp.n_embd,
-               TensorKind::norm);
-      layer.attn.visit(v, hp, il,
-                       {.qk_norm = kind == Kind::qwen2moe ? QkNorm::none : QkNorm::required,
-                        .qk_norm_whole = kind == Kind::olmoe,
-                        .qkv_biases_and_scales_applied = kind != Kind::olmoe});
-      v.vector(layer.ffn_norm, layer_tensor_name(il, "ffn_norm.weight"), hp.n_embd,
-               TensorKind::norm);
-      layer.moe.visit(
+      layers.emplace_back().visit(
           v, hp, il,
+          {.qk_norm = kind == Kind::qwen2moe ? QkNorm::none : QkNorm::required,
+           .qk_norm_whole = kind == Kind::olmoe,
+           .qkv_biases_and_scales_applied = kind != Kind::olmoe},
           {.scales_applied = kind == Kind::qwen3moe,
            .shared_expert = kind == Kind::qwen2moe ? SharedExpert::gated : SharedExpert::none});
     }
@@ -79,19 +67,7 @@ class MoeDecoderModel final : public FamilyModel<MoeDecoderWeights> {
  private:
   void run_layers(std::span<const BatchRow> rows, std::span<const int32_t> cells, KvCache& cache,
                   ForwardContext& ctx, std::span<float> logits) const override {
-    const auto& h = hparams_;
-    const auto n = static_cast<int64_t>(rows.size());
-    const auto [x, normed, branch, pass] = start_layers(h, rows, cells, ctx, w_.embedding, w_.rope);
-    for (int64_t il = 0; il < h.n_layer; ++il) {
-      const MoeLayer& layer = w_.layers[static_cast<size_t>(il)];
-      rms_norm(h, x, layer.attn_norm, normed);
-      attention(layer.attn, h, il, pass, cache, ctx, normed, branch);
-      kernels::add_inplace(x, branch);
-      rms_norm(h, x, layer.ffn_norm, normed);
-      moe_ffn(layer.moe, h, il, n, ctx, normed, branch);
-      kernels::add_inplace(x, branch);
-    }
-    w_.head.apply(h, rows, x, ctx, logits);
+    run_pre_norm_layers(w_, hparams_, rows, cells, cache, ctx, logits);
   }
 };
 

@@ -2,7 +2,8 @@
 // each branch, each branch added back to the residual stream:
 //
 //   x += attention(rms_norm(x) * attn_norm)
-//   x += ffn(rms_norm(x) * ffn_norm)
+//   x += ffn(rms_norm(x) * ffn_norm)          PreNormLayer
+//     or moe(rms_norm(x) * ffn_norm)          PreNormMoeLayer
 //
 // The family says which tensors its attention and FFN read and which
 // activation the FFN applies.
@@ -16,6 +17,7 @@
 #include "model/arch/family_support.hpp"
 #include "model/blocks/attention.hpp"
 #include "model/blocks/ffn.hpp"
+#include "model/blocks/moe.hpp"
 #include "model/tensor_table.hpp"
 
 namespace cortiq {
@@ -49,15 +51,43 @@ struct PreNormLayer {
   }
 };
 
-// A pre-norm family's forward: the embedding, every layer with the family's
-// FFN activation, the head. Weights has embedding, rope, layers and head.
-template <class Weights>
-void run_pre_norm_layers(const Weights& w, FfnActivation activation, const ModelHParams& h,
-                         std::span<const BatchRow> rows, std::span<const int32_t> cells,
-                         KvCache& cache, ForwardContext& ctx, std::span<float> logits) {
+// The same layer with a mixture of experts for its FFN (Qwen-MoE, OLMoE,
+// GPT-OSS); the family names the FFN's norm (GPT-OSS: post_attention_norm).
+struct PreNormMoeLayer {
+  std::vector<float> attn_norm;
+  AttentionWeights attn;
+  std::vector<float> ffn_norm;
+  MoeWeights moe;
+
+  void visit(TensorVisitor& v, const ModelHParams& hp, int64_t il, AttentionTensors attention,
+             MoeTensors experts, std::string_view ffn_norm_name = "ffn_norm.weight") {
+    v.vector(attn_norm, layer_tensor_name(il, "attn_norm.weight"), hp.n_embd, TensorKind::norm);
+    attn.visit(v, hp, il, attention);
+    v.vector(ffn_norm, layer_tensor_name(il, ffn_norm_name), hp.n_embd, TensorKind::norm);
+    moe.visit(v, hp, il, experts);
+  }
+
+  void run(const ModelHParams& hp, int64_t il, const LayerStream& s, KvCache& cache,
+           ForwardContext& ctx) const {
+    rms_norm(hp, s.x, attn_norm, s.normed);
+    attention(attn, hp, il, s.pass, cache, ctx, s.normed, s.branch);
+    kernels::add_inplace(s.x, s.branch);
+    rms_norm(hp, s.x, ffn_norm, s.normed);
+    moe_ffn(moe, hp, il, static_cast<int64_t>(s.pass.rows.size()), ctx, s.normed, s.branch);
+    kernels::add_inplace(s.x, s.branch);
+  }
+};
+
+// A pre-norm family's forward: the embedding, every layer (its run() given
+// `layer_args` first: a PreNormLayer's FFN activation), the head. Weights
+// has embedding, rope, layers and head.
+template <class Weights, class... LayerArgs>
+void run_pre_norm_layers(const Weights& w, const ModelHParams& h, std::span<const BatchRow> rows,
+                         std::span<const int32_t> cells, KvCache& cache, ForwardContext& ctx,
+                         std::span<float> logits, LayerArgs... layer_args) {
   const LayerStream s = start_layers(h, rows, cells, ctx, w.embedding, w.rope);
   for (int64_t il = 0; il < h.n_layer; ++il) {
-    w.layers[static_cast<size_t>(il)].run(activation, h, il, s, cache, ctx);
+    w.layers[static_cast<size_t>(il)].run(layer_args..., h, il, s, cache, ctx);
   }
   w.head.apply(h, rows, s.x, ctx, logits);
 }
