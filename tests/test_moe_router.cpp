@@ -200,6 +200,18 @@ TEST(MoeRouter, ExpertCountsAreChecked) {
               w.set("qwen3moe.expert_count", gguf::Value(uint32_t{8}));
             }).find("blk.0.ffn_gate_inp.weight"),
             std::string::npos);
+  // Grouped routing is read, and checked, for every family with experts.
+  EXPECT_NE(error_with([](gguf::GgufWriter& w) {
+              w.set("qwen3moe.expert_group_count", gguf::Value(uint32_t{3}));
+              w.set("qwen3moe.expert_group_used_count", gguf::Value(uint32_t{1}));
+            }).find("expert_group_count must divide expert_count"),
+            std::string::npos);
+  EXPECT_EQ(error_with([](gguf::GgufWriter& w) {
+              w.set("qwen3moe.expert_group_count", gguf::Value(uint32_t{2}));
+              w.set("qwen3moe.expert_group_used_count", gguf::Value(uint32_t{1}));
+            }),
+            "");
+  EXPECT_EQ(ModelHParams::from_gguf(gguf::GgufFile::open(dir / "b.gguf")).router.n_groups, 2);
   EXPECT_EQ(error_with([](gguf::GgufWriter&) {}), "");
 }
 

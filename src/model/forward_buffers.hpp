@@ -32,7 +32,8 @@ struct ForwardBuffers {
   // and the slots that chose the expert at hand.
   std::vector<float> moe_scores, moe_weights, moe_slots, moe_in, moe_out;
   std::vector<int32_t> moe_chosen, moe_members;
-  // A decode row's experts' products and their inputs (moe.cpp).
+  // A decode row's products that each read their own input: its experts'
+  // (moe.cpp), latent attention's per-head matrices (latent_attention.cpp).
   std::vector<kernels::MatmulOutput> moe_products;
   std::vector<std::span<const float>> moe_inputs;
   // Per RoPE table (global, local): [rows][rope dims], cos/sin per row's position.

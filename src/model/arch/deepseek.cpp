@@ -125,9 +125,10 @@ class DeepseekModel final : public FamilyModel<DeepseekWeights> {
   }
 };
 
-// What both read: the dense lead, the experts' width (required), the shared
-// experts as one FFN of expert_shared_count experts' width, the weights' scale.
-void read_deepseek_experts(const HParamReader& keys, ModelHParams& hp) {
+// What all three read (deepseek reads nothing more): the dense lead, the
+// experts' width (required), the shared experts as one FFN of
+// expert_shared_count experts' width, the weights' scale.
+void read_deepseek(const HParamReader& keys, ModelHParams& hp) {
   keys.require("attention.layer_norm_rms_epsilon");
   keys.require("expert_feed_forward_length");
   hp.n_layer_dense_lead = keys.uint_or("leading_dense_block_count", 0);
@@ -136,10 +137,6 @@ void read_deepseek_experts(const HParamReader& keys, ModelHParams& hp) {
   if (n_shared <= 0) keys.invalid("expert_shared_count must be positive");
   hp.n_ff_shared_expert = hp.n_ff_expert * n_shared;
   hp.router.scale = keys.float_or("expert_weights_scale", 0.0f);
-}
-
-void read_deepseek(const HParamReader& keys, ModelHParams& hp) {
-  read_deepseek_experts(keys, hp);
 }
 
 // llama.cpp's expert_gating_func: 1 softmax, 2 sigmoid; 0 (absent) is
@@ -153,49 +150,28 @@ RouterGating read_gating(const HParamReader& keys, bool absent_is_softmax) {
                " is not supported (1 softmax, 2 sigmoid)");
 }
 
-// Grouped top-k as llama.cpp checks it: fewer groups than experts, and
-// with more than one group, equal groups of which some but not all are used.
-void read_expert_groups(const HParamReader& keys, ModelHParams& hp) {
-  RouterSpec& r = hp.router;
-  r.n_groups = keys.uint_or("expert_group_count", 0);
-  r.n_groups_used = keys.uint_or("expert_group_used_count", 0);
-  if (r.n_groups >= hp.n_expert) keys.invalid("expert_group_count must be below expert_count");
-  if (r.n_groups > 1 &&
-      (hp.n_expert % r.n_groups != 0 || r.n_groups_used <= 0 || r.n_groups_used >= r.n_groups)) {
-    keys.invalid(
-        "expert_group_count must divide expert_count, and 0 < expert_group_used_count "
-        "< expert_group_count");
-  }
-}
-
 // The score scale of llama.cpp's deepseek2 graph: YaRN's mscale (with the
 // file's yarn_log_multiplier, which its converter wrote times 0.1) squared,
-// over sqrt of a head's query width. Also the RoPE's attn_factor, which
-// llama.cpp's context resolves for deepseek2 with mscale = mscale_all_dim.
+// over sqrt of a head's query width. With a log multiplier, llama.cpp's
+// context also resolves deepseek2's mscale to mscale_all_dim, so their
+// ratio in the RoPE's attn_factor is 1 (read_rope's is not).
 void set_deepseek2_scales(const HParamReader& keys, ModelHParams& hp, int64_t head_qk) {
   const float log_mul = keys.float_or("rope.scaling.yarn_log_multiplier", 0.0f) / 0.1f;
   RopeHParams& rope = hp.rope;
-  const float factor = 1.0f / rope.freq_scale;
-  if (rope.ext_factor != 0.0f) {
-    const auto mscale = [](float scale, float m) {
-      return scale <= 1.0f ? 1.0f : 0.1f * m * std::log(scale) + 1.0f;
-    };
-    const float m = log_mul != 0.0f && log_mul != 1.0f ? log_mul : 1.0f;
+  const float log_factor = std::log(1.0f / rope.freq_scale);
+  if (rope.ext_factor != 0.0f && log_mul != 0.0f) {
     rope.attn_factor =
-        log_mul != 0.0f ? mscale(factor, m) / mscale(factor, log_mul) : mscale(factor, 1.0f);
-    rope.attn_factor *= 1.0f / (1.0f + 0.1f * std::log(factor));
-    rope.attn_factor *= keys.float_or("rope.scaling.attn_factor", 1.0f);
+        1.0f / (1.0f + 0.1f * log_factor) * keys.float_or("rope.scaling.attn_factor", 1.0f);
   }
-  const float attn_factor_org = rope.attn_factor * (1.0f + 0.1f * std::log(factor));
-  const float mscale = attn_factor_org * (1.0f + 0.1f * log_mul * std::log(factor));
+  const float attn_factor_org = rope.attn_factor * (1.0f + 0.1f * log_factor);
+  const float mscale = attn_factor_org * (1.0f + 0.1f * log_mul * log_factor);
   hp.attention_scale = mscale * mscale / std::sqrt(static_cast<float>(head_qk));
 }
 
 void read_deepseek2(const HParamReader& keys, ModelHParams& hp) {
-  read_deepseek_experts(keys, hp);
+  read_deepseek(keys, hp);
   hp.router.gating = read_gating(keys, /*absent_is_softmax=*/true);
   hp.router.normalize = keys.bool_or("expert_weights_norm", false);
-  read_expert_groups(keys, hp);
   if (keys.uint_or("nextn_predict_layers", 0) != 0) {
     keys.invalid(keys.key("nextn_predict_layers") +
                  ": multi-token-prediction layers (DeepSeek V3, GLM) are not supported yet");
@@ -238,10 +214,9 @@ void read_deepseek2(const HParamReader& keys, ModelHParams& hp) {
 }
 
 void read_dots1(const HParamReader& keys, ModelHParams& hp) {
-  read_deepseek_experts(keys, hp);
+  read_deepseek(keys, hp);
   hp.router.gating = read_gating(keys, /*absent_is_softmax=*/false);
   hp.router.normalize = keys.bool_or("expert_weights_norm", false);
-  read_expert_groups(keys, hp);
   // llama.cpp's dots1 graph: heads rope.dimension_count wide, keys and
   // values, scores scaled by 1/sqrt(head size).
   if (hp.head_dim_k != hp.head_dim_v || hp.rope.n_dims != hp.head_dim_k) {

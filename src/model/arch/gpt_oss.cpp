@@ -70,7 +70,7 @@ void read_gpt_oss(const HParamReader& keys, ModelHParams& hp) {
   }
   read_expert_hparams(keys, hp, /*width_key=*/true, /*shared_expert=*/false);
   // llama.cpp never reads expert_weights_scale for gpt-oss: no scaling.
-  hp.router = {.gating = RouterGating::softmax_weight};
+  hp.router.gating = RouterGating::softmax_weight;
   // llama.cpp sizes every head by rope.dimension_count and scales the
   // scores by its root, whatever attention.scale says.
   for (const LayerSpec& layer : hp.layers) {

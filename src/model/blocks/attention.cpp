@@ -316,22 +316,22 @@ void attend(const ModelHParams& hp, const LayerSpec& layer, int64_t il, const At
       }
       const int32_t seq = pass.rows[begin].seq;
       const int64_t parts = end - begin == 1 ? lone_row_parts : 1;
-      for (size_t kh = 0; kh < n_kv_heads && parts > 1; ++kh) {
+      for (size_t kh = 0; kh < n_kv_heads; ++kh) {
         for (int64_t part = 0; part < parts; ++part, ++unit) {
           if (unit % static_cast<size_t>(threads) != static_cast<size_t>(thread)) continue;
-          attend_head_range(q.subspan(begin * qw, qw), kv_start[0], n_kv[0], cache.keys(il, seq),
-                            cache.values(il, seq), shape, static_cast<int64_t>(kh),
-                            group * part / parts, group * (part + 1) / parts,
-                            out.subspan(begin * ow, ow), scratch);
+          if (parts > 1) {
+            attend_head_range(q.subspan(begin * qw, qw), kv_start[0], n_kv[0], cache.keys(il, seq),
+                              cache.values(il, seq), shape, static_cast<int64_t>(kh),
+                              group * part / parts, group * (part + 1) / parts,
+                              out.subspan(begin * ow, ow), scratch);
+            continue;
+          }
+          kernels::attention_rows(
+              q.subspan(begin * qw, (end - begin) * qw), std::span(kv_start).first(end - begin),
+              std::span(n_kv).first(end - begin), cache.keys(il, seq), cache.values(il, seq), shape,
+              out.subspan(begin * ow, (end - begin) * ow), scratch, static_cast<int64_t>(kh),
+              static_cast<int64_t>(kh) + 1);
         }
-      }
-      for (size_t kh = 0; kh < n_kv_heads && parts == 1; ++kh, ++unit) {
-        if (unit % static_cast<size_t>(threads) != static_cast<size_t>(thread)) continue;
-        kernels::attention_rows(
-            q.subspan(begin * qw, (end - begin) * qw), std::span(kv_start).first(end - begin),
-            std::span(n_kv).first(end - begin), cache.keys(il, seq), cache.values(il, seq), shape,
-            out.subspan(begin * ow, (end - begin) * ow), scratch, static_cast<int64_t>(kh),
-            static_cast<int64_t>(kh) + 1);
       }
       begin = end;
     }

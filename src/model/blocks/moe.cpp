@@ -95,13 +95,14 @@ void members_of(std::span<const int32_t> chosen, int32_t e, std::vector<int32_t>
   }
 }
 
-// An expert's activation in place: silu(gate) * up into gate, or
-// silu(up) for a gateless expert; returns the span holding it.
 // Expert e's row of a [n_expert][n] bias table, or nothing.
 std::span<const float> expert_bias(const std::vector<float>& table, size_t e, size_t n) {
   if (table.empty()) return {};
   return std::span(table).subspan(e * n, n);
 }
+
+// An expert's activation in place: act(gate, up) into gate, or silu(up)
+// for a gateless expert; returns the span holding it.
 
 std::span<float> expert_activation(const MoeWeights& w, size_t e, std::span<float> gate,
                                    std::span<float> up, size_t n_ff) {
@@ -270,6 +271,19 @@ void read_expert_hparams(const HParamReader& keys, ModelHParams& hp, bool width_
     hp.n_ff_shared_expert = keys.uint_or("expert_shared_feed_forward_length", 0);
     if (hp.n_ff_shared_expert == 0) hp.n_ff_shared_expert = hp.n_ff;
   }
+  // Grouped top-k, which llama.cpp reads and checks for every family with
+  // experts: fewer groups than experts, and with more than one group, equal
+  // groups of which some but not all are used.
+  RouterSpec& r = hp.router;
+  r.n_groups = keys.uint_or("expert_group_count", 0);
+  r.n_groups_used = keys.uint_or("expert_group_used_count", 0);
+  if (r.n_groups >= hp.n_expert) keys.invalid("expert_group_count must be below expert_count");
+  if (r.n_groups > 1 &&
+      (hp.n_expert % r.n_groups != 0 || r.n_groups_used <= 0 || r.n_groups_used >= r.n_groups)) {
+    keys.invalid(
+        "expert_group_count must divide expert_count, and 0 < expert_group_used_count "
+        "< expert_group_count");
+  }
 }
 
 void MoeWeights::visit(TensorVisitor& v, const ModelHParams& hp, int64_t layer, MoeTensors extra) {
@@ -374,7 +388,7 @@ void moe_ffn(const MoeWeights& w, const ModelHParams& hp, int64_t layer, int64_t
     float* o = out.data() + r * n_embd;
     const float* s = shared.data() + r * n_embd;
     if (w.shared_expert == SharedExpert::always) {
-      for (size_t c = 0; c < n_embd; ++c) o[c] += s[c];
+      kernels::add_inplace({o, n_embd}, {s, n_embd});
       continue;
     }
     const float gate = shared_expert_gate(

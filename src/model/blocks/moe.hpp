@@ -93,7 +93,8 @@ struct MoeWeights {
 // the expert width: ARCH.expert_feed_forward_length, or n_ff / n_used when
 // absent or 0 (Qwen-MoE), or n_ff itself when `width_key` is false (OLMoE,
 // Mixtral); with `shared_expert`, ARCH.expert_shared_feed_forward_length
-// (default n_ff).
+// (default n_ff); and the router's groups (ARCH.expert_group_count,
+// expert_group_used_count), which llama.cpp honours in every family.
 void read_expert_hparams(const HParamReader& keys, ModelHParams& hp, bool width_key,
                          bool shared_expert);
 
