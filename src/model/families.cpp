@@ -37,6 +37,7 @@ constexpr const Family* kFamilies[] = {
     &kNanbeigeFamily,       // nanbeige.cpp
     &kCodeShellFamily,      // starcoder2.cpp
     &kPhi3Family,           // phi3.cpp
+    &kPhiMoeFamily,         // phi3.cpp
     &kPhi2Family,           // phi2.cpp
     &kStableLmFamily,       // stablelm.cpp
     &kCommandRFamily,       // command_r.cpp
@@ -61,6 +62,7 @@ constexpr const Family* kFamilies[] = {
     &kOpenElmFamily,        // openelm.cpp
     &kQwen2VlFamily,        // qwen_vl.cpp
     &kQwen3VlFamily,        // qwen_vl.cpp
+    &kQwen3VlMoeFamily,     // qwen_vl.cpp
     &kDeciFamily,           // deci.cpp
     &kMiniCpm3Family,       // minicpm3.cpp
     &kErnie45Family,        // ernie4_5.cpp
@@ -73,6 +75,8 @@ constexpr const Family* kFamilies[] = {
     &kQwen2MoeFamily,       // moe_decoders.cpp
     &kQwen3MoeFamily,       // moe_decoders.cpp
     &kOlmoeFamily,          // moe_decoders.cpp
+    &kErnie45MoeFamily,     // moe_decoders.cpp
+    &kHunyuanMoeFamily,     // moe_decoders.cpp
     &kDeepseekFamily,       // deepseek.cpp
     &kDeepseek2Family,      // deepseek.cpp
     &kDots1Family,          // deepseek.cpp

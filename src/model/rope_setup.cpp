@@ -58,11 +58,12 @@ void RopeTables::visit(TensorVisitor& v, const ModelHParams& hp, bool required) 
   v.vector(global.factors, "rope_freqs.weight", hp.rope.n_dims / 2, TensorKind::norm, required);
 }
 
-void RopeTables::visit_longrope(TensorVisitor& v, const ModelHParams& hp) {
+void RopeTables::visit_longrope(TensorVisitor& v, const ModelHParams& hp, int64_t n_factors) {
   longrope_ = true;
-  v.vector(long_factors_, "rope_factors_long.weight", hp.rope.n_dims / 2, TensorKind::norm,
+  if (n_factors == 0) n_factors = hp.rope.n_dims / 2;
+  v.vector(long_factors_, "rope_factors_long.weight", n_factors, TensorKind::norm,
            /*required=*/false);
-  v.vector(short_factors_, "rope_factors_short.weight", hp.rope.n_dims / 2, TensorKind::norm,
+  v.vector(short_factors_, "rope_factors_short.weight", n_factors, TensorKind::norm,
            /*required=*/false);
 }
 

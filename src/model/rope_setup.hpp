@@ -39,8 +39,10 @@ class RopeTables {
   // (both optional), of which setup() gives the global table the long ones
   // when the model runs with more positions per sequence than it was first
   // trained for (hp.n_ctx_seq > rope.scaling.original_context_length), else
-  // the short ones, as llama.cpp's get_rope_factors chooses.
-  void visit_longrope(TensorVisitor& v, const ModelHParams& hp);
+  // the short ones, as llama.cpp's get_rope_factors chooses. Each holds
+  // n_factors values (0: rope.dimension_count / 2; PhiMoE's loader wants
+  // half a head, of which RoPE reads the first dimension_count / 2).
+  void visit_longrope(TensorVisitor& v, const ModelHParams& hp, int64_t n_factors = 0);
   // Fills the parameters of the tables the layers use; after visit().
   void setup(const ModelHParams& hp);
   // The cos/sin of every row's position, for each table in use.

@@ -15,6 +15,8 @@ extern const Family kQwen3Family;
 extern const Family kQwen2MoeFamily;
 extern const Family kQwen3MoeFamily;
 extern const Family kOlmoeFamily;
+extern const Family kErnie45MoeFamily;
+extern const Family kHunyuanMoeFamily;
 
 // deepseek.cpp
 extern const Family kDeepseekFamily;
@@ -61,6 +63,7 @@ extern const Family kNanbeigeFamily;
 
 // phi3.cpp
 extern const Family kPhi3Family;
+extern const Family kPhiMoeFamily;
 
 // phi2.cpp
 extern const Family kPhi2Family;
@@ -115,6 +118,7 @@ extern const Family kOpenElmFamily;
 // qwen_vl.cpp
 extern const Family kQwen2VlFamily;
 extern const Family kQwen3VlFamily;
+extern const Family kQwen3VlMoeFamily;
 
 // deci.cpp
 extern const Family kDeciFamily;

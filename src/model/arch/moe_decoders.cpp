@@ -1,6 +1,7 @@
 // Pre-norm decoders whose feed-forward is a mixture of experts
-// (blocks/moe.hpp): Qwen1.5/Qwen2-MoE (`qwen2moe`), Qwen3-MoE (`qwen3moe`)
-// and AI2's OLMoE (`olmoe`).
+// (blocks/moe.hpp): Qwen1.5/Qwen2-MoE (`qwen2moe`), Qwen3-MoE (`qwen3moe`),
+// AI2's OLMoE (`olmoe`), Baidu's ERNIE 4.5 MoE (`ernie4_5-moe`) and
+// Tencent's Hunyuan-A13B (`hunyuan-moe`).
 //
 //   x = token_embd[token]
 //   for each layer:
@@ -14,8 +15,22 @@
 //           the experts' scales (ffn_*_exps.scale) applied; output may be tied.
 // olmoe:    RMS norms over the whole Q and K projections (Q/K/V without
 //           biases or scales); weights not renormalized; experts n_ff wide.
+// ernie4_5-moe: RoPE on adjacent pairs over the whole head; the first
+//           leading_dense_block_count layers dense; the chosen weights
+//           renormalized, chosen with the optional correction bias
+//           exp_probs_b; a shared expert (expert_shared_feed_forward_length
+//           wide) always on when that key is positive; the experts' gate
+//           optional (silu(up) without it). attn_output.bias is read and,
+//           as in llama.cpp's graph, not added.
+// hunyuan-moe: per-head RMS norms on Q and K after RoPE (as hunyuan-dense);
+//           experts n_ff wide (llama.cpp requires expert_feed_forward_length
+//           and shapes the experts by n_ff); weights renormalized; a shared
+//           expert always on, expert_shared_feed_forward_length (or n_ff)
+//           wide.
+// llama.cpp reads no expert_weights_scale for these: no routing scale.
 #include <memory>
 
+#include "base/strings.hpp"
 #include "model/arch/arch.hpp"
 #include "model/arch/family_support.hpp"
 #include "model/arch/pre_norm_layer.hpp"
@@ -31,10 +46,50 @@ namespace cortiq {
 
 namespace {
 
-enum class Kind { qwen2moe, qwen3moe, olmoe };
+enum class Kind { qwen2moe, qwen3moe, olmoe, ernie, hunyuan };
 
 Kind kind_of(std::string_view arch) {
-  return arch == "qwen2moe" ? Kind::qwen2moe : arch == "qwen3moe" ? Kind::qwen3moe : Kind::olmoe;
+  if (arch == "qwen2moe") return Kind::qwen2moe;
+  if (arch == "qwen3moe") return Kind::qwen3moe;
+  if (arch == "ernie4_5-moe") return Kind::ernie;
+  if (arch == "hunyuan-moe") return Kind::hunyuan;
+  return Kind::olmoe;
+}
+
+AttentionTensors attention_tensors(Kind kind) {
+  switch (kind) {
+    case Kind::qwen2moe:
+    case Kind::ernie:
+      return {};
+    case Kind::qwen3moe:
+      return {.qk_norm = QkNorm::required};
+    case Kind::olmoe:
+      return {.qk_norm = QkNorm::required,
+              .qk_norm_whole = true,
+              .qkv_biases_and_scales_applied = false};
+    case Kind::hunyuan:
+      return {.qk_norm = QkNorm::required, .qk_norm_after_rope = true};
+  }
+  return {};
+}
+
+MoeTensors expert_tensors(Kind kind, const ModelHParams& hp) {
+  switch (kind) {
+    case Kind::qwen2moe:
+      return {.shared_expert = SharedExpert::gated};
+    case Kind::qwen3moe:
+      return {.scales_applied = true};
+    case Kind::olmoe:
+      return {};
+    case Kind::ernie:
+      return {
+          .gate_optional = true,
+          .shared_expert = hp.n_ff_shared_expert > 0 ? SharedExpert::always : SharedExpert::none,
+          .selection_bias = true};
+    case Kind::hunyuan:
+      return {.shared_expert = SharedExpert::always};
+  }
+  return {};
 }
 
 struct MoeDecoderWeights {
@@ -46,16 +101,13 @@ struct MoeDecoderWeights {
   void visit(TensorVisitor& v, const ModelHParams& hp) {
     const Kind kind = kind_of(hp.arch);
     embedding.visit(v, hp);
-    head.visit(v, hp, embedding,
-               kind == Kind::qwen3moe ? OutputMatrix::own_or_tied : OutputMatrix::own);
+    const bool tied = kind == Kind::qwen3moe || kind == Kind::ernie || kind == Kind::hunyuan;
+    head.visit(v, hp, embedding, tied ? OutputMatrix::own_or_tied : OutputMatrix::own);
     for (int64_t il = 0; il < hp.n_layer; ++il) {
-      layers.emplace_back().visit(
-          v, hp, il,
-          {.qk_norm = kind == Kind::qwen2moe ? QkNorm::none : QkNorm::required,
-           .qk_norm_whole = kind == Kind::olmoe,
-           .qkv_biases_and_scales_applied = kind != Kind::olmoe},
-          {.scales_applied = kind == Kind::qwen3moe,
-           .shared_expert = kind == Kind::qwen2moe ? SharedExpert::gated : SharedExpert::none});
+      layers.emplace_back().visit(v, hp, il, attention_tensors(kind), expert_tensors(kind, hp));
+      if (kind == Kind::ernie) {
+        v.without_effect(layer_tensor_name(il, "attn_output.bias"), hp.n_embd, TensorKind::bias);
+      }
     }
   }
 };
@@ -80,6 +132,40 @@ void read_qwen_moe(const HParamReader& keys, ModelHParams& hp) {
 void read_olmoe(const HParamReader& keys, ModelHParams& hp) {
   keys.require("attention.layer_norm_rms_epsilon");
   read_expert_hparams(keys, hp, /*width_key=*/false, /*shared_expert=*/false);
+}
+
+void read_ernie_moe(const HParamReader& keys, ModelHParams& hp) {
+  read_whole_rotation_hparams(keys, hp);
+  keys.require("expert_feed_forward_length");
+  read_expert_hparams(keys, hp, /*width_key=*/true, /*shared_expert=*/false);
+  hp.n_ff_shared_expert = keys.uint_or("expert_shared_feed_forward_length", 0);
+  hp.n_layer_dense_lead = keys.uint_or("leading_dense_block_count", 0);
+  if (hp.n_layer_dense_lead > hp.n_layer) keys.invalid("leading_dense_block_count > block_count");
+  // llama.cpp's loader gives every layer from the dense lead on experts,
+  // its graph only those with (layer + 1) % step == 0: they agree (ERNIE
+  // 4.5's checkpoints have a step of 1) when every such layer is both.
+  const int64_t step = keys.required_uint("interleave_moe_layer_step");
+  if (step <= 0) keys.invalid("interleave_moe_layer_step must be positive");
+  for (int64_t il = hp.n_layer_dense_lead; il < hp.n_layer; ++il) {
+    if ((il + 1) % step != 0) {
+      keys.invalid(
+          strfmt("interleave_moe_layer_step %lld leaves layer %lld without experts, "
+                 "which llama.cpp's loader gives it",
+                 static_cast<long long>(step), static_cast<long long>(il)));
+    }
+  }
+  hp.router.normalize = true;
+}
+
+void read_hunyuan_moe(const HParamReader& keys, ModelHParams& hp) {
+  keys.require("attention.layer_norm_rms_epsilon");
+  keys.require("expert_feed_forward_length");
+  if (hp.rope.n_dims != hp.head_dim_k || hp.head_dim_v != hp.head_dim_k) {
+    keys.invalid("hunyuan-moe needs rope.dimension_count = key_length = value_length");
+  }
+  hp.attention_scale = 0.0f;
+  read_expert_hparams(keys, hp, /*width_key=*/false, /*shared_expert=*/true);
+  hp.router.normalize = true;
 }
 
 // gen-model: four experts, two of them per token, each expert n_ff wide
@@ -108,6 +194,17 @@ void write_olmoe(const ModelGeometry& g, std::vector<gguf::KeyValue>& keys) {
   write_expert_keys(g, "olmoe", false, false, keys);
 }
 
+// ERNIE 4.5 MoE's shape: the first layer dense, a shared expert.
+void write_ernie_moe(const ModelGeometry& g, std::vector<gguf::KeyValue>& keys) {
+  write_expert_keys(g, "ernie4_5-moe", true, true, keys);
+  keys.push_back({"ernie4_5-moe.interleave_moe_layer_step", u32_value(1)});
+  keys.push_back({"ernie4_5-moe.leading_dense_block_count", u32_value(1)});
+}
+
+void write_hunyuan_moe(const ModelGeometry& g, std::vector<gguf::KeyValue>& keys) {
+  write_expert_keys(g, "hunyuan-moe", true, true, keys);
+}
+
 constexpr std::string_view kQwen2MoeOptional[] = {"attn_q.bias", "attn_k.bias", "attn_v.bias"};
 
 }  // namespace
@@ -133,5 +230,18 @@ const Family kOlmoeFamily{.arch = "olmoe",
                           .tensors = tensors_of<MoeDecoderWeights>,
                           .write_hparams = write_olmoe,
                           .fixed_head_dim = true};
+
+const Family kErnie45MoeFamily{.arch = "ernie4_5-moe",
+                               .neox_rope = false,
+                               .make = make_model<MoeDecoderModel>,
+                               .read_hparams = read_ernie_moe,
+                               .tensors = tensors_of<MoeDecoderWeights>,
+                               .write_hparams = write_ernie_moe};
+const Family kHunyuanMoeFamily{.arch = "hunyuan-moe",
+                               .neox_rope = true,
+                               .make = make_model<MoeDecoderModel>,
+                               .read_hparams = read_hunyuan_moe,
+                               .tensors = tensors_of<MoeDecoderWeights>,
+                               .write_hparams = write_hunyuan_moe};
 
 }  // namespace cortiq

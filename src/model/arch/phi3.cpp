@@ -21,6 +21,13 @@
 // attention.sliding_window is read and, as in llama.cpp (which disabled
 // Phi's windows), has no effect: every layer attends to every position.
 // llama.cpp reads no output bias and no FFN scales for phi3.
+//
+// Phi-3.5-MoE (`phimoe`) runs the same graph with a mixture of experts for
+// the FFN (softmax router, the chosen two renormalized, SwiGLU experts n_ff
+// wide) and biases: every norm is llama.cpp's RMS norm plus a bias (the
+// model's own are layer norms; llama.cpp's graph, which the goldens follow,
+// runs them as RMS norms), attn_output and output carry a bias, the output
+// matrix is its own. Q/K/V come apart (with optional biases) or fused.
 #include <cmath>
 #include <memory>
 
@@ -32,6 +39,8 @@
 #include "model/blocks/attention.hpp"
 #include "model/blocks/embedding.hpp"
 #include "model/blocks/ffn.hpp"
+#include "model/blocks/moe.hpp"
+#include "model/blocks/norm.hpp"
 #include "model/decoder_model.hpp"
 #include "model/rope_setup.hpp"
 #include "model/weights.hpp"
@@ -41,11 +50,16 @@ namespace cortiq {
 namespace {
 
 struct Phi3Layer {
-  std::vector<float> attn_norm;
+  Norm attn_norm;
   AttentionWeights attn;
-  std::vector<float> ffn_norm;
-  FfnWeights ffn;
+  Norm ffn_norm;
+  FfnWeights ffn;  // phi3
+  MoeWeights moe;  // phimoe
 };
+
+bool is_phimoe(const ModelHParams& hp) {
+  return hp.arch == "phimoe";
+}
 
 struct Phi3Weights {
   TokenEmbedding embedding;
@@ -54,18 +68,28 @@ struct Phi3Weights {
   std::vector<Phi3Layer> layers;
 
   void visit(TensorVisitor& v, const ModelHParams& hp) {
+    const bool moe = is_phimoe(hp);
+    const NormKind norm_kind = moe ? NormKind::rms_with_bias : NormKind::rms;
     embedding.visit(v, hp);
-    head.visit(v, hp, embedding);
-    rope.visit_longrope(v, hp);
-    const auto norm = [&](std::vector<float>& w, int64_t il, const char* name) {
-      v.vector(w, layer_tensor_name(il, name), hp.n_embd, TensorKind::norm);
-    };
+    if (moe) {
+      head.visit(v, hp, embedding, OutputMatrix::own, OutputBias::required, norm_kind);
+    } else {
+      head.visit(v, hp, embedding);
+    }
+    rope.visit_longrope(v, hp, moe ? hp.head_dim_k / 2 : 0);
     for (int64_t il = 0; il < hp.n_layer; ++il) {
       Phi3Layer& layer = layers.emplace_back();
-      norm(layer.attn_norm, il, "attn_norm.weight");
-      layer.attn.visit(v, hp, il, {.fused_qkv_written = true});
-      norm(layer.ffn_norm, il, "ffn_norm.weight");
-      layer.ffn.visit(v, hp, il, {.scales_applied = false, .fused_gate_up = true});
+      layer.attn_norm.visit(v, layer_tensor_name(il, "attn_norm"), hp.n_embd, norm_kind,
+                            hp.rms_eps);
+      layer.attn.visit(v, hp, il,
+                       moe ? AttentionTensors{.output_bias_required = true}
+                           : AttentionTensors{.fused_qkv_written = true});
+      layer.ffn_norm.visit(v, layer_tensor_name(il, "ffn_norm"), hp.n_embd, norm_kind, hp.rms_eps);
+      if (moe) {
+        layer.moe.visit(v, hp, il, {});
+      } else {
+        layer.ffn.visit(v, hp, il, {.scales_applied = false, .fused_gate_up = true});
+      }
     }
   }
 };
@@ -82,11 +106,15 @@ class Phi3Model final : public FamilyModel<Phi3Weights> {
     const auto [x, normed, branch, pass] = start_layers(h, rows, cells, ctx, w_.embedding, w_.rope);
     for (int64_t il = 0; il < h.n_layer; ++il) {
       const Phi3Layer& layer = w_.layers[static_cast<size_t>(il)];
-      rms_norm(h, x, layer.attn_norm, normed);
+      layer.attn_norm.apply(x, normed);
       attention(layer.attn, h, il, pass, cache, ctx, normed, branch);
       kernels::add_inplace(x, branch);
-      rms_norm(h, x, layer.ffn_norm, normed);
-      ffn(layer.ffn, FfnActivation::swiglu, h, il, static_cast<int64_t>(n), ctx, normed, branch);
+      layer.ffn_norm.apply(x, normed);
+      if (h.n_expert > 0) {
+        moe_ffn(layer.moe, h, il, static_cast<int64_t>(n), ctx, normed, branch);
+      } else {
+        ffn(layer.ffn, FfnActivation::swiglu, h, il, static_cast<int64_t>(n), ctx, normed, branch);
+      }
       kernels::add_inplace(x, branch);
     }
     w_.head.apply(h, rows, x, ctx, logits);
@@ -97,8 +125,13 @@ void read_phi3(const HParamReader& keys, ModelHParams& hp) {
   // Required, as in llama.cpp.
   keys.require("attention.layer_norm_rms_epsilon");
   if (hp.head_dim_k != hp.head_dim_v) keys.invalid("key and value heads must be as wide");
-  // Read for the record; llama.cpp runs Phi without windows.
-  (void)keys.uint_or("attention.sliding_window", 0);
+  if (is_phimoe(hp)) {
+    read_expert_hparams(keys, hp, /*width_key=*/false, /*shared_expert=*/false);
+    hp.router.normalize = true;
+  } else {
+    // Read for the record; llama.cpp runs Phi without windows.
+    (void)keys.uint_or("attention.sliding_window", 0);
+  }
   // The queries are scaled by 1/sqrt(head size) after RoPE, whatever
   // attention.scale says.
   hp.attention_scale = 0.0f;
@@ -109,9 +142,11 @@ void read_phi3(const HParamReader& keys, ModelHParams& hp) {
 // shorter than the context the goldens run with, so the long factors
 // apply), LongRoPE's attention factor, a window (2047 on Phi-3-mini; here
 // shorter than the golden sequences, to show it changes nothing), and a
-// partial rotary dimension (Phi-4-mini rotates 3/4 of each head).
-void write_phi3(const ModelGeometry& g, std::vector<gguf::KeyValue>& keys) {
-  const std::string p = "phi3.";
+// partial rotary dimension (Phi-4-mini rotates 3/4 of each head). No
+// window for phimoe, whose loader reads none.
+void write_phi_keys(const ModelGeometry& g, std::string_view arch,
+                    std::vector<gguf::KeyValue>& keys) {
+  const std::string p = std::string(arch) + ".";
   // llama.cpp's vocabulary loader gives a model named "phi3" Phi-3's token
   // attributes, failing on a vocabulary without <|endoftext|> (the built-in one).
   keys.push_back({"general.name", gguf::Value(std::string("cortiq-random-p3"))});
@@ -123,12 +158,26 @@ void write_phi3(const ModelGeometry& g, std::vector<gguf::KeyValue>& keys) {
           ? std::sqrt(1.0 + std::log(scale) / std::log(static_cast<double>(orig)))
           : 1.0;
   keys.push_back({p + "rope.scaling.attn_factor", gguf::Value(static_cast<float>(attn_factor))});
-  keys.push_back({p + "attention.sliding_window", u32_value(std::min<int64_t>(g.n_ctx, 16))});
+  if (arch == "phi3") {
+    keys.push_back({p + "attention.sliding_window", u32_value(std::min<int64_t>(g.n_ctx, 16))});
+  }
   int64_t rot = (g.resolved_head_dim() * 3 / 4) & ~int64_t{1};
   if (rot == 0) rot = g.resolved_head_dim();
   for (gguf::KeyValue& kv : keys) {
     if (kv.key == p + "rope.dimension_count") kv.value = u32_value(rot);
   }
+}
+
+void write_phi3(const ModelGeometry& g, std::vector<gguf::KeyValue>& keys) {
+  write_phi_keys(g, "phi3", keys);
+}
+
+// Phi-3.5-MoE's routing in small: four experts, two per token.
+void write_phimoe(const ModelGeometry& g, std::vector<gguf::KeyValue>& keys) {
+  write_phi_keys(g, "phimoe", keys);
+  keys.push_back({"phimoe.expert_count", u32_value(g.n_expert > 0 ? g.n_expert : 4)});
+  keys.push_back(
+      {"phimoe.expert_used_count", u32_value(g.n_expert_used > 0 ? g.n_expert_used : 2)});
 }
 
 }  // namespace
@@ -141,5 +190,13 @@ const Family kPhi3Family{.arch = "phi3",
                          .tensors = tensors_of<Phi3Weights>,
                          .write_hparams = write_phi3,
                          .fixed_head_dim = true};
+
+const Family kPhiMoeFamily{.arch = "phimoe",
+                           .neox_rope = true,
+                           .make = make_model<Phi3Model>,
+                           .read_hparams = read_phi3,
+                           .tensors = tensors_of<Phi3Weights>,
+                           .write_hparams = write_phimoe,
+                           .fixed_head_dim = true};
 
 }  // namespace cortiq

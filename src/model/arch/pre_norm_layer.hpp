@@ -52,28 +52,40 @@ struct PreNormLayer {
 };
 
 // The same layer with a mixture of experts for its FFN (Qwen-MoE, OLMoE,
-// GPT-OSS); the family names the FFN's norm (GPT-OSS: post_attention_norm).
+// GPT-OSS, ERNIE-MoE, Hunyuan-MoE); the family names the FFN's norm
+// (GPT-OSS: post_attention_norm). The first hp.n_layer_dense_lead layers
+// (ARCH.leading_dense_block_count) have a dense SwiGLU FFN n_ff wide instead.
 struct PreNormMoeLayer {
   std::vector<float> attn_norm;
   AttentionWeights attn;
   std::vector<float> ffn_norm;
-  MoeWeights moe;
+  FfnWeights dense;  // the leading dense layers
+  MoeWeights moe;    // the others
 
   void visit(TensorVisitor& v, const ModelHParams& hp, int64_t il, AttentionTensors attention,
              MoeTensors experts, std::string_view ffn_norm_name = "ffn_norm.weight") {
     v.vector(attn_norm, layer_tensor_name(il, "attn_norm.weight"), hp.n_embd, TensorKind::norm);
     attn.visit(v, hp, il, attention);
     v.vector(ffn_norm, layer_tensor_name(il, ffn_norm_name), hp.n_embd, TensorKind::norm);
-    moe.visit(v, hp, il, experts);
+    if (il < hp.n_layer_dense_lead) {
+      dense.visit(v, hp, il, {.scales_applied = false});
+    } else {
+      moe.visit(v, hp, il, experts);
+    }
   }
 
   void run(const ModelHParams& hp, int64_t il, const LayerStream& s, KvCache& cache,
            ForwardContext& ctx) const {
+    const auto n_rows = static_cast<int64_t>(s.pass.rows.size());
     rms_norm(hp, s.x, attn_norm, s.normed);
     attention(attn, hp, il, s.pass, cache, ctx, s.normed, s.branch);
     kernels::add_inplace(s.x, s.branch);
     rms_norm(hp, s.x, ffn_norm, s.normed);
-    moe_ffn(moe, hp, il, static_cast<int64_t>(s.pass.rows.size()), ctx, s.normed, s.branch);
+    if (il < hp.n_layer_dense_lead) {
+      cortiq::ffn(dense, FfnActivation::swiglu, hp, il, n_rows, ctx, s.normed, s.branch);
+    } else {
+      moe_ffn(moe, hp, il, n_rows, ctx, s.normed, s.branch);
+    }
     kernels::add_inplace(s.x, s.branch);
   }
 };

@@ -1,7 +1,7 @@
 // The language models of Alibaba's vision-language Qwen2-VL / Qwen2.5-VL
-// (`qwen2vl`) and Qwen3-VL (`qwen3vl`), for text: Qwen2's and Qwen3's
-// decoders with multimodal RoPE (M-RoPE), whose head pairs are dealt to
-// time, height, width and extra position sections (rope.dimension_sections):
+// (`qwen2vl`), Qwen3-VL (`qwen3vl`) and Qwen3-VL-MoE (`qwen3vlmoe`), for
+// text: Qwen2's, Qwen3's and Qwen3-MoE's decoders with multimodal RoPE (M-RoPE), whose head pairs
+// are dealt to time, height, width and extra position sections (rope.dimension_sections):
 //
 //   x = token_embd[token]
 //   for each layer:
@@ -9,6 +9,7 @@
 //            qwen3vl: q, k = rms_norm(q) * attn_q_norm, rms_norm(k) *
 //            attn_k_norm per head, before RoPE
 //     x += down(silu(gate(h)) * up(h)),  h = rms_norm(x) * ffn_norm
+//          qwen3vlmoe: moe(h), softmax router, renormalized, SwiGLU experts
 //   logits = output(rms_norm(x) * output_norm)    output = token_embd if absent
 //
 // A text token's position is its own in the first three sections and 0 in
@@ -24,6 +25,9 @@
 // qwen2vl: llama.cpp's loader reads no RMS epsilon (it stays 0) and reads
 // output.bias without adding it; attn_q and attn_output are [n_embd, n_embd].
 // qwen3vl: a reranker's classification head (cls.output.weight), as Qwen3's.
+// qwen3vlmoe: no classifier; the experts expert_feed_forward_length (or
+// n_ff / expert_used_count) wide, their scales not applied (llama.cpp's
+// graph passes none).
 #include <memory>
 
 #include "formats/gguf/gguf_file.hpp"
@@ -35,6 +39,7 @@
 #include "model/blocks/classifier.hpp"
 #include "model/blocks/embedding.hpp"
 #include "model/blocks/ffn.hpp"
+#include "model/blocks/moe.hpp"
 #include "model/blocks/norm.hpp"
 #include "model/decoder_model.hpp"
 #include "model/rope_setup.hpp"
@@ -48,7 +53,8 @@ struct QwenVlLayer {
   Norm attn_norm;
   AttentionWeights attn;
   Norm ffn_norm;
-  FfnWeights ffn;
+  FfnWeights ffn;  // qwen2vl, qwen3vl
+  MoeWeights moe;  // qwen3vlmoe
 };
 
 struct QwenVlWeights {
@@ -61,13 +67,13 @@ struct QwenVlWeights {
   // As llama.cpp's load_arch_tensors of each, plus its generic per-tensor
   // scales (which the attention and FFN blocks add).
   void visit(TensorVisitor& v, const ModelHParams& hp) {
-    const bool qwen3 = hp.arch == "qwen3vl";
+    const bool moe = hp.arch == "qwen3vlmoe", qwen3 = hp.arch == "qwen3vl" || moe;
     embedding.visit(v, hp);
     head.visit(v, hp, embedding, OutputMatrix::own_or_tied);
-    if (qwen3) {
+    if (qwen3 && !moe) {
       classifier.visit(v, hp);
       classifier.softmax = true;
-    } else {
+    } else if (!qwen3) {
       v.without_effect("output.bias", hp.n_vocab, TensorKind::bias);
     }
     for (int64_t il = 0; il < hp.n_layer; ++il) {
@@ -77,7 +83,11 @@ struct QwenVlWeights {
       layer.attn.visit(v, hp, il, {.qk_norm = qwen3 ? QkNorm::required : QkNorm::none});
       layer.ffn_norm.visit(v, layer_tensor_name(il, "ffn_norm"), hp.n_embd, NormKind::rms,
                            hp.rms_eps);
-      layer.ffn.visit(v, hp, il, {.scales_applied = false});
+      if (moe) {
+        layer.moe.visit(v, hp, il, {});
+      } else {
+        layer.ffn.visit(v, hp, il, {.scales_applied = false});
+      }
     }
   }
 };
@@ -102,7 +112,11 @@ class QwenVlModel final : public FamilyModel<QwenVlWeights> {
       attention(layer.attn, h, il, pass, cache, ctx, normed, branch);
       kernels::add_inplace(x, branch);
       layer.ffn_norm.apply(x, normed);
-      ffn(layer.ffn, FfnActivation::swiglu, h, il, static_cast<int64_t>(n), ctx, normed, branch);
+      if (h.n_expert > 0) {
+        moe_ffn(layer.moe, h, il, static_cast<int64_t>(n), ctx, normed, branch);
+      } else {
+        ffn(layer.ffn, FfnActivation::swiglu, h, il, static_cast<int64_t>(n), ctx, normed, branch);
+      }
       kernels::add_inplace(x, branch);
     }
     w_.head.apply(h, rows, x, ctx, logits);
@@ -146,6 +160,12 @@ void read_qwen3vl(const HParamReader& keys, ModelHParams& hp) {
   read_sections(keys, hp, /*interleaved=*/true);
 }
 
+void read_qwen3vlmoe(const HParamReader& keys, ModelHParams& hp) {
+  read_qwen3vl(keys, hp);
+  read_expert_hparams(keys, hp, /*width_key=*/true, /*shared_expert=*/false);
+  hp.router.normalize = true;
+}
+
 // The sections of the real checkpoints' 64 pairs ([16, 24, 24, 0] and
 // [24, 20, 20, 0]; `parts` in 32nds of the pairs), in proportion for smaller heads.
 void write_sections(const ModelGeometry& g, const Family& family, std::array<int64_t, 3> parts,
@@ -169,6 +189,17 @@ void write_qwen3vl(const ModelGeometry& g, std::vector<gguf::KeyValue>& keys) {
   keys.push_back({"qwen3vl.n_deepstack_layers", gguf::Value(uint32_t{3})});
 }
 
+// Qwen3-VL-30B-A3B's shape in small: four experts n_ff wide, two per token.
+void write_qwen3vlmoe(const ModelGeometry& g, std::vector<gguf::KeyValue>& keys) {
+  write_sections(g, kQwen3VlMoeFamily, {12, 10, 10}, keys);
+  write_head_size(g, kQwen3VlMoeFamily, keys, /*always=*/true);
+  keys.push_back({"qwen3vlmoe.n_deepstack_layers", gguf::Value(uint32_t{3})});
+  keys.push_back({"qwen3vlmoe.expert_count", u32_value(g.n_expert > 0 ? g.n_expert : 4)});
+  keys.push_back(
+      {"qwen3vlmoe.expert_used_count", u32_value(g.n_expert_used > 0 ? g.n_expert_used : 2)});
+  keys.push_back({"qwen3vlmoe.expert_feed_forward_length", u32_value(g.n_ff)});
+}
+
 constexpr std::string_view kQwen2VlOptional[] = {"attn_q.bias", "attn_k.bias", "attn_v.bias"};
 
 }  // namespace
@@ -187,5 +218,12 @@ const Family kQwen3VlFamily{.arch = "qwen3vl",
                             .read_hparams = read_qwen3vl,
                             .tensors = tensors_of<QwenVlWeights>,
                             .write_hparams = write_qwen3vl};
+
+const Family kQwen3VlMoeFamily{.arch = "qwen3vlmoe",
+                               .neox_rope = true,
+                               .make = make_model<QwenVlModel>,
+                               .read_hparams = read_qwen3vlmoe,
+                               .tensors = tensors_of<QwenVlWeights>,
+                               .write_hparams = write_qwen3vlmoe};
 
 }  // namespace cortiq

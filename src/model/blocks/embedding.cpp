@@ -71,8 +71,10 @@ void copy_output_rows(const ModelHParams& hp, std::span<const BatchRow> rows,
 void OutputHead::visit(TensorVisitor& v, const ModelHParams& hp, const TokenEmbedding& embedding,
                        OutputMatrix matrix, OutputBias bias_kind, NormKind norm_kind,
                        bool norm_bias_required) {
-  norm.visit(v, "output_norm", hp.n_embd, norm_kind,
-             norm_kind == NormKind::rms ? hp.rms_eps : hp.norm_eps, norm_bias_required);
+  norm.visit(
+      v, "output_norm", hp.n_embd, norm_kind,
+      norm_kind == NormKind::rms || norm_kind == NormKind::rms_with_bias ? hp.rms_eps : hp.norm_eps,
+      norm_bias_required);
   if (matrix != OutputMatrix::always_tied) {
     v.matrix(output, "output.weight", hp.n_embd, hp.n_vocab,
              /*required=*/matrix == OutputMatrix::own);
