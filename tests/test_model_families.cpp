@@ -646,6 +646,60 @@ TEST(ModelLoad, FusedGateUpExpertsGiveTheLogitsOfSeparateOnes) {
   EXPECT_NE(error.find("missing tensor blk.0.ffn_gate_exps.weight"), std::string::npos) << error;
 }
 
+// Multi-token-prediction layers (GLM-4.5): block_count counts them after
+// the trunk; their tensors are bound and checked, never run and never
+// cached, so a file without them gives the same bits. llama.cpp reads no
+// scales for them (a file with one is refused), and the families without
+// such layers refuse nextn_predict_layers.
+TEST(ModelLoad, MtpLayersAreCheckedNotRun) {
+  test::TempDir dir;
+  write_random_model(small_model("glm4moe"), dir / "mtp.gguf");
+  const auto with_mtp = Model::load(dir / "mtp.gguf", {});
+  const ModelHParams& hp = with_mtp->decoder().hparams();
+  EXPECT_EQ(hp.n_layer, 2);
+  ASSERT_EQ(hp.mtp_layers.size(), 1u);
+  EXPECT_EQ(with_mtp->decoder().kv_cache_shape(16, 1, KvType::f16).layers.size(), 2u);
+  std::string out;
+  ASSERT_EQ(test::run_cli("inspect " + (dir / "mtp.gguf").string(), &out), 0) << out;
+  EXPECT_NE(out.find("model       glm4moe, 2 layers"), std::string::npos) << out;
+  EXPECT_NE(out.find("mtp            1 multi-token-prediction layer(s) after the trunk: checked, "
+                     "not run"),
+            std::string::npos)
+      << out;
+
+  const gguf::GgufFile file = gguf::GgufFile::open(dir / "mtp.gguf");
+  ASSERT_NE(file.find_tensor("blk.2.nextn.eh_proj.weight"), nullptr);
+  ASSERT_NE(file.find_tensor("blk.2.ffn_gate_exps.weight"), nullptr);
+  gguf::GgufWriter trunk;
+  for (const gguf::KeyValue& kv : file.metadata()) trunk.set(kv.key, kv.value);
+  std::vector<const gguf::TensorInfo*> kept;
+  for (const gguf::TensorInfo& t : file.tensors()) {
+    if (t.name.starts_with("blk.2.")) continue;
+    trunk.add_tensor(t.name, t.type, t.shape);
+    kept.push_back(&t);
+  }
+  trunk.begin(dir / "trunk.gguf");
+  for (const gguf::TensorInfo* t : kept) trunk.write_tensor_data(t->data);
+  trunk.finish();
+  const std::vector<TokenId> ids = {1, 5, 9, 13, 17, 21, 25};
+  EXPECT_EQ(Session(with_mtp).evaluate(ids, 3),
+            Session(Model::load(dir / "trunk.gguf", {})).evaluate(ids, 3));
+
+  rewrite(dir / "mtp.gguf", dir / "scaled.gguf", "", {"blk.2.attn_q.scale", {1}});
+  std::string error = load_error(dir / "scaled.gguf");
+  EXPECT_NE(error.find("tensor blk.2.attn_q.scale is not used"), std::string::npos) << error;
+
+  write_random_model(small_model("qwen3moe"), dir / "qwen3moe.gguf");
+  rewrite(dir / "qwen3moe.gguf", dir / "nextn.gguf", "", {}, [](gguf::GgufWriter& w) {
+    w.set("qwen3moe.nextn_predict_layers", gguf::Value(uint32_t{1}));
+  });
+  error = load_error(dir / "nextn.gguf");
+  EXPECT_NE(error.find("qwen3moe.nextn_predict_layers 1: multi-token-prediction layers are not "
+                       "supported for qwen3moe"),
+            std::string::npos)
+      << error;
+}
+
 TEST(LayerSpecs, InspectShowsEachLayersDescriptionAndTheKvMemory) {
   test::TempDir dir;
   RandomModelOptions o = small_model("gemma2");

@@ -349,6 +349,10 @@ std::string model_text(const gguf::GgufFile& file) {
     out += strfmt("  %-14s %s, %s, %s, %s\n", layers.c_str(), heads.c_str(), ffn.c_str(),
                   window.c_str(), position.c_str());
   }
+  if (!hp.mtp_layers.empty()) {
+    out += strfmt("  %-14s %zu multi-token-prediction layer(s) after the trunk: checked, not run\n",
+                  "mtp", hp.mtp_layers.size());
+  }
   out += kv_cache_text(hp);
   return out;
 }

@@ -81,6 +81,7 @@ constexpr const Family* kFamilies[] = {
     &kDeepseek2Family,      // deepseek.cpp
     &kDots1Family,          // deepseek.cpp
     &kGptOssFamily,         // gpt_oss.cpp
+    &kGlm4MoeFamily,        // glm4_moe.cpp
 };
 
 }  // namespace

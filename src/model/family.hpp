@@ -46,6 +46,11 @@ struct Family {
   // attention), attention.head_count_kv 0 (a linear map in its place) or
   // feed_forward_length 0 (no FFN). Otherwise every size must be positive.
   bool layers_may_lack_parts = false;
+  // Files may end in multi-token-prediction layers (ARCH.nextn_predict_layers
+  // of the block_count layers, GLM-4.5's): the family binds and checks their
+  // tensors (ModelHParams::mtp_layers) and, as llama.cpp without an MTP
+  // draft, runs the trunk only. Other families refuse such files.
+  bool mtp_layers = false;
   // A text encoder (BERT): bidirectional attention (attention.causal may be
   // false), no output layer — its forward gives hidden states, never logits.
   bool encoder = false;

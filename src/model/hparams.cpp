@@ -228,6 +228,12 @@ float ModelHParams::kq_scale(const LayerSpec& layer) const {
                                  : 1.0f / std::sqrt(static_cast<float>(layer.head_dim_k));
 }
 
+ModelHParams ModelHParams::with_mtp_layers() const {
+  ModelHParams all = *this;
+  all.layers.insert(all.layers.end(), mtp_layers.begin(), mtp_layers.end());
+  return all;
+}
+
 ModelHParams ModelHParams::from_gguf(const gguf::GgufFile& file) {
   return from_gguf(file, family_of(file));
 }
@@ -239,6 +245,14 @@ ModelHParams ModelHParams::from_gguf(const gguf::GgufFile& file, const Family& f
   const HParamReader keys(file, hp.arch);
   hp.n_embd = keys.required_uint("embedding_length");
   hp.n_layer = keys.required_uint("block_count");
+  // llama.cpp runs block_count - nextn_predict_layers layers; the rest are
+  // multi-token-prediction layers for its MTP draft.
+  const int64_t n_mtp = keys.uint_or("nextn_predict_layers", 0);
+  if (n_mtp > 0 && !family.mtp_layers) {
+    keys.invalid(keys.key("nextn_predict_layers") + " " + std::to_string(n_mtp) +
+                 ": multi-token-prediction layers are not supported for " + hp.arch);
+  }
+  if (n_mtp >= hp.n_layer) keys.invalid("nextn_predict_layers must be below block_count");
   for (const char* key : {"attention.head_count", "feed_forward_length"}) {
     if (!keys.has(key)) throw Error(file.path() + ": missing key " + keys.key(key));
   }
@@ -249,7 +263,8 @@ ModelHParams ModelHParams::from_gguf(const gguf::GgufFile& file, const Family& f
   if (hp.n_embd <= 0 || hp.n_layer <= 0 || hp.n_ctx_train <= 0) {
     keys.invalid("every size must be positive");
   }
-  read_layers(keys, hp, family.layers_may_lack_parts);
+  read_layers(keys, hp, family.layers_may_lack_parts);  // all block_count layers
+  hp.n_layer -= n_mtp;
   if (const gguf::Value* labels = file.find(keys.key("classifier.output_labels"))) {
     const gguf::Array* array = labels->as_array();
     const auto* strings = array != nullptr ? array->as<std::string>() : nullptr;
@@ -282,6 +297,8 @@ ModelHParams ModelHParams::from_gguf(const gguf::GgufFile& file, const Family& f
     keys.invalid(strfmt("pooling_type %lld is not one of 0..4", static_cast<long long>(pooling)));
   hp.pooling_type = static_cast<int32_t>(pooling);
   if (family.read_hparams != nullptr) family.read_hparams(keys, hp);
+  hp.mtp_layers.assign(hp.layers.begin() + hp.n_layer, hp.layers.end());
+  hp.layers.resize(static_cast<size_t>(hp.n_layer));
   if (!hp.causal_attention && !family.encoder) {
     keys.invalid(
         "attention.causal = false (bidirectional attention) is run only by the encoder "

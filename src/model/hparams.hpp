@@ -180,6 +180,10 @@ struct ModelHParams {
   std::vector<std::string> classifier_labels;
 
   std::vector<LayerSpec> layers;  // n_layer entries
+  // The multi-token-prediction layers after the trunk (ARCH.nextn_predict_layers,
+  // Family::mtp_layers): block_count = n_layer + mtp_layers.size(). Their
+  // tensors are checked, not run.
+  std::vector<LayerSpec> mtp_layers;
 
   const LayerSpec& layer(int64_t il) const { return layers[static_cast<size_t>(il)]; }
   int64_t q_width() const { return n_head * head_dim_k; }
@@ -187,6 +191,9 @@ struct ModelHParams {
   int64_t v_width() const { return n_head_kv * head_dim_v; }
   float kq_scale() const;
   float kq_scale(const LayerSpec& layer) const;
+  // A copy whose `layers` go on with the MTP layers (indices n_layer...),
+  // for visiting their tensors with the blocks' visit().
+  ModelHParams with_mtp_layers() const;
 
   // Reads and validates (positive sizes, heads dividing, even rotary dims
   // within the head...); throws cortiq::Error naming the key at fault.

@@ -99,6 +99,43 @@ class TensorSpecCollector final : public TensorVisitor {
   std::vector<TensorSpec> specs_;
 };
 
+// Forwards every tensor to another visitor but the one-element scales
+// (NAME.scale, NAME.input_scale), which it leaves out: llama.cpp reads none
+// for the layers it loads only to skip (multi-token-prediction layers), so
+// a file with them there is refused as with an unknown tensor.
+class ScalelessVisitor final : public TensorVisitor {
+ public:
+  explicit ScalelessVisitor(TensorVisitor& inner) : inner_(inner) {}
+  void matrix(kernels::WeightView& view, const std::string& name, int64_t n_cols, int64_t n_rows,
+              bool required) override {
+    inner_.matrix(view, name, n_cols, n_rows, required);
+  }
+  void router(kernels::WeightView& view, const std::string& name, int64_t n_cols, int64_t n_rows,
+              bool required) override {
+    inner_.router(view, name, n_cols, n_rows, required);
+  }
+  void experts(std::vector<kernels::WeightView>& views, const std::string& name, int64_t n_cols,
+               int64_t n_rows, int64_t n_expert, bool required, int64_t n_parts) override {
+    inner_.experts(views, name, n_cols, n_rows, n_expert, required, n_parts);
+  }
+  void vector(std::vector<float>& values, const std::string& name, int64_t n, TensorKind kind,
+              bool required) override {
+    if (kind != TensorKind::scale) inner_.vector(values, name, n, kind, required);
+  }
+  void table(std::vector<float>& values, const std::string& name, int64_t n_cols, int64_t n_rows,
+             TensorKind kind, bool required) override {
+    inner_.table(values, name, n_cols, n_rows, kind, required);
+  }
+  void scale(float&, const std::string&) override {}
+  void without_effect(const std::string& name, int64_t n, TensorKind kind) override {
+    if (kind != TensorKind::scale) inner_.without_effect(name, n, kind);
+  }
+  bool has(const std::string& name, bool written) override { return inner_.has(name, written); }
+
+ private:
+  TensorVisitor& inner_;
+};
+
 // "blk.N.what"
 std::string layer_tensor_name(int64_t layer, std::string_view what);
 // "blk.N.attn_q.scale" for "blk.N.attn_q.weight": the scale of a matrix.

@@ -17,6 +17,7 @@ extern const Family kQwen3MoeFamily;
 extern const Family kOlmoeFamily;
 extern const Family kErnie45MoeFamily;
 extern const Family kHunyuanMoeFamily;
+extern const Family kGlm4MoeFamily;
 
 // deepseek.cpp
 extern const Family kDeepseekFamily;

@@ -172,10 +172,6 @@ void read_deepseek2(const HParamReader& keys, ModelHParams& hp) {
   read_deepseek(keys, hp);
   hp.router.gating = read_gating(keys, /*absent_is_softmax=*/true);
   hp.router.normalize = keys.bool_or("expert_weights_norm", false);
-  if (keys.uint_or("nextn_predict_layers", 0) != 0) {
-    keys.invalid(keys.key("nextn_predict_layers") +
-                 ": multi-token-prediction layers (DeepSeek V3, GLM) are not supported yet");
-  }
   if (keys.float_or("attention.temperature_scale", 0.0f) != 0.0f) {
     keys.invalid(keys.key("attention.temperature_scale") +
                  " (Mistral Large 3's attention temperature) is not supported yet");

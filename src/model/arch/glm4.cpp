@@ -116,9 +116,6 @@ void read_chatglm(const HParamReader& keys, ModelHParams& hp) {
 
 void read_glm4(const HParamReader& keys, ModelHParams& hp) {
   read_common(keys, hp);
-  if (keys.uint_or("nextn_predict_layers", 0) > 0) {
-    keys.invalid("multi-token prediction layers (nextn_predict_layers) are not supported");
-  }
   // llama.cpp uses M-RoPE when the first two sections are set (GLM-4V):
   // NeoX pairs then, the extra section's pairs unturned for text.
   if (keys.has("rope.dimension_sections")) {

@@ -154,9 +154,6 @@ void read_olmo2(const HParamReader& keys, ModelHParams& hp) {
 
 void read_exaone4(const HParamReader& keys, ModelHParams& hp) {
   read_common(keys, hp);
-  if (keys.uint_or("nextn_predict_layers", 0) > 0) {
-    keys.invalid("multi-token prediction layers (nextn_predict_layers) are not supported");
-  }
   // Only the 64-layer model (EXAONE 4.0 32B) has windows, as llama.cpp decides.
   if (hp.n_layer == 64) {
     hp.sliding_window = keys.uint_or("attention.sliding_window", 4096);

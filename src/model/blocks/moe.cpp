@@ -330,8 +330,9 @@ void MoeWeights::visit(TensorVisitor& v, const ModelHParams& hp, int64_t layer, 
     v.table(up_b, name("ffn_up_exps.bias"), n_ff, n_expert, TensorKind::bias);
     v.table(down_b, name("ffn_down_exps.bias"), hp.n_embd, n_expert, TensorKind::bias);
   }
-  if (extra.selection_bias) {
-    v.vector(selection_bias, name("exp_probs_b.bias"), n_expert, TensorKind::router, false);
+  if (extra.selection_bias || extra.selection_bias_required) {
+    v.vector(selection_bias, name("exp_probs_b.bias"), n_expert, TensorKind::router,
+             extra.selection_bias_required);
   }
   shared_expert = extra.shared_expert;
   if (shared_expert == SharedExpert::gated) {
