@@ -700,6 +700,36 @@ TEST(ModelLoad, MtpLayersAreCheckedNotRun) {
       << error;
 }
 
+// SmallThinker's layers as llama.cpp's loader lays them out: with a window
+// key, every layer but the first of each period sees 4096 positions
+// (whatever the key says) with the local base, and every 4th layer from the
+// first has no RoPE, whatever the period; without one, all full and rotated.
+TEST(LayerSpecs, SmallThinkerWindowsAndUnrotatedLayers) {
+  test::TempDir dir;
+  RandomModelOptions o = small_model("smallthinker");
+  o.geometry.n_layer = 8;
+  write_random_model(o, dir / "st.gguf");
+  const auto layers_of = [&](const std::filesystem::path& path) {
+    std::string out;
+    const ModelHParams hp = ModelHParams::from_gguf(gguf::GgufFile::open(path));
+    for (const LayerSpec& l : hp.layers) {
+      out += l.window == 4096 ? 'w' : l.window == 0 ? 'f' : '?';
+      out += l.rope == RopeSlot::none ? '-' : l.rope == RopeSlot::local ? 'l' : 'g';
+      out += ' ';
+    }
+    return out;
+  };
+  EXPECT_EQ(layers_of(dir / "st.gguf"), "f- wl wl wl f- wl wl wl ");
+  rewrite(dir / "st.gguf", dir / "period3.gguf", "", {}, [](gguf::GgufWriter& w) {
+    w.set("smallthinker.attention.sliding_window", gguf::Value(uint32_t{16}));
+    w.set("smallthinker.attention.sliding_window_pattern", gguf::Value(uint32_t{3}));
+  });
+  EXPECT_EQ(layers_of(dir / "period3.gguf"), "f- wl wl fg w- wl fg wl ");
+  rewrite(dir / "st.gguf", dir / "full.gguf", "", {},
+          [](gguf::GgufWriter& w) { w.remove("smallthinker.attention.sliding_window"); });
+  EXPECT_EQ(layers_of(dir / "full.gguf"), "fg fg fg fg fg fg fg fg ");
+}
+
 TEST(LayerSpecs, InspectShowsEachLayersDescriptionAndTheKvMemory) {
   test::TempDir dir;
   RandomModelOptions o = small_model("gemma2");
@@ -797,8 +827,11 @@ TEST(FamilyBatchInvariance, BoundedWindowsGiveTheLogitsOfAWholeCache) {
     SCOPED_TRACE(std::string(family->arch));
     const test::TestModelSpec spec{.arch = std::string(family->arch)};
     const auto whole = test::load_test_model(spec, 2, KvType::f16);  // chunk 512: kept whole
+    // Windows shorter than the context (SmallThinker's are always 4096).
     const auto& layers = whole->hparams().layers;
-    if (std::none_of(layers.begin(), layers.end(), [](const LayerSpec& l) { return l.window; })) {
+    if (std::none_of(layers.begin(), layers.end(), [&](const LayerSpec& l) {
+          return l.window > 0 && l.window < spec.n_ctx;
+        })) {
       continue;
     }
     ++windowed;

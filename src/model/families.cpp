@@ -77,6 +77,8 @@ constexpr const Family* kFamilies[] = {
     &kOlmoeFamily,          // moe_decoders.cpp
     &kErnie45MoeFamily,     // moe_decoders.cpp
     &kHunyuanMoeFamily,     // moe_decoders.cpp
+    &kMinimaxM2Family,      // moe_decoders.cpp
+    &kSmallThinkerFamily,   // moe_decoders.cpp
     &kDeepseekFamily,       // deepseek.cpp
     &kDeepseek2Family,      // deepseek.cpp
     &kDots1Family,          // deepseek.cpp

@@ -17,6 +17,8 @@ extern const Family kQwen3MoeFamily;
 extern const Family kOlmoeFamily;
 extern const Family kErnie45MoeFamily;
 extern const Family kHunyuanMoeFamily;
+extern const Family kMinimaxM2Family;
+extern const Family kSmallThinkerFamily;
 extern const Family kGlm4MoeFamily;
 
 // deepseek.cpp

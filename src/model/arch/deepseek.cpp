@@ -139,17 +139,6 @@ void read_deepseek(const HParamReader& keys, ModelHParams& hp) {
   hp.router.scale = keys.float_or("expert_weights_scale", 0.0f);
 }
 
-// llama.cpp's expert_gating_func: 1 softmax, 2 sigmoid; 0 (absent) is
-// softmax for deepseek2 (V2 and V2.5 files carry none) and refused for
-// dots1 (llama.cpp's graph aborts on it).
-RouterGating read_gating(const HParamReader& keys, bool absent_is_softmax) {
-  const int64_t gating = keys.uint_or("expert_gating_func", 0);
-  if ((gating == 0 && absent_is_softmax) || gating == 1) return RouterGating::softmax;
-  if (gating == 2) return RouterGating::sigmoid;
-  keys.invalid("expert_gating_func " + std::to_string(gating) +
-               " is not supported (1 softmax, 2 sigmoid)");
-}
-
 // The score scale of llama.cpp's deepseek2 graph: YaRN's mscale (with the
 // file's yarn_log_multiplier, which its converter wrote times 0.1) squared,
 // over sqrt of a head's query width. With a log multiplier, llama.cpp's
@@ -170,7 +159,7 @@ void set_deepseek2_scales(const HParamReader& keys, ModelHParams& hp, int64_t he
 
 void read_deepseek2(const HParamReader& keys, ModelHParams& hp) {
   read_deepseek(keys, hp);
-  hp.router.gating = read_gating(keys, /*absent_is_softmax=*/true);
+  hp.router.gating = read_expert_gating(keys, RouterGating::softmax);
   hp.router.normalize = keys.bool_or("expert_weights_norm", false);
   if (keys.float_or("attention.temperature_scale", 0.0f) != 0.0f) {
     keys.invalid(keys.key("attention.temperature_scale") +
@@ -211,7 +200,7 @@ void read_deepseek2(const HParamReader& keys, ModelHParams& hp) {
 
 void read_dots1(const HParamReader& keys, ModelHParams& hp) {
   read_deepseek(keys, hp);
-  hp.router.gating = read_gating(keys, /*absent_is_softmax=*/false);
+  hp.router.gating = read_expert_gating(keys, std::nullopt);
   hp.router.normalize = keys.bool_or("expert_weights_norm", false);
   // llama.cpp's dots1 graph: heads rope.dimension_count wide, keys and
   // values, scores scaled by 1/sqrt(head size).

@@ -88,15 +88,6 @@ class Glm4MoeModel final : public FamilyModel<Glm4MoeWeights> {
   }
 };
 
-// llama.cpp's expert_gating_func: 0 (absent) is sigmoid for glm4moe.
-RouterGating read_glm4moe_gating(const HParamReader& keys) {
-  const int64_t gating = keys.uint_or("expert_gating_func", 2);
-  if (gating == 1) return RouterGating::softmax;
-  if (gating == 0 || gating == 2) return RouterGating::sigmoid;
-  keys.invalid("expert_gating_func " + std::to_string(gating) +
-               " is not supported (1 softmax, 2 sigmoid)");
-}
-
 void read_glm4moe(const HParamReader& keys, ModelHParams& hp) {
   keys.require("attention.layer_norm_rms_epsilon");
   keys.require("expert_feed_forward_length");
@@ -109,7 +100,7 @@ void read_glm4moe(const HParamReader& keys, ModelHParams& hp) {
   const int64_t n_shared = keys.required_uint("expert_shared_count");
   if (n_shared <= 0) keys.invalid("expert_shared_count must be positive");
   hp.n_ff_shared_expert = hp.n_ff_expert * n_shared;
-  hp.router.gating = read_glm4moe_gating(keys);
+  hp.router.gating = read_expert_gating(keys, RouterGating::sigmoid);
   hp.router.normalize = keys.bool_or("expert_weights_norm", false);
   hp.router.scale = keys.float_or("expert_weights_scale", 0.0f);
   if (keys.has("rope.dimension_sections")) {

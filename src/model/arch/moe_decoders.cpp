@@ -1,7 +1,8 @@
 // Pre-norm decoders whose feed-forward is a mixture of experts
 // (blocks/moe.hpp): Qwen1.5/Qwen2-MoE (`qwen2moe`), Qwen3-MoE (`qwen3moe`),
-// AI2's OLMoE (`olmoe`), Baidu's ERNIE 4.5 MoE (`ernie4_5-moe`) and
-// Tencent's Hunyuan-A13B (`hunyuan-moe`).
+// AI2's OLMoE (`olmoe`), Baidu's ERNIE 4.5 MoE (`ernie4_5-moe`),
+// Tencent's Hunyuan-A13B (`hunyuan-moe`), MiniMax-M2 (`minimax-m2`) and
+// PowerInfer's SmallThinker (`smallthinker`).
 //
 //   x = token_embd[token]
 //   for each layer:
@@ -27,10 +28,27 @@
 //           and shapes the experts by n_ff); weights renormalized; a shared
 //           expert always on, expert_shared_feed_forward_length (or n_ff)
 //           wide.
+// minimax-m2: olmoe's attention (RMS norms over the whole Q and K
+//           projections; Q/K/V biases read, not added) with NeoX RoPE on
+//           part of each head; sigmoid (or softmax) routing as
+//           expert_gating_func says (required), the correction bias
+//           exp_probs_b (required), weights renormalized; experts n_ff wide
+//           (expert_feed_forward_length required, unused); output its own.
+// smallthinker: the router scores the layer's input (before its attention
+//           norm), the experts run on the FFN's normed input with ReGLU
+//           (relu(gate) * up); gating as expert_gating_func says (required),
+//           weights renormalized. With attention.sliding_window set, as
+//           llama.cpp decides: every layer but the first of each
+//           attention.sliding_window_pattern period (default 4) sees a
+//           4096-position window (whatever the key says) rotated with
+//           rope.freq_base_swa, and every 4th layer from the first has no
+//           RoPE; without it every layer is full and rotated.
 // llama.cpp reads no expert_weights_scale for these: no routing scale.
+#include <iterator>
 #include <memory>
 
 #include "base/strings.hpp"
+#include "formats/gguf/gguf_file.hpp"
 #include "model/arch/arch.hpp"
 #include "model/arch/family_support.hpp"
 #include "model/arch/pre_norm_layer.hpp"
@@ -46,13 +64,15 @@ namespace cortiq {
 
 namespace {
 
-enum class Kind { qwen2moe, qwen3moe, olmoe, ernie, hunyuan };
+enum class Kind { qwen2moe, qwen3moe, olmoe, ernie, hunyuan, minimax, smallthinker };
 
 Kind kind_of(std::string_view arch) {
   if (arch == "qwen2moe") return Kind::qwen2moe;
   if (arch == "qwen3moe") return Kind::qwen3moe;
   if (arch == "ernie4_5-moe") return Kind::ernie;
   if (arch == "hunyuan-moe") return Kind::hunyuan;
+  if (arch == "minimax-m2") return Kind::minimax;
+  if (arch == "smallthinker") return Kind::smallthinker;
   return Kind::olmoe;
 }
 
@@ -60,10 +80,12 @@ AttentionTensors attention_tensors(Kind kind) {
   switch (kind) {
     case Kind::qwen2moe:
     case Kind::ernie:
+    case Kind::smallthinker:
       return {};
     case Kind::qwen3moe:
       return {.qk_norm = QkNorm::required};
     case Kind::olmoe:
+    case Kind::minimax:
       return {.qk_norm = QkNorm::required,
               .qk_norm_whole = true,
               .qkv_biases_and_scales_applied = false};
@@ -88,6 +110,10 @@ MoeTensors expert_tensors(Kind kind, const ModelHParams& hp) {
           .selection_bias = true};
     case Kind::hunyuan:
       return {.shared_expert = SharedExpert::always};
+    case Kind::minimax:
+      return {.selection_bias_required = true};
+    case Kind::smallthinker:
+      return {.activation = ExpertActivation::reglu, .router_input = RouterInput::layer_input};
   }
   return {};
 }
@@ -101,7 +127,8 @@ struct MoeDecoderWeights {
   void visit(TensorVisitor& v, const ModelHParams& hp) {
     const Kind kind = kind_of(hp.arch);
     embedding.visit(v, hp);
-    const bool tied = kind == Kind::qwen3moe || kind == Kind::ernie || kind == Kind::hunyuan;
+    const bool tied = kind == Kind::qwen3moe || kind == Kind::ernie || kind == Kind::hunyuan ||
+                      kind == Kind::smallthinker;
     head.visit(v, hp, embedding, tied ? OutputMatrix::own_or_tied : OutputMatrix::own);
     for (int64_t il = 0; il < hp.n_layer; ++il) {
       layers.emplace_back().visit(v, hp, il, attention_tensors(kind), expert_tensors(kind, hp));
@@ -157,6 +184,47 @@ void read_ernie_moe(const HParamReader& keys, ModelHParams& hp) {
   hp.router.normalize = true;
 }
 
+void read_minimax_m2(const HParamReader& keys, ModelHParams& hp) {
+  keys.require("attention.layer_norm_rms_epsilon");
+  keys.require("expert_feed_forward_length");
+  if (hp.head_dim_k != hp.head_dim_v) keys.invalid("key and value heads must be as wide");
+  hp.attention_scale = 0.0f;
+  read_expert_hparams(keys, hp, /*width_key=*/false, /*shared_expert=*/false);
+  hp.router.gating = read_expert_gating(keys, std::nullopt);
+  hp.router.normalize = true;
+}
+
+void read_smallthinker(const HParamReader& keys, ModelHParams& hp) {
+  keys.require("attention.layer_norm_rms_epsilon");
+  keys.require("expert_feed_forward_length");
+  if (hp.rope.n_dims != hp.head_dim_k || hp.head_dim_v != hp.head_dim_k) {
+    keys.invalid("smallthinker needs rope.dimension_count = key_length = value_length");
+  }
+  hp.attention_scale = 0.0f;
+  read_expert_hparams(keys, hp, /*width_key=*/true, /*shared_expert=*/false);
+  hp.router.gating = read_expert_gating(keys, std::nullopt);
+  hp.router.normalize = true;
+  if (keys.uint_or("attention.sliding_window", 0) == 0) return;
+  // llama.cpp's loader: a 4096 window, the period a number (an array
+  // leaves 4), the first layer of each period full; no RoPE every 4th layer.
+  constexpr int64_t kWindow = 4096, kNoRopeStep = 4;
+  const gguf::Value* pattern = keys.file().find(keys.key("attention.sliding_window_pattern"));
+  const int64_t period = pattern != nullptr && pattern->as_array() != nullptr
+                             ? 4
+                             : keys.uint_or("attention.sliding_window_pattern", 4);
+  if (period <= 0) keys.invalid("attention.sliding_window_pattern must be positive");
+  hp.sliding_window = kWindow;
+  hp.rope_local.freq_base = keys.float_or("rope.freq_base_swa", hp.rope.freq_base);
+  for (int64_t il = 0; il < std::ssize(hp.layers); ++il) {
+    LayerSpec& layer = hp.layers[static_cast<size_t>(il)];
+    if (il % period != 0) {
+      layer.window = kWindow;
+      layer.rope = RopeSlot::local;
+    }
+    if (il % kNoRopeStep == 0) layer.rope = RopeSlot::none;
+  }
+}
+
 void read_hunyuan_moe(const HParamReader& keys, ModelHParams& hp) {
   keys.require("attention.layer_norm_rms_epsilon");
   keys.require("expert_feed_forward_length");
@@ -205,6 +273,27 @@ void write_hunyuan_moe(const ModelGeometry& g, std::vector<gguf::KeyValue>& keys
   write_expert_keys(g, "hunyuan-moe", true, true, keys);
 }
 
+// MiniMax-M2's shape in small: half of each head rotated, sigmoid routing.
+void write_minimax_m2(const ModelGeometry& g, std::vector<gguf::KeyValue>& keys) {
+  write_expert_keys(g, "minimax-m2", true, false, keys);
+  keys.push_back({"minimax-m2.expert_gating_func", u32_value(2)});
+  int64_t rot = (g.resolved_head_dim() / 2) & ~int64_t{1};
+  if (rot == 0) rot = g.resolved_head_dim();
+  for (gguf::KeyValue& kv : keys) {
+    if (kv.key == "minimax-m2.rope.dimension_count") kv.value = u32_value(rot);
+  }
+}
+
+// SmallThinker-4B's shape in small: its windows (the key's value is
+// llama.cpp's to replace) and period, a local base, sigmoid routing.
+void write_smallthinker(const ModelGeometry& g, std::vector<gguf::KeyValue>& keys) {
+  write_expert_keys(g, "smallthinker", true, false, keys);
+  keys.push_back({"smallthinker.expert_gating_func", u32_value(2)});
+  keys.push_back({"smallthinker.attention.sliding_window", u32_value(4096)});
+  keys.push_back({"smallthinker.attention.sliding_window_pattern", u32_value(4)});
+  keys.push_back({"smallthinker.rope.freq_base_swa", gguf::Value(5000.0f)});
+}
+
 constexpr std::string_view kQwen2MoeOptional[] = {"attn_q.bias", "attn_k.bias", "attn_v.bias"};
 
 }  // namespace
@@ -243,5 +332,19 @@ const Family kHunyuanMoeFamily{.arch = "hunyuan-moe",
                                .read_hparams = read_hunyuan_moe,
                                .tensors = tensors_of<MoeDecoderWeights>,
                                .write_hparams = write_hunyuan_moe};
+
+const Family kMinimaxM2Family{.arch = "minimax-m2",
+                              .neox_rope = true,
+                              .make = make_model<MoeDecoderModel>,
+                              .read_hparams = read_minimax_m2,
+                              .tensors = tensors_of<MoeDecoderWeights>,
+                              .write_hparams = write_minimax_m2};
+
+const Family kSmallThinkerFamily{.arch = "smallthinker",
+                                 .neox_rope = true,
+                                 .make = make_model<MoeDecoderModel>,
+                                 .read_hparams = read_smallthinker,
+                                 .tensors = tensors_of<MoeDecoderWeights>,
+                                 .write_hparams = write_smallthinker};
 
 }  // namespace cortiq

@@ -9,6 +9,7 @@
 // activation the FFN applies.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <span>
 #include <vector>
@@ -77,6 +78,12 @@ struct PreNormMoeLayer {
   void run(const ModelHParams& hp, int64_t il, const LayerStream& s, KvCache& cache,
            ForwardContext& ctx) const {
     const auto n_rows = static_cast<int64_t>(s.pass.rows.size());
+    std::span<const float> router_in;  // the layer's input, when the router reads it
+    if (il >= hp.n_layer_dense_lead && moe.router_input == RouterInput::layer_input) {
+      const auto copy = ForwardBuffers::take(ctx.buffers.parallel, s.x.size());
+      std::copy(s.x.begin(), s.x.end(), copy.begin());
+      router_in = copy;
+    }
     rms_norm(hp, s.x, attn_norm, s.normed);
     attention(attn, hp, il, s.pass, cache, ctx, s.normed, s.branch);
     kernels::add_inplace(s.x, s.branch);
@@ -84,7 +91,7 @@ struct PreNormMoeLayer {
     if (il < hp.n_layer_dense_lead) {
       cortiq::ffn(dense, FfnActivation::swiglu, hp, il, n_rows, ctx, s.normed, s.branch);
     } else {
-      moe_ffn(moe, hp, il, n_rows, ctx, s.normed, s.branch);
+      moe_ffn(moe, hp, il, n_rows, ctx, s.normed, s.branch, router_in);
     }
     kernels::add_inplace(s.x, s.branch);
   }

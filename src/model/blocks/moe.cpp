@@ -111,15 +111,31 @@ std::span<float> expert_activation(const MoeWeights& w, size_t e, std::span<floa
   if (!w.up_scale.empty()) kernels::scale_inplace(up, w.up_scale[e]);
   kernels::add_bias_rows(up, expert_bias(w.up_b, e, n_ff));
   if (w.gate.empty()) {
-    for (float& v : up) v = kernels::silu(v);
+    if (w.activation == ExpertActivation::reglu) {
+      for (float& v : up) v = v > 0.0f ? v : 0.0f;
+    } else if (w.activation == ExpertActivation::geglu) {
+      kernels::gelu_inplace(up);
+    } else {
+      for (float& v : up) v = kernels::silu(v);
+    }
     return up;
   }
   if (!w.gate_scale.empty()) kernels::scale_inplace(gate, w.gate_scale[e]);
   kernels::add_bias_rows(gate, expert_bias(w.gate_b, e, n_ff));
-  if (w.activation == ExpertActivation::swiglu_oai) {
-    kernels::swiglu_oai(gate, up, gate, kSwigluOaiAlpha, kSwigluOaiLimit);
-  } else {
-    kernels::swiglu(gate, up, gate);
+  switch (w.activation) {
+    case ExpertActivation::swiglu:
+      kernels::swiglu(gate, up, gate);
+      break;
+    case ExpertActivation::swiglu_oai:
+      kernels::swiglu_oai(gate, up, gate, kSwigluOaiAlpha, kSwigluOaiLimit);
+      break;
+    case ExpertActivation::reglu:
+      // ggml_reglu: relu(gate) * up.
+      for (size_t i = 0; i < gate.size(); ++i) gate[i] = (gate[i] > 0.0f ? gate[i] : 0.0f) * up[i];
+      break;
+    case ExpertActivation::geglu:
+      kernels::geglu(gate, up, gate);
+      break;
   }
   return gate;
 }
@@ -286,6 +302,20 @@ void read_expert_hparams(const HParamReader& keys, ModelHParams& hp, bool width_
   }
 }
 
+RouterGating read_expert_gating(const HParamReader& keys, std::optional<RouterGating> when_absent) {
+  const int64_t gating = keys.uint_or("expert_gating_func", 0);
+  if (gating == 0 && when_absent) return *when_absent;
+  if (gating == 1) return RouterGating::softmax;
+  if (gating == 2) return RouterGating::sigmoid;
+  if (gating == 0) {
+    keys.invalid(keys.key("expert_gating_func") +
+                 " is absent or 0, and llama.cpp has no default for this architecture (1 "
+                 "softmax, 2 sigmoid)");
+  }
+  keys.invalid("expert_gating_func " + std::to_string(gating) +
+               " is not supported (1 softmax, 2 sigmoid)");
+}
+
 void MoeWeights::visit(TensorVisitor& v, const ModelHParams& hp, int64_t layer, MoeTensors extra) {
   const auto name = [&](std::string_view what) { return layer_tensor_name(layer, what); };
   const int64_t n_expert = hp.n_expert, n_ff = hp.n_ff_expert;
@@ -293,6 +323,7 @@ void MoeWeights::visit(TensorVisitor& v, const ModelHParams& hp, int64_t layer, 
   if (extra.router_bias)
     v.vector(router_bias, name("ffn_gate_inp.bias"), n_expert, TensorKind::bias);
   activation = extra.activation;
+  router_input = extra.router_input;
   // llama.cpp's create_tensor_gate_up_exps: gate and up may come as one
   // stack of 2 * n_ff rows per expert (gen-model writes them apart); no
   // scales for them then.
@@ -345,7 +376,8 @@ void MoeWeights::visit(TensorVisitor& v, const ModelHParams& hp, int64_t layer, 
 }
 
 void moe_ffn(const MoeWeights& w, const ModelHParams& hp, int64_t layer, int64_t n_rows,
-             ForwardContext& ctx, std::span<const float> in, std::span<float> out) {
+             ForwardContext& ctx, std::span<const float> in, std::span<float> out,
+             std::span<const float> router_in) {
   auto& buf = ctx.buffers;
   const auto rows = static_cast<size_t>(n_rows);
   const auto n_expert = static_cast<size_t>(hp.n_expert);
@@ -353,7 +385,8 @@ void moe_ffn(const MoeWeights& w, const ModelHParams& hp, int64_t layer, int64_t
   const auto n_embd = static_cast<size_t>(hp.n_embd);
 
   const auto scores = ForwardBuffers::take(buf.moe_scores, rows * n_expert);
-  kernels::matmul(w.router, in, n_rows, scores, hp.n_expert, ctx.pool, buf.matmul);
+  kernels::matmul(w.router, router_in.empty() ? in : router_in, n_rows, scores, hp.n_expert,
+                  ctx.pool, buf.matmul);
   kernels::add_bias_rows(scores, w.router_bias);
   auto& chosen = buf.moe_chosen;
   chosen.resize(rows * k);

@@ -21,6 +21,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -49,7 +50,13 @@ void route(std::span<float> scores, const RouterSpec& spec, std::span<int32_t> e
 enum class ExpertActivation : uint8_t {
   swiglu,      // silu(gate) * up; silu(up) without a gate
   swiglu_oai,  // GPT-OSS: kernels::swiglu_oai with alpha 1.702, limit 7
+  reglu,       // relu(gate) * up; relu(up) without a gate (SmallThinker)
+  geglu,       // gelu_tanh(gate) * up; gelu_tanh(up) without a gate (Grok)
 };
+
+// What the router scores: the FFN's normed input, or the layer's input
+// before its attention (SmallThinker's router runs ahead of the layer).
+enum class RouterInput : uint8_t { ffn_input, layer_input };
 
 enum class SharedExpert : uint8_t {
   none,
@@ -70,6 +77,7 @@ struct MoeTensors {
   // n_expert], required (GPT-OSS)
   bool expert_biases = false;
   ExpertActivation activation = ExpertActivation::swiglu;
+  RouterInput router_input = RouterInput::ffn_input;
 };
 
 struct MoeWeights {
@@ -80,6 +88,7 @@ struct MoeWeights {
   std::vector<float> router_bias;                       // [n_expert], or empty
   std::vector<float> gate_b, up_b, down_b;              // [n_expert][n_ff or n_embd], or empty
   ExpertActivation activation = ExpertActivation::swiglu;
+  RouterInput router_input = RouterInput::ffn_input;
   SharedExpert shared_expert = SharedExpert::none;
   std::vector<float> shared_router;  // ffn_gate_inp_shexp [n_embd] (gated)
   FfnWeights shared;                 // ffn_{gate,up,down}_shexp
@@ -99,9 +108,16 @@ struct MoeWeights {
 void read_expert_hparams(const HParamReader& keys, ModelHParams& hp, bool width_key,
                          bool shared_expert);
 
+// ARCH.expert_gating_func as llama.cpp numbers it (1 softmax, 2 sigmoid);
+// absent or 0 is `when_absent` (the family's default: deepseek2 softmax,
+// glm4moe sigmoid) or, without one, refused (llama.cpp's graph aborts).
+RouterGating read_expert_gating(const HParamReader& keys, std::optional<RouterGating> when_absent);
+
 // out[r] = moe(in[r]) for n_rows rows of n_embd values at layer `layer`,
-// routed as hp.router says.
+// routed as hp.router says; the router scores `router_in` (the layer's
+// input rows, RouterInput::layer_input) or, when empty, `in`.
 void moe_ffn(const MoeWeights& w, const ModelHParams& hp, int64_t layer, int64_t n_rows,
-             ForwardContext& ctx, std::span<const float> in, std::span<float> out);
+             ForwardContext& ctx, std::span<const float> in, std::span<float> out,
+             std::span<const float> router_in = {});
 
 }  // namespace cortiq
