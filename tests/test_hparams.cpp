@@ -82,6 +82,33 @@ TEST(HParams, YarnResolvesExtAndAttnFactors) {
   EXPECT_NEAR(hp.rope.attn_factor, 1.0f, 1e-6);
 }
 
+// llama.cpp's loader reads rope.scaling.yarn_beta_fast / _slow /
+// _ext_factor / _attn_factor for grok and mistral3 only: a llama file's are
+// ignored, as they are there.
+TEST(HParams, YarnTuningKeysAreReadOnlyWhereLlamaCppReadsThem) {
+  auto k = llama_keys();
+  k.set("llama.rope.scaling.type", std::string("yarn"))
+      .set("llama.rope.scaling.factor", 4.0f)
+      .set("llama.rope.scaling.yarn_beta_fast", 16.0f)
+      .set("llama.rope.scaling.yarn_beta_slow", 2.0f)
+      .set("llama.rope.scaling.yarn_ext_factor", 0.0f);
+  const auto hp = parse(k);
+  EXPECT_FLOAT_EQ(hp.rope.beta_fast, 32.0f);
+  EXPECT_FLOAT_EQ(hp.rope.beta_slow, 1.0f);
+  EXPECT_FLOAT_EQ(hp.rope.ext_factor, 1.0f);
+  KeySet m;
+  for (auto [key, value] : k.keys) {
+    if (key == "general.architecture") value = gguf::Value(std::string("mistral3"));
+    if (key.starts_with("llama.")) key = "mistral3." + key.substr(6);
+    m.set(key, value);
+  }
+  m.set("mistral3.attention.layer_norm_rms_epsilon", 1e-5f);
+  const auto mistral = parse(m);
+  EXPECT_FLOAT_EQ(mistral.rope.beta_fast, 16.0f);
+  EXPECT_FLOAT_EQ(mistral.rope.beta_slow, 2.0f);
+  EXPECT_FLOAT_EQ(mistral.rope.ext_factor, 1.0f);  // mistral3 reads no ext_factor
+}
+
 TEST(HParams, QwenUsesNeoxPairsAndExplicitHeadSizes) {
   KeySet k;
   k.set("general.architecture", std::string("qwen3"))

@@ -135,6 +135,18 @@ float yarn_attn_factor(float freq_scale, float log_mul) {
   return attn;
 }
 
+// The RoPE's magnitude factor as llama.cpp's context resolves it: YaRN's
+// when it extrapolates (ext_factor != 0), else the loader's
+// yarn_attn_factor; times rope.scaling.attn_factor.
+void resolve_attn_factor(const HParamReader& keys, RopeHParams& rope, float yarn_attn) {
+  rope.attn_factor = yarn_attn;
+  if (rope.ext_factor != 0.0f) {
+    rope.attn_factor =
+        yarn_attn_factor(rope.freq_scale, keys.float_or("rope.scaling.yarn_log_multiplier", 0.0f));
+  }
+  rope.attn_factor *= keys.float_or("rope.scaling.attn_factor", 1.0f);
+}
+
 RopeHParams read_rope(const HParamReader& keys, const ModelHParams& hp, bool neox) {
   RopeHParams rope;
   rope.neox = neox;
@@ -153,16 +165,12 @@ RopeHParams read_rope(const HParamReader& keys, const ModelHParams& hp, bool neo
     rope.freq_scale = 1.0f;
   }
   rope.n_ctx_orig = keys.uint_or("rope.scaling.original_context_length", hp.n_ctx_train);
-  rope.beta_fast = keys.float_or("rope.scaling.yarn_beta_fast", 32.0f);
-  rope.beta_slow = keys.float_or("rope.scaling.yarn_beta_slow", 1.0f);
-  rope.ext_factor = keys.float_or("rope.scaling.yarn_ext_factor",
-                                  rope.scaling == RopeScalingType::yarn ? 1.0f : 0.0f);
-  rope.attn_factor = 1.0f;
-  if (rope.ext_factor != 0.0f) {
-    rope.attn_factor =
-        yarn_attn_factor(rope.freq_scale, keys.float_or("rope.scaling.yarn_log_multiplier", 0.0f));
-  }
-  rope.attn_factor *= keys.float_or("rope.scaling.attn_factor", 1.0f);
+  // llama.cpp's defaults: its loader reads the rope.scaling.yarn_* keys
+  // for grok and mistral3 only (read_yarn_keys).
+  rope.beta_fast = 32.0f;
+  rope.beta_slow = 1.0f;
+  rope.ext_factor = rope.scaling == RopeScalingType::yarn ? 1.0f : 0.0f;
+  resolve_attn_factor(keys, rope, 1.0f);
   if (rope.scaling == RopeScalingType::llama3) {
     rope.llama3_low_freq_factor = keys.float_or("rope.scaling.low_freq_factor", 1.0f);
     rope.llama3_high_freq_factor = keys.float_or("rope.scaling.high_freq_factor", 4.0f);
@@ -226,6 +234,15 @@ float ModelHParams::kq_scale() const {
 float ModelHParams::kq_scale(const LayerSpec& layer) const {
   return attention_scale != 0.0f ? attention_scale
                                  : 1.0f / std::sqrt(static_cast<float>(layer.head_dim_k));
+}
+
+void read_yarn_keys(const HParamReader& keys, RopeHParams& rope, float beta_fast_default,
+                    bool ext_and_attn) {
+  rope.beta_fast = keys.float_or("rope.scaling.yarn_beta_fast", beta_fast_default);
+  rope.beta_slow = keys.float_or("rope.scaling.yarn_beta_slow", 1.0f);
+  if (!ext_and_attn) return;
+  rope.ext_factor = keys.float_or("rope.scaling.yarn_ext_factor", rope.ext_factor);
+  resolve_attn_factor(keys, rope, keys.float_or("rope.scaling.yarn_attn_factor", 1.0f));
 }
 
 ModelHParams ModelHParams::with_mtp_layers() const {

@@ -235,6 +235,14 @@ class HParamReader {
   std::string prefix_;
 };
 
+// The YaRN keys llama.cpp's loader reads for a few families only:
+// rope.scaling.yarn_beta_fast (absent: `beta_fast_default`) and
+// yarn_beta_slow (mistral3, grok) and, with `ext_and_attn`,
+// yarn_ext_factor and yarn_attn_factor (grok), the RoPE's magnitude factor
+// resolved again from them. The other families run llama.cpp's defaults.
+void read_yarn_keys(const HParamReader& keys, RopeHParams& rope, float beta_fast_default,
+                    bool ext_and_attn);
+
 // Marks every n-th layer (the last of each group of `period`) as global and
 // the others as sliding-window layers of `window` positions with the local
 // RoPE table — Gemma 2 / 3's pattern (period 2: local, global, ...).

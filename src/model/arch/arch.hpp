@@ -20,6 +20,8 @@ extern const Family kHunyuanMoeFamily;
 extern const Family kMinimaxM2Family;
 extern const Family kSmallThinkerFamily;
 extern const Family kGlm4MoeFamily;
+extern const Family kArcticFamily;
+extern const Family kDbrxFamily;
 
 // deepseek.cpp
 extern const Family kDeepseekFamily;

@@ -207,6 +207,8 @@ void read_common(const HParamReader& keys, ModelHParams& hp) {
 
 void read_mistral3(const HParamReader& keys, ModelHParams& hp) {
   read_common(keys, hp);
+  read_yarn_keys(keys, hp.rope, 32.0f, /*ext_and_attn=*/false);
+  hp.rope_local = hp.rope;
   if (keys.uint_or("expert_count", 0) > 0) {
     keys.invalid("mistral3 with experts (expert_count) is not supported");
   }
