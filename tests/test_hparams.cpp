@@ -83,19 +83,21 @@ TEST(HParams, YarnResolvesExtAndAttnFactors) {
 }
 
 // llama.cpp's loader reads rope.scaling.yarn_beta_fast / _slow /
-// _ext_factor / _attn_factor for grok and mistral3 only: a llama file's are
-// ignored, as they are there.
+// _ext_factor / _attn_factor / _log_multiplier for a few families only
+// (grok, mistral3, deepseek2): a llama file's are ignored, as they are there.
 TEST(HParams, YarnTuningKeysAreReadOnlyWhereLlamaCppReadsThem) {
   auto k = llama_keys();
   k.set("llama.rope.scaling.type", std::string("yarn"))
       .set("llama.rope.scaling.factor", 4.0f)
       .set("llama.rope.scaling.yarn_beta_fast", 16.0f)
       .set("llama.rope.scaling.yarn_beta_slow", 2.0f)
-      .set("llama.rope.scaling.yarn_ext_factor", 0.0f);
+      .set("llama.rope.scaling.yarn_ext_factor", 0.0f)
+      .set("llama.rope.scaling.yarn_log_multiplier", 0.1f);
   const auto hp = parse(k);
   EXPECT_FLOAT_EQ(hp.rope.beta_fast, 32.0f);
   EXPECT_FLOAT_EQ(hp.rope.beta_slow, 1.0f);
   EXPECT_FLOAT_EQ(hp.rope.ext_factor, 1.0f);
+  EXPECT_NEAR(hp.rope.attn_factor, 1.0f, 1e-6);  // no log multiplier
   KeySet m;
   for (auto [key, value] : k.keys) {
     if (key == "general.architecture") value = gguf::Value(std::string("mistral3"));
@@ -107,6 +109,9 @@ TEST(HParams, YarnTuningKeysAreReadOnlyWhereLlamaCppReadsThem) {
   EXPECT_FLOAT_EQ(mistral.rope.beta_fast, 16.0f);
   EXPECT_FLOAT_EQ(mistral.rope.beta_slow, 2.0f);
   EXPECT_FLOAT_EQ(mistral.rope.ext_factor, 1.0f);  // mistral3 reads no ext_factor
+  // Its log multiplier: mscale(4, 1) / mscale(4, 0.1) / (1 + 0.1 ln 4).
+  const float m1 = 1.0f + 0.1f * std::log(4.0f), m01 = 1.0f + 0.01f * std::log(4.0f);
+  EXPECT_NEAR(mistral.rope.attn_factor, m1 / m01 / m1, 1e-6);
 }
 
 TEST(HParams, QwenUsesNeoxPairsAndExplicitHeadSizes) {

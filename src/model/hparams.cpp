@@ -136,14 +136,13 @@ float yarn_attn_factor(float freq_scale, float log_mul) {
 }
 
 // The RoPE's magnitude factor as llama.cpp's context resolves it: YaRN's
-// when it extrapolates (ext_factor != 0), else the loader's
-// yarn_attn_factor; times rope.scaling.attn_factor.
-void resolve_attn_factor(const HParamReader& keys, RopeHParams& rope, float yarn_attn) {
-  rope.attn_factor = yarn_attn;
-  if (rope.ext_factor != 0.0f) {
-    rope.attn_factor =
-        yarn_attn_factor(rope.freq_scale, keys.float_or("rope.scaling.yarn_log_multiplier", 0.0f));
-  }
+// (with the log multiplier, for the families whose loader reads one) when
+// it extrapolates (ext_factor != 0), else the loader's yarn_attn_factor;
+// times rope.scaling.attn_factor.
+void resolve_attn_factor(const HParamReader& keys, RopeHParams& rope, float yarn_attn,
+                         float log_mul) {
+  rope.attn_factor =
+      rope.ext_factor != 0.0f ? yarn_attn_factor(rope.freq_scale, log_mul) : yarn_attn;
   rope.attn_factor *= keys.float_or("rope.scaling.attn_factor", 1.0f);
 }
 
@@ -166,11 +165,11 @@ RopeHParams read_rope(const HParamReader& keys, const ModelHParams& hp, bool neo
   }
   rope.n_ctx_orig = keys.uint_or("rope.scaling.original_context_length", hp.n_ctx_train);
   // llama.cpp's defaults: its loader reads the rope.scaling.yarn_* keys
-  // for grok and mistral3 only (read_yarn_keys).
+  // for a few families only (read_yarn_keys; deepseek2 reads its own).
   rope.beta_fast = 32.0f;
   rope.beta_slow = 1.0f;
   rope.ext_factor = rope.scaling == RopeScalingType::yarn ? 1.0f : 0.0f;
-  resolve_attn_factor(keys, rope, 1.0f);
+  resolve_attn_factor(keys, rope, 1.0f, 0.0f);
   if (rope.scaling == RopeScalingType::llama3) {
     rope.llama3_low_freq_factor = keys.float_or("rope.scaling.low_freq_factor", 1.0f);
     rope.llama3_high_freq_factor = keys.float_or("rope.scaling.high_freq_factor", 4.0f);
@@ -236,13 +235,17 @@ float ModelHParams::kq_scale(const LayerSpec& layer) const {
                                  : 1.0f / std::sqrt(static_cast<float>(layer.head_dim_k));
 }
 
-void read_yarn_keys(const HParamReader& keys, RopeHParams& rope, float beta_fast_default,
-                    bool ext_and_attn) {
-  rope.beta_fast = keys.float_or("rope.scaling.yarn_beta_fast", beta_fast_default);
+void read_yarn_keys(const HParamReader& keys, RopeHParams& rope, const YarnKeys& which) {
+  rope.beta_fast = keys.float_or("rope.scaling.yarn_beta_fast", which.beta_fast_default);
   rope.beta_slow = keys.float_or("rope.scaling.yarn_beta_slow", 1.0f);
-  if (!ext_and_attn) return;
-  rope.ext_factor = keys.float_or("rope.scaling.yarn_ext_factor", rope.ext_factor);
-  resolve_attn_factor(keys, rope, keys.float_or("rope.scaling.yarn_attn_factor", 1.0f));
+  float yarn_attn = 1.0f;
+  if (which.ext_and_attn) {
+    rope.ext_factor = keys.float_or("rope.scaling.yarn_ext_factor", rope.ext_factor);
+    yarn_attn = keys.float_or("rope.scaling.yarn_attn_factor", 1.0f);
+  }
+  const float log_mul =
+      which.log_multiplier ? keys.float_or("rope.scaling.yarn_log_multiplier", 0.0f) : 0.0f;
+  resolve_attn_factor(keys, rope, yarn_attn, log_mul);
 }
 
 ModelHParams ModelHParams::with_mtp_layers() const {

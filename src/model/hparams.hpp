@@ -236,12 +236,17 @@ class HParamReader {
 };
 
 // The YaRN keys llama.cpp's loader reads for a few families only:
-// rope.scaling.yarn_beta_fast (absent: `beta_fast_default`) and
-// yarn_beta_slow (mistral3, grok) and, with `ext_and_attn`,
-// yarn_ext_factor and yarn_attn_factor (grok), the RoPE's magnitude factor
-// resolved again from them. The other families run llama.cpp's defaults.
-void read_yarn_keys(const HParamReader& keys, RopeHParams& rope, float beta_fast_default,
-                    bool ext_and_attn);
+// rope.scaling.yarn_beta_fast and yarn_beta_slow (mistral3, grok), with
+// `ext_and_attn` yarn_ext_factor and yarn_attn_factor (grok), with
+// `log_multiplier` yarn_log_multiplier (mistral3); the RoPE's magnitude
+// factor resolved again from them. The other families run llama.cpp's
+// defaults.
+struct YarnKeys {
+  float beta_fast_default = 32.0f;  // grok's loader: 8
+  bool ext_and_attn = false;
+  bool log_multiplier = false;
+};
+void read_yarn_keys(const HParamReader& keys, RopeHParams& rope, const YarnKeys& which);
 
 // Marks every n-th layer (the last of each group of `period`) as global and
 // the others as sliding-window layers of `window` positions with the local

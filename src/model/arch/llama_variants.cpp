@@ -16,7 +16,9 @@
 // mistral3: Llama's tensors (attention output and FFN biases, rope_freqs);
 //   Llama 4's attention temperature: q *= 1 + beta * log(floor(pos / n_ctx_orig) + 1)
 //   after RoPE (attention.temperature_scale = beta; 1 below n_ctx_orig).
-//   Its MoE variant (expert_count > 0) is refused.
+//   With expert_count > 0 every layer's FFN is a mixture of experts
+//   (softmax router, the chosen renormalized, experts n_ff wide with
+//   optional gates and their scales, as llama.cpp's mistral3 graph).
 // seed_oss: the FFN's pre-norm is named blk.N.post_attention_norm.
 // exaone: optional rope_freqs (llama3 scaling); scores always scaled by
 //   1/sqrt(head size).
@@ -38,6 +40,7 @@
 #include "model/blocks/attention.hpp"
 #include "model/blocks/embedding.hpp"
 #include "model/blocks/ffn.hpp"
+#include "model/blocks/moe.hpp"
 #include "model/decoder_model.hpp"
 #include "model/rope_setup.hpp"
 #include "model/weights.hpp"
@@ -59,6 +62,7 @@ struct VariantLayer {
   AttentionWeights attn;
   std::vector<float> ffn_norm;
   FfnWeights ffn;
+  MoeWeights moe;  // mistral3 with experts (Mistral Large 3's text decoder)
 };
 
 struct VariantWeights {
@@ -84,7 +88,11 @@ struct VariantWeights {
       layer.attn.visit(v, hp, il, {.output_bias = mistral3});
       norm(layer.ffn_norm, il,
            variant == Variant::seed_oss ? "post_attention_norm.weight" : "ffn_norm.weight");
-      layer.ffn.visit(v, hp, il, {.biases = mistral3, .scales_applied = mistral3});
+      if (hp.n_expert > 0) {
+        layer.moe.visit(v, hp, il, {.gate_optional = true, .scales_applied = true});
+      } else {
+        layer.ffn.visit(v, hp, il, {.biases = mistral3, .scales_applied = mistral3});
+      }
     }
   }
 };
@@ -130,7 +138,11 @@ class VariantModel final : public DecoderModel {
       for (const Run& run : runs) attend_run(layer, il, pass, run, cache, ctx, normed, branch);
       kernels::add_inplace(x, branch);
       rms_norm(h, x, layer.ffn_norm, normed);
-      ffn(layer.ffn, FfnActivation::swiglu, h, il, static_cast<int64_t>(n), ctx, normed, branch);
+      if (h.n_expert > 0) {
+        moe_ffn(layer.moe, h, il, static_cast<int64_t>(n), ctx, normed, branch);
+      } else {
+        ffn(layer.ffn, FfnActivation::swiglu, h, il, static_cast<int64_t>(n), ctx, normed, branch);
+      }
       kernels::add_inplace(x, branch);
     }
     w_.head.apply(h, rows, x, ctx, logits);
@@ -207,10 +219,14 @@ void read_common(const HParamReader& keys, ModelHParams& hp) {
 
 void read_mistral3(const HParamReader& keys, ModelHParams& hp) {
   read_common(keys, hp);
-  read_yarn_keys(keys, hp.rope, 32.0f, /*ext_and_attn=*/false);
+  read_yarn_keys(keys, hp.rope, {.log_multiplier = true});
   hp.rope_local = hp.rope;
+  // With experts: softmax routing, the chosen renormalized, experts n_ff
+  // wide (their gate optional, their scales applied); llama.cpp reads no
+  // shared expert width or weights scale for mistral3.
   if (keys.uint_or("expert_count", 0) > 0) {
-    keys.invalid("mistral3 with experts (expert_count) is not supported");
+    read_expert_hparams(keys, hp, /*width_key=*/false, /*shared_expert=*/false);
+    hp.router.normalize = true;
   }
   // The temperature steps every n_ctx_orig positions (the model reads the
   // key itself: ModelHParams has no slot for it).
@@ -241,6 +257,11 @@ void write_mistral3(const ModelGeometry& g, std::vector<gguf::KeyValue>& keys) {
   keys.push_back({p + "rope.scaling.yarn_beta_slow", gguf::Value(1.0f)});
   keys.push_back({p + "rope.scaling.yarn_log_multiplier", gguf::Value(1.0f)});
   keys.push_back({p + "attention.temperature_scale", gguf::Value(0.1f)});
+  // gen-model --experts: Mistral Large 3's mixture of experts.
+  if (g.n_expert > 0) {
+    keys.push_back({p + "expert_count", u32_value(g.n_expert)});
+    keys.push_back({p + "expert_used_count", u32_value(g.n_expert_used > 0 ? g.n_expert_used : 2)});
+  }
 }
 
 // Seed-OSS's config states head_dim, which the converter always writes.
