@@ -391,6 +391,7 @@ struct Variant {
   float softcap = 0.0f;
   float alibi_max_bias = 0.0f;
   bool sinks = false;
+  float softcap_scale = 0.0f;  // 0: 1/softcap
 };
 
 const Variant kVariants[] = {
@@ -400,6 +401,7 @@ const Variant kVariants[] = {
     {"sinks", false, 0.0f, 0.0f, true},
     {"alibi", false, 0.0f, 8.0f},
     {"all", true, 20.0f, 8.0f, true},
+    {"grok softcap", false, 30.0f, 0.0f, false, 0.0884f / 30.0f},
 };
 
 struct HeadShape {
@@ -442,6 +444,8 @@ struct VariantCase {
     AttentionShape s{heads.n_head, heads.n_head_kv, heads.head_dim_k, heads.head_dim_v,
                      1.0f / std::sqrt(static_cast<float>(heads.head_dim_k))};
     s.softcap = variant.softcap;
+    s.softcap_scale = variant.softcap_scale;
+    if (variant.softcap_scale != 0.0f) s.scale = 1.0f;  // Grok scales only inside the cap
     s.alibi_max_bias = variant.alibi_max_bias;
     if (variant.sinks) s.sinks = sinks;
     return s;
@@ -530,7 +534,10 @@ std::vector<double> reference_row(const VariantCase& c, const AttentionShape& s,
         const double qv = c.f16 ? fp16_to_fp32(fp32_to_fp16(qd)) : qd;
         dot += qv * c.k.at(c.cells[p], s.n_head_kv * s.head_dim_k, kh * s.head_dim_k + d);
       }
-      if (s.softcap > 0) dot = std::tanh(dot / s.softcap) * s.softcap;
+      if (s.softcap > 0) {
+        const double inside = s.softcap_scale != 0 ? s.softcap_scale : 1.0 / s.softcap;
+        dot = std::tanh(dot * inside) * s.softcap;
+      }
       double x = dot * s.scale;
       if (s.alibi_max_bias > 0) {
         x -=

@@ -86,6 +86,7 @@ constexpr const Family* kFamilies[] = {
     &kGlm4MoeFamily,        // glm4_moe.cpp
     &kArcticFamily,         // arctic.cpp
     &kDbrxFamily,           // dbrx.cpp
+    &kGrokFamily,           // grok.cpp
 };
 
 }  // namespace

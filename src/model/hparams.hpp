@@ -117,8 +117,11 @@ struct ModelHParams {
   RopeHParams rope_local;  // sliding-window layers' table (RopeSlot::local)
 
   // Read by the families that have them (0 = off).
-  int64_t sliding_window = 0;    // ARCH.attention.sliding_window
-  float attn_softcap = 0.0f;     // ARCH.attn_logit_softcapping
+  int64_t sliding_window = 0;  // ARCH.attention.sliding_window
+  float attn_softcap = 0.0f;   // ARCH.attn_logit_softcapping
+  // The scores' multiplier inside the softcap's tanh; 0: 1 / attn_softcap
+  // (Gemma 2). Grok: attention.output_scale / attn_softcap.
+  float attn_softcap_scale = 0.0f;
   float final_softcap = 0.0f;    // ARCH.final_logit_softcapping
   float embedding_scale = 0.0f;  // multiplies the token embeddings (Gemma: sqrt(n_embd))
   // Multiplies each branch's output before its residual add (Granite,

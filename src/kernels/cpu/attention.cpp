@@ -225,8 +225,8 @@ float alibi_slope(float max_bias, int64_t n_head, int64_t h) {
 
 // What llama.cpp does to the product's scores of one (row, head) at
 // positions [begin, end) (s[0] is position begin) before the softmax, the
-// tiles having multiplied each dot by 1/softcap when there is a softcap
-// (else by the scale):
+// tiles having multiplied each dot by 1/softcap (or softcap_scale) when
+// there is a softcap (else by the scale):
 // - the softcap (build_attn_mha): kq = tanhf(kq) * softcap, then
 //   soft_max_ext's kq * scale;
 // - ALiBi: soft_max_ext's wp[i] += slope * mask[i], the mask holding
@@ -294,9 +294,13 @@ void attention_rows(std::span<const float> q, std::span<const int64_t> kv_start,
   const size_t k_element = keys.f16 ? sizeof(uint16_t) : sizeof(float);
   const size_t v_element = values.f16 ? sizeof(uint16_t) : sizeof(float);
   const bool finish = shape.softcap > 0.0f || shape.alibi_max_bias > 0.0f;
-  // With a softcap the dot is first multiplied by 1/softcap (ggml_scale);
-  // without, the scale multiplies the finished dot, as soft_max_ext.
-  const float tile_scale = shape.softcap > 0.0f ? 1.0f / shape.softcap : shape.scale;
+  // With a softcap the dot is first multiplied by 1/softcap (or the
+  // family's softcap_scale: ggml_scale); without, the scale multiplies the
+  // finished dot, as soft_max_ext.
+  const float tile_scale =
+      shape.softcap > 0.0f
+          ? (shape.softcap_scale != 0.0f ? shape.softcap_scale : 1.0f / shape.softcap)
+          : shape.scale;
   auto query = [&](int64_t u) { return s.queries + u * dk; };
   // Score j of a row is position first + j.
   auto scores = [&](int64_t u) { return s.scores + u * stride; };

@@ -45,8 +45,11 @@ struct AttentionShape {
   int64_t head_dim_v = 0;
   float scale = 1.0f;  // soft_max_ext's scale, usually 1/sqrt(head_dim_k)
   // Logit softcap (attn_logit_softcapping), 0 = off: kq = tanhf(kq *
-  // (1/softcap)) * softcap before the scale.
+  // softcap_scale) * softcap before the scale.
   float softcap = 0.0f;
+  // The dot's multiplier inside the softcap's tanh; 0 = 1/softcap (Gemma
+  // 2). Grok's: attention.output_scale / softcap, its scale then 1.
+  float softcap_scale = 0.0f;
   // ALiBi's max_bias, 0 = off: soft_max_ext adds slope_h * -(query_pos -
   // key_pos), the query at position n_kv - 1.
   float alibi_max_bias = 0.0f;

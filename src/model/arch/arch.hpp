@@ -22,6 +22,7 @@ extern const Family kSmallThinkerFamily;
 extern const Family kGlm4MoeFamily;
 extern const Family kArcticFamily;
 extern const Family kDbrxFamily;
+extern const Family kGrokFamily;
 
 // deepseek.cpp
 extern const Family kDeepseekFamily;

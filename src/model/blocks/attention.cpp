@@ -263,6 +263,7 @@ void attend(const ModelHParams& hp, const LayerSpec& layer, int64_t il, const At
   kernels::AttentionShape shape{layer.n_head, layer.n_head_kv, layer.head_dim_k, layer.head_dim_v,
                                 hp.scale_queries ? 1.0f : hp.kq_scale(layer)};
   shape.softcap = hp.attn_softcap;
+  shape.softcap_scale = hp.attn_softcap_scale;
   shape.alibi_max_bias = hp.alibi_max_bias;
   shape.sinks = sinks;
   int64_t max_kv = 0;
