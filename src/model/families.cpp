@@ -84,6 +84,7 @@ constexpr const Family* kFamilies[] = {
     &kDots1Family,          // deepseek.cpp
     &kGptOssFamily,         // gpt_oss.cpp
     &kGlm4MoeFamily,        // glm4_moe.cpp
+    &kBailingMoe2Family,    // glm4_moe.cpp
     &kArcticFamily,         // arctic.cpp
     &kDbrxFamily,           // dbrx.cpp
     &kGrokFamily,           // grok.cpp

@@ -1,6 +1,6 @@
-// Zhipu's GLM-4.5 / GLM-4.5-Air / GLM-4.6 / GLM-4.7 (`glm4moe`): a pre-norm
-// decoder whose layers after the first few have a mixture of experts with
-// DeepSeek V3's routing:
+// Zhipu's GLM-4.5 / GLM-4.5-Air / GLM-4.6 / GLM-4.7 (`glm4moe`) and Ling 2
+// (`bailingmoe2`): a pre-norm decoder whose layers after the first few have
+// a mixture of experts with DeepSeek V3's routing:
 //
 //   x = token_embd[token]
 //   for each layer:
@@ -19,6 +19,12 @@
 // attention.scale says. With rope.dimension_sections whose first two are
 // set (GLM-4.5V) llama.cpp runs M-RoPE: for text, NeoX RoPE with the extra
 // section's pairs unturned.
+//
+// Ant Group's Ling 2 (`bailingmoe2`) is the same layer (its FFN norm
+// ffn_norm) with one fused Q/K/V projection (no bias), required per-head
+// Q/K norms, an optional correction bias, the gating and shared experts as
+// read_bailingmoe2 says, the output matrix its own; its MTP layers (each
+// with a layer_output_norm) must be in the file.
 //
 // Multi-token prediction: block_count counts the trunk and the
 // nextn_predict_layers MTP layers after it (one on GLM-4.5). Each is a full
@@ -42,14 +48,34 @@ namespace cortiq {
 
 namespace {
 
-constexpr AttentionTensors kAttention{.qk_norm = QkNorm::optional};
-constexpr MoeTensors kExperts{
-    .shared_expert = SharedExpert::always, .selection_bias = true, .selection_bias_required = true};
-constexpr std::string_view kFfnNorm = "post_attention_norm.weight";
+bool is_bailing(const ModelHParams& hp) {
+  return hp.arch == "bailingmoe2";
+}
+
+// What each family's layer reads, as llama.cpp's loader for it.
+struct LayerTensors {
+  AttentionTensors attention;
+  MoeTensors experts;
+  std::string_view ffn_norm;
+};
+
+LayerTensors layer_tensors(const ModelHParams& hp) {
+  if (is_bailing(hp)) {
+    return {{.qk_norm = QkNorm::required,
+             .fused_qkv_required = true,
+             .fused_qkv_bias = FusedQkvBias::none},
+            {.shared_expert = SharedExpert::always, .selection_bias = true},
+            "ffn_norm.weight"};
+  }
+  return {{.qk_norm = QkNorm::optional},
+          {.shared_expert = SharedExpert::always, .selection_bias_required = true},
+          "post_attention_norm.weight"};
+}
 
 struct MtpLayer {
   PreNormMoeLayer block;
   NextnTensors nextn;
+  std::vector<float> output_norm;  // bailingmoe2's layer_output_norm
 };
 
 struct Glm4MoeWeights {
@@ -60,19 +86,29 @@ struct Glm4MoeWeights {
   std::vector<MtpLayer> mtp;  // bound, not run
 
   void visit(TensorVisitor& v, const ModelHParams& hp) {
+    const LayerTensors t = layer_tensors(hp);
     embedding.visit(v, hp);
-    head.visit(v, hp, embedding, OutputMatrix::own_or_tied);
+    head.visit(v, hp, embedding, is_bailing(hp) ? OutputMatrix::own : OutputMatrix::own_or_tied);
     for (int64_t il = 0; il < hp.n_layer; ++il) {
-      layers.emplace_back().visit(v, hp, il, kAttention, kExperts, kFfnNorm);
+      layers.emplace_back().visit(v, hp, il, t.attention, t.experts, t.ffn_norm);
     }
     if (hp.mtp_layers.empty()) return;
-    if (!v.has(layer_tensor_name(hp.n_layer, "nextn.eh_proj.weight"), /*written=*/true)) return;
+    // glm4moe: a file without its MTP layers runs (llama.cpp's trunk_only);
+    // bailingmoe2's loader requires them.
+    if (!is_bailing(hp) &&
+        !v.has(layer_tensor_name(hp.n_layer, "nextn.eh_proj.weight"), /*written=*/true)) {
+      return;
+    }
     const ModelHParams all = hp.with_mtp_layers();
     ScalelessVisitor no_scales(v);
     for (int64_t il = hp.n_layer; il < std::ssize(all.layers); ++il) {
       MtpLayer& layer = mtp.emplace_back();
-      layer.block.visit(no_scales, all, il, kAttention, kExperts, kFfnNorm);
+      layer.block.visit(no_scales, all, il, t.attention, t.experts, t.ffn_norm);
       layer.nextn.visit(no_scales, hp, il);
+      if (is_bailing(hp)) {
+        no_scales.vector(layer.output_norm, layer_tensor_name(il, "layer_output_norm.weight"),
+                         hp.n_embd, TensorKind::norm, true);
+      }
     }
   }
 };
@@ -87,6 +123,26 @@ class Glm4MoeModel final : public FamilyModel<Glm4MoeWeights> {
     run_pre_norm_layers(w_, hparams_, rows, cells, cache, ctx, logits);
   }
 };
+
+// Ling 2 (Ling-mini-2.0, Ling-flash-2.0, Ring): the expert_shared_count
+// shared experts expert_shared_feed_forward_length wide each (or as the
+// routed ones), the gating as the file says (required), the head's Q as
+// wide as n_embd.
+void read_bailingmoe2(const HParamReader& keys, ModelHParams& hp) {
+  keys.require("attention.layer_norm_rms_epsilon");
+  keys.require("expert_feed_forward_length");
+  if (hp.head_dim_k != hp.head_dim_v) keys.invalid("key and value heads must be as wide");
+  hp.attention_scale = 0.0f;
+  hp.n_layer_dense_lead = keys.uint_or("leading_dense_block_count", 0);
+  read_expert_hparams(keys, hp, /*width_key=*/true, /*shared_expert=*/false);
+  const int64_t n_shared = keys.required_uint("expert_shared_count");
+  if (n_shared <= 0) keys.invalid("expert_shared_count must be positive");
+  const int64_t shared_width = keys.uint_or("expert_shared_feed_forward_length", 0);
+  hp.n_ff_shared_expert = (shared_width > 0 ? shared_width : hp.n_ff_expert) * n_shared;
+  hp.router.gating = read_expert_gating(keys, std::nullopt);
+  hp.router.normalize = keys.bool_or("expert_weights_norm", false);
+  hp.router.scale = keys.float_or("expert_weights_scale", 0.0f);
+}
 
 void read_glm4moe(const HParamReader& keys, ModelHParams& hp) {
   keys.require("attention.layer_norm_rms_epsilon");
@@ -135,6 +191,30 @@ void write_glm4moe(const ModelGeometry& g, std::vector<gguf::KeyValue>& keys) {
   keys.push_back({p + "expert_weights_scale", gguf::Value(2.5f)});
 }
 
+// Ling-mini-2.0's shape in small: half of each head rotated, the first
+// layer dense, sigmoid routing over two groups of which one is used,
+// renormalized and scaled by 2.5, one shared expert, one MTP layer.
+void write_bailingmoe2(const ModelGeometry& g, std::vector<gguf::KeyValue>& keys) {
+  const std::string p = "bailingmoe2.";
+  int64_t rot = (g.resolved_head_dim() / 2) & ~int64_t{1};
+  if (rot == 0) rot = g.resolved_head_dim();
+  for (gguf::KeyValue& kv : keys) {
+    if (kv.key == p + "rope.dimension_count") kv.value = u32_value(rot);
+    if (kv.key == p + "block_count") kv.value = u32_value(g.n_layer + 1);
+  }
+  keys.push_back({p + "nextn_predict_layers", u32_value(1)});
+  keys.push_back({p + "leading_dense_block_count", u32_value(1)});
+  keys.push_back({p + "expert_feed_forward_length", u32_value(g.n_ff)});
+  keys.push_back({p + "expert_count", u32_value(g.n_expert > 0 ? g.n_expert : 4)});
+  keys.push_back({p + "expert_used_count", u32_value(g.n_expert_used > 0 ? g.n_expert_used : 2)});
+  keys.push_back({p + "expert_group_count", u32_value(2)});
+  keys.push_back({p + "expert_group_used_count", u32_value(1)});
+  keys.push_back({p + "expert_shared_count", u32_value(1)});
+  keys.push_back({p + "expert_gating_func", u32_value(2)});
+  keys.push_back({p + "expert_weights_norm", gguf::Value(true)});
+  keys.push_back({p + "expert_weights_scale", gguf::Value(2.5f)});
+}
+
 // GLM-4.5's checkpoints have Q/K/V biases.
 constexpr std::string_view kGlm4MoeOptional[] = {"attn_q.bias", "attn_k.bias", "attn_v.bias"};
 
@@ -148,5 +228,16 @@ const Family kGlm4MoeFamily{.arch = "glm4moe",
                             .write_hparams = write_glm4moe,
                             .mtp_layers = true,
                             .converted_optional = kGlm4MoeOptional};
+
+// llama.cpp shapes bailingmoe2's attn_qkv with n_embd query rows and its
+// attn_output by n_embd: heads must tile n_embd.
+const Family kBailingMoe2Family{.arch = "bailingmoe2",
+                                .neox_rope = true,
+                                .make = make_model<Glm4MoeModel>,
+                                .read_hparams = read_bailingmoe2,
+                                .tensors = tensors_of<Glm4MoeWeights>,
+                                .write_hparams = write_bailingmoe2,
+                                .fixed_head_dim = true,
+                                .mtp_layers = true};
 
 }  // namespace cortiq
