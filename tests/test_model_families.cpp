@@ -730,6 +730,39 @@ TEST(LayerSpecs, SmallThinkerWindowsAndUnrotatedLayers) {
   EXPECT_EQ(layers_of(dir / "full.gguf"), "fg fg fg fg fg fg fg fg ");
 }
 
+// Llama 4's layers as llama.cpp's loader lays them out: chunked attention
+// (8192) with the local base in all but the last layer of each period,
+// no RoPE in every 4th layer whatever the period, experts every
+// interleave_moe_layer_step-th layer; a window of 0 is refused.
+TEST(LayerSpecs, Llama4ChunksUnrotatedLayersAndExperts) {
+  test::TempDir dir;
+  RandomModelOptions o = small_model("llama4");
+  o.geometry.n_layer = 8;
+  write_random_model(o, dir / "l4.gguf");
+  const auto layers_of = [&](const std::filesystem::path& path) {
+    std::string out;
+    const ModelHParams hp = ModelHParams::from_gguf(gguf::GgufFile::open(path));
+    for (const LayerSpec& l : hp.layers) {
+      out += l.chunk == 8192 ? 'c' : l.chunk == 0 ? 'f' : '?';
+      out += l.rope == RopeSlot::none ? '-' : l.rope == RopeSlot::local ? 'l' : 'g';
+      out += ' ';
+    }
+    return out;
+  };
+  EXPECT_EQ(layers_of(dir / "l4.gguf"), "cl cl cl f- cl cl cl f- ");
+  rewrite(dir / "l4.gguf", dir / "period3.gguf", "", {}, [](gguf::GgufWriter& w) {
+    w.set("llama4.attention.sliding_window_pattern", gguf::Value(uint32_t{3}));
+  });
+  EXPECT_EQ(layers_of(dir / "period3.gguf"), "cl cl fg c- cl fg cl c- ");
+  const auto model = Model::load(dir / "l4.gguf", {});
+  EXPECT_EQ(model->decoder().hparams().n_moe_layer_step, 2);
+  rewrite(dir / "l4.gguf", dir / "nowindow.gguf", "", {}, [](gguf::GgufWriter& w) {
+    w.set("llama4.attention.sliding_window", gguf::Value(uint32_t{0}));
+  });
+  const std::string error = load_error(dir / "nowindow.gguf");
+  EXPECT_NE(error.find("llama4.attention.sliding_window 0"), std::string::npos) << error;
+}
+
 TEST(LayerSpecs, InspectShowsEachLayersDescriptionAndTheKvMemory) {
   test::TempDir dir;
   RandomModelOptions o = small_model("gemma2");
@@ -829,9 +862,8 @@ TEST(FamilyBatchInvariance, BoundedWindowsGiveTheLogitsOfAWholeCache) {
     const auto whole = test::load_test_model(spec, 2, KvType::f16);  // chunk 512: kept whole
     // Windows shorter than the context (SmallThinker's are always 4096).
     const auto& layers = whole->hparams().layers;
-    if (std::none_of(layers.begin(), layers.end(), [&](const LayerSpec& l) {
-          return l.window > 0 && l.window < spec.n_ctx;
-        })) {
+    if (std::none_of(layers.begin(), layers.end(),
+                     [&](const LayerSpec& l) { return l.window > 0 && l.window < spec.n_ctx; })) {
       continue;
     }
     ++windowed;

@@ -51,6 +51,24 @@ TEST(MoeRouter, SoftmaxChoosesTheBestAndKeepsTheirProbabilities) {
   EXPECT_FLOAT_EQ(n.weights[0], r.weights[0] / (r.weights[0] + r.weights[1]));
 }
 
+// Llama 4: the raw scores choose (llama.cpp's selection_probs = logits),
+// the sigmoid weighs. Saturated sigmoids tie in float where the logits do
+// not: 20 and 21 both give 1.0f, and the logits pick expert 1.
+TEST(MoeRouter, Llama4SelectsByTheLogitsAndWeighsBySigmoid) {
+  const std::vector<float> scores = {20.0f, 21.0f, 0.0f, -3.0f};
+  const RouterSpec sigmoid{.gating = RouterGating::sigmoid};
+  EXPECT_EQ(route_row(scores, sigmoid, 1).experts, (std::vector<int32_t>{0}));
+  RouterSpec llama4 = sigmoid;
+  llama4.select_by_scores = true;
+  const Routed r = route_row(scores, llama4, 2);
+  EXPECT_EQ(r.experts, (std::vector<int32_t>{1, 0}));
+  EXPECT_EQ(r.weights, (std::vector<float>{1.0f, 1.0f}));
+  const Routed low = route_row({-1.0f, 0.5f, 2.0f, 0.0f}, llama4, 2);
+  EXPECT_EQ(low.experts, (std::vector<int32_t>{2, 1}));
+  EXPECT_FLOAT_EQ(low.weights[0], 1.0f / (1.0f + std::exp(-2.0f)));
+  EXPECT_FLOAT_EQ(low.weights[1], 1.0f / (1.0f + std::exp(-0.5f)));
+}
+
 // Equal scores: the lower expert index first (ggml's argsort for up to 16
 // experts), whatever their position in the row.
 TEST(MoeRouter, TiesGoToTheLowerExpert) {

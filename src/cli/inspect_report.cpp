@@ -248,8 +248,8 @@ std::vector<LayerRun> layer_runs(const ModelHParams& hp) {
       const LayerSpec& p = runs.back().spec;
       if (p.n_head == s.n_head && p.n_head_kv == s.n_head_kv && p.head_dim_k == s.head_dim_k &&
           p.head_dim_v == s.head_dim_v && p.n_ff == s.n_ff && p.window == s.window &&
-          p.rope == s.rope && p.values_in_keys == s.values_in_keys && runs.back().last == il - 1 &&
-          il != hp.n_layer_dense_lead) {
+          p.chunk == s.chunk && p.rope == s.rope && p.values_in_keys == s.values_in_keys &&
+          runs.back().last == il - 1 && hp.layer_has_experts(il) == hp.layer_has_experts(il - 1)) {
         runs.back().last = il;
         continue;
       }
@@ -322,14 +322,16 @@ std::string model_text(const gguf::GgufFile& file) {
                                    : strfmt("layers %lld-%lld", static_cast<long long>(run.first),
                                             static_cast<long long>(run.last));
     const std::string window =
-        s.window > 0 ? strfmt("window %lld", static_cast<long long>(s.window)) : "full attention";
+        s.window > 0  ? strfmt("window %lld", static_cast<long long>(s.window))
+        : s.chunk > 0 ? strfmt("chunks of %lld", static_cast<long long>(s.chunk))
+                      : "full attention";
     // ALiBi replaces RoPE in the layers that rotate nothing.
     const std::string position = s.rope == RopeSlot::none && hp.alibi_max_bias > 0.0f
                                      ? strfmt("ALiBi (max bias %g)", hp.alibi_max_bias)
                                      : rope_slot_name(s.rope);
     // A mixture of experts: how many, how many per token, each one's width.
     std::string ffn = strfmt("ff %lld", static_cast<long long>(s.n_ff));
-    if (hp.n_expert > 0 && run.first >= hp.n_layer_dense_lead) {
+    if (hp.layer_has_experts(run.first)) {
       ffn =
           strfmt("%lld experts (%lld per token) x ff %lld", static_cast<long long>(hp.n_expert),
                  static_cast<long long>(hp.n_expert_used), static_cast<long long>(hp.n_ff_expert));

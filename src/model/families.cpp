@@ -88,6 +88,7 @@ constexpr const Family* kFamilies[] = {
     &kArcticFamily,         // arctic.cpp
     &kDbrxFamily,           // dbrx.cpp
     &kGrokFamily,           // grok.cpp
+    &kLlama4Family,         // llama4.cpp
 };
 
 }  // namespace

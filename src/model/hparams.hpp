@@ -43,6 +43,10 @@ struct RouterSpec {
   // groups whose two best selection scores sum highest compete. 0 or 1: none.
   int64_t n_groups = 0;
   int64_t n_groups_used = 0;
+  // The raw scores choose the experts, the gating's values weigh them
+  // (Llama 4: top-k of the logits, sigmoid weights; saturated sigmoids
+  // would tie where the logits do not).
+  bool select_by_scores = false;
 };
 
 struct RopeHParams {
@@ -82,6 +86,9 @@ struct LayerSpec {
   int64_t n_ff = 0;
   // Sliding window: a row at position p attends [p - window + 1, p]; 0 = every position.
   int64_t window = 0;
+  // Chunked attention (Llama 4): a row at position p attends
+  // [floor(p / chunk) * chunk, p]; 0 = none.
+  int64_t chunk = 0;
   RopeSlot rope = RopeSlot::global;
   // The value row is the first head_dim_v floats of the key row, not
   // stored apart (absorbed latent attention: both are the latent).
@@ -118,7 +125,15 @@ struct ModelHParams {
 
   // Read by the families that have them (0 = off).
   int64_t sliding_window = 0;  // ARCH.attention.sliding_window
-  float attn_softcap = 0.0f;   // ARCH.attn_logit_softcapping
+  // Llama 4's attention temperature: in the layers without RoPE the
+  // queries are multiplied by 1 + scale * log(floor((pos + offset) /
+  // floor_scale) + 1) (llama.cpp's llm_graph_input_attn_temp); scale 0: off.
+  struct AttentionTemperature {
+    float scale = 0.0f;
+    float offset = 0.0f;
+    int64_t floor_scale = 0;
+  } attn_temperature;
+  float attn_softcap = 0.0f;  // ARCH.attn_logit_softcapping
   // The scores' multiplier inside the softcap's tanh; 0: 1 / attn_softcap
   // (Gemma 2). Grok: attention.output_scale / attn_softcap.
   float attn_softcap_scale = 0.0f;
@@ -154,6 +169,9 @@ struct ModelHParams {
   int64_t n_ff_shared_expert = 0;
   RouterSpec router;               // the family's routing, from its keys
   int64_t n_layer_dense_lead = 0;  // ARCH.leading_dense_block_count: the first layers' FFN is dense
+  // ARCH.interleave_moe_layer_step (Llama 4): past the dense lead, layer il
+  // has experts when (il + 1) % step == 0; 1: every layer.
+  int64_t n_moe_layer_step = 1;
   // Latent attention in its absorbed form (DeepSeek V2/V3 files with
   // ARCH.attention.key_length_mla / value_length_mla): a head's real query
   // and value widths, while the LayerSpec describes the cached latent
@@ -189,6 +207,11 @@ struct ModelHParams {
   std::vector<LayerSpec> mtp_layers;
 
   const LayerSpec& layer(int64_t il) const { return layers[static_cast<size_t>(il)]; }
+  // Whether layer il's FFN is a mixture of experts (n_expert,
+  // n_layer_dense_lead, n_moe_layer_step).
+  bool layer_has_experts(int64_t il) const {
+    return n_expert > 0 && il >= n_layer_dense_lead && (il + 1) % n_moe_layer_step == 0;
+  }
   int64_t q_width() const { return n_head * head_dim_k; }
   int64_t k_width() const { return n_head_kv * head_dim_k; }
   int64_t v_width() const { return n_head_kv * head_dim_v; }

@@ -53,7 +53,8 @@ kernels::RopeParams kernel_params(const RopeHParams& r) {
 
 }  // namespace
 
-void RopeTables::visit(TensorVisitor& v, const ModelHParams& hp, bool required) {
+void RopeTables::visit(TensorVisitor& v, const ModelHParams& hp, bool required, bool local_too) {
+  local_factors_ = local_too;
   auto& global = slots_[static_cast<size_t>(RopeSlot::global)];
   v.vector(global.factors, "rope_freqs.weight", hp.rope.n_dims / 2, TensorKind::norm, required);
 }
@@ -85,6 +86,10 @@ void RopeTables::setup(const ModelHParams& hp) {
   global.params.freq_factors = global.factors;
   auto& local = slots_[static_cast<size_t>(RopeSlot::local)];
   local.params = kernel_params(hp.rope_local);
+  if (local_factors_) {
+    local.factors = global.factors;
+    local.params.freq_factors = local.factors;
+  }
 }
 
 std::array<RopeTable, kRopeSlots> RopeTables::for_rows(std::span<const BatchRow> rows,

@@ -33,8 +33,11 @@ class RopeTables {
   RopeTables& operator=(const RopeTables&) = delete;
 
   // rope_freqs.weight (optional, or required: Gemma 4's global layers): the
-  // global table's frequency factors, for the families whose files may have them.
-  void visit(TensorVisitor& v, const ModelHParams& hp, bool required = false);
+  // global table's frequency factors, for the families whose files may have
+  // them; with `local_too` the local table's as well (Llama 4, whose rotated
+  // layers are its chunked ones).
+  void visit(TensorVisitor& v, const ModelHParams& hp, bool required = false,
+             bool local_too = false);
   // LongRoPE (Phi-3, MiniCPM3): rope_factors_long.weight and rope_factors_short.weight
   // (both optional), of which setup() gives the global table the long ones
   // when the model runs with more positions per sequence than it was first
@@ -58,6 +61,7 @@ class RopeTables {
   std::array<Slot, kRopeSlots> slots_;
   std::vector<float> long_factors_, short_factors_;  // LongRoPE, when read
   bool longrope_ = false;
+  bool local_factors_ = false;  // visit's local_too
 };
 
 // llama3's frequency factors (divisors of theta) for n_dims / 2 pairs.

@@ -24,6 +24,7 @@ extern const Family kBailingMoe2Family;
 extern const Family kArcticFamily;
 extern const Family kDbrxFamily;
 extern const Family kGrokFamily;
+extern const Family kLlama4Family;
 
 // deepseek.cpp
 extern const Family kDeepseekFamily;

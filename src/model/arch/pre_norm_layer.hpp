@@ -68,10 +68,10 @@ struct PreNormMoeLayer {
     v.vector(attn_norm, layer_tensor_name(il, "attn_norm.weight"), hp.n_embd, TensorKind::norm);
     attn.visit(v, hp, il, attention);
     v.vector(ffn_norm, layer_tensor_name(il, ffn_norm_name), hp.n_embd, TensorKind::norm);
-    if (il < hp.n_layer_dense_lead) {
-      dense.visit(v, hp, il, {.scales_applied = false});
-    } else {
+    if (hp.layer_has_experts(il)) {
       moe.visit(v, hp, il, experts);
+    } else {
+      dense.visit(v, hp, il, {.scales_applied = false});
     }
   }
 
@@ -79,7 +79,7 @@ struct PreNormMoeLayer {
            ForwardContext& ctx) const {
     const auto n_rows = static_cast<int64_t>(s.pass.rows.size());
     std::span<const float> router_in;  // the layer's input, when the router reads it
-    if (il >= hp.n_layer_dense_lead && moe.router_input == RouterInput::layer_input) {
+    if (hp.layer_has_experts(il) && moe.router_input == RouterInput::layer_input) {
       const auto copy = ForwardBuffers::take(ctx.buffers.parallel, s.x.size());
       std::copy(s.x.begin(), s.x.end(), copy.begin());
       router_in = copy;
@@ -88,10 +88,10 @@ struct PreNormMoeLayer {
     attention(attn, hp, il, s.pass, cache, ctx, s.normed, s.branch);
     kernels::add_inplace(s.x, s.branch);
     rms_norm(hp, s.x, ffn_norm, s.normed);
-    if (il < hp.n_layer_dense_lead) {
-      cortiq::ffn(dense, FfnActivation::swiglu, hp, il, n_rows, ctx, s.normed, s.branch);
-    } else {
+    if (hp.layer_has_experts(il)) {
       moe_ffn(moe, hp, il, n_rows, ctx, s.normed, s.branch, router_in);
+    } else {
+      cortiq::ffn(dense, FfnActivation::swiglu, hp, il, n_rows, ctx, s.normed, s.branch);
     }
     kernels::add_inplace(s.x, s.branch);
   }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 
 #include "base/thread_pool.hpp"
 #include "kernels/cpu/activations.hpp"
@@ -26,6 +27,7 @@ void AttentionWeights::visit(TensorVisitor& v, const ModelHParams& hp, int64_t l
                       !extra.separate_qkv_without_biases &&
                       v.has(name("attn_qkv.weight"), extra.fused_qkv_written));
   qk_norm_after_rope = extra.qk_norm_after_rope;
+  qk_plain_norm_after_rope = extra.qk_plain_norm_after_rope;
   if (extra.sinks) v.vector(sinks, name("attn_sinks.weight"), l.n_head, TensorKind::bias);
   if (extra.sub_norm) {
     v.vector(sub_norm, name("attn_sub_norm.weight"), l.attn_out_width(), TensorKind::norm);
@@ -215,6 +217,23 @@ void project_qkv(const AttentionWeights& w, const ModelHParams& hp, const LayerS
       norm_heads(q_row, w.q_norm, hp.rms_eps);
       norm_heads(k_row, w.k_norm, hp.rms_eps);
     }
+    // Llama 4: each rotated head RMS-normed without a weight.
+    if (w.qk_plain_norm_after_rope && rope != nullptr) {
+      const auto dim = static_cast<size_t>(layer.head_dim_k);
+      kernels::rms_norm_rows(q_row, {}, hp.rms_eps, q_row, dim);
+      kernels::rms_norm_rows(k_row, {}, hp.rms_eps, k_row, dim);
+    }
+    // Llama 4: the unrotated layers' queries times the temperature, as
+    // llama.cpp computes it (float position, double log).
+    const auto& temp = hp.attn_temperature;
+    if (temp.scale != 0.0f && rope == nullptr) {
+      const auto pos = static_cast<float>(pass.rows[r].pos);
+      const auto t = static_cast<float>(
+          std::log(std::floor((pos + temp.offset) / static_cast<float>(temp.floor_scale)) + 1.0) *
+              temp.scale +
+          1.0);
+      kernels::scale_inplace(q_row, t);
+    }
   }
   // Gemma scales the queries (ggml_scale after RoPE), not the scores.
   if (hp.scale_queries) kernels::scale_inplace(q, hp.kq_scale(layer));
@@ -270,8 +289,8 @@ void attend(const ModelHParams& hp, const LayerSpec& layer, int64_t il, const At
   for (const auto& row : pass.rows) max_kv = std::max<int64_t>(max_kv, row.pos + 1);
   // A tile's rows are consecutive positions of one sequence: with a window
   // they span at most window + tile - 1 positions.
-  const int64_t max_span =
-      layer.window > 0 ? std::min(max_kv, layer.window + kAttentionRowTile - 1) : max_kv;
+  const int64_t limit = layer.window > 0 ? layer.window : layer.chunk;
+  const int64_t max_span = limit > 0 ? std::min(max_kv, limit + kAttentionRowTile - 1) : max_kv;
   if (buf.scores.size() < static_cast<size_t>(n_threads)) buf.scores.resize(n_threads);
   for (auto& s : buf.scores) {
     ForwardBuffers::take(s, kernels::attention_scratch_floats(shape, kAttentionRowTile, max_span));
@@ -312,8 +331,10 @@ void attend(const ModelHParams& hp, const LayerSpec& layer, int64_t il, const At
       for (size_t r = begin; r < end; ++r) {
         n_kv[r - begin] = hp.causal_attention ? pass.rows[r].pos + 1
                                               : seq_end[static_cast<size_t>(pass.rows[r].seq)];
-        kv_start[r - begin] =
-            layer.window > 0 ? std::max<int64_t>(0, n_kv[r - begin] - layer.window) : 0;
+        kv_start[r - begin] = layer.window > 0
+                                  ? std::max<int64_t>(0, n_kv[r - begin] - layer.window)
+                              : layer.chunk > 0 ? pass.rows[r].pos / layer.chunk * layer.chunk
+                                                : 0;
       }
       const int32_t seq = pass.rows[begin].seq;
       const int64_t parts = end - begin == 1 ? lone_row_parts : 1;

@@ -75,6 +75,9 @@ struct AttentionTensors {
   // attn_sinks.weight [n_head] (required): one learned logit per head that
   // takes part in its softmax without a value (GPT-OSS).
   bool sinks = false;
+  // Each rotated head of Q and K RMS-normed without a weight after RoPE
+  // (Llama 4's L2 norm, rms_eps); the unrotated layers keep theirs.
+  bool qk_plain_norm_after_rope = false;
 };
 
 struct AttentionWeights {
@@ -94,6 +97,7 @@ struct AttentionWeights {
   QkNormKind qk_norm_kind = QkNormKind::rms;
   std::vector<float> q_norm_b, k_norm_b;  // layer_whole's biases, or empty
   bool qk_norm_after_rope = false;        // AttentionTensors::qk_norm_after_rope
+  bool qk_plain_norm_after_rope = false;  // AttentionTensors::qk_plain_norm_after_rope
   std::vector<float> sub_norm;            // attn_sub_norm (AttentionTensors::sub_norm), or empty
   std::vector<float> sinks;               // attn_sinks (AttentionTensors::sinks), or empty
 

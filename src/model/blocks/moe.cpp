@@ -190,10 +190,12 @@ void one_row_experts(const MoeWeights& w, const ModelHParams& hp, ForwardContext
 
 // Several rows: each expert over the rows that chose it (gathered, one
 // matmul per expert), slot r * k + j of `slots` getting weights[r * k + j]
-// times row r's output of its j-th expert.
+// times row r's output of its j-th expert. With `input_per_slot`, `in`
+// holds one input row per slot (Llama 4's weighted inputs) instead of one
+// per row.
 void grouped_experts(const MoeWeights& w, const ModelHParams& hp, ForwardContext& ctx,
                      std::span<const int32_t> chosen, std::span<const float> weights,
-                     std::span<const float> in, std::span<float> slots) {
+                     std::span<const float> in, std::span<float> slots, bool input_per_slot) {
   auto& buf = ctx.buffers;
   const auto k = static_cast<size_t>(hp.n_expert_used);
   const auto n_embd = static_cast<size_t>(hp.n_embd);
@@ -205,7 +207,8 @@ void grouped_experts(const MoeWeights& w, const ModelHParams& hp, ForwardContext
     const size_t m = members.size();
     const auto x = ForwardBuffers::take(buf.moe_in, m * n_embd);
     for (size_t i = 0; i < m; ++i) {
-      const size_t r = static_cast<size_t>(members[i]) / k;
+      const auto slot = static_cast<size_t>(members[i]);
+      const size_t r = input_per_slot ? slot : slot / k;
       std::copy_n(in.begin() + static_cast<std::ptrdiff_t>(r * n_embd), n_embd,
                   x.begin() + static_cast<std::ptrdiff_t>(i * n_embd));
     }
@@ -238,15 +241,22 @@ void grouped_experts(const MoeWeights& w, const ModelHParams& hp, ForwardContext
 void route(std::span<float> scores, const RouterSpec& spec, std::span<int32_t> experts,
            std::span<float> weights, std::span<const float> selection_bias) {
   const std::span<float> probs = scores;
+  std::array<float, kMaxExperts> raw_values;
+  if (spec.select_by_scores) std::ranges::copy(scores, raw_values.begin());
   if (spec.gating == RouterGating::softmax) {
     softmax_inplace(probs);
   } else if (spec.gating == RouterGating::sigmoid) {
     sigmoid_inplace(probs);
   }
-  // What the experts are chosen by: the probabilities, plus the bias.
+  // What the experts are chosen by: the probabilities (or the raw
+  // scores), plus the bias.
   std::array<float, kMaxExperts> selection_values;
   const std::span<float> selection = std::span(selection_values).first(probs.size());
-  std::ranges::copy(probs, selection.begin());
+  if (spec.select_by_scores) {
+    std::copy_n(raw_values.begin(), probs.size(), selection.begin());
+  } else {
+    std::ranges::copy(probs, selection.begin());
+  }
   if (!selection_bias.empty()) kernels::add_inplace(selection, selection_bias);
   if (spec.n_groups > 1) keep_best_groups(selection, spec);
   std::array<bool, kMaxExperts> taken{};
@@ -324,6 +334,7 @@ void MoeWeights::visit(TensorVisitor& v, const ModelHParams& hp, int64_t layer, 
     v.vector(router_bias, name("ffn_gate_inp.bias"), n_expert, TensorKind::bias);
   activation = extra.activation;
   router_input = extra.router_input;
+  weights_before_experts = extra.weights_before_experts;
   // llama.cpp's create_tensor_gate_up_exps: gate and up may come as one
   // stack of 2 * n_ff rows per expert (gen-model writes them apart); no
   // scales for them then.
@@ -399,10 +410,21 @@ void moe_ffn(const MoeWeights& w, const ModelHParams& hp, int64_t layer, int64_t
   // Slot r * k + j gets weight r * k + j times row r's output of its j-th
   // expert.
   const auto slots = ForwardBuffers::take(buf.moe_slots, rows * k * n_embd);
-  if (rows == 1) {
+  if (w.weights_before_experts) {
+    // Llama 4 (llama.cpp's weight_before_ffn): each slot's expert reads
+    // its row times its weight, and its output is not weighed again.
+    const auto inputs = ForwardBuffers::take(buf.moe_weighted_in, rows * k * n_embd);
+    for (size_t slot = 0; slot < rows * k; ++slot) {
+      const float* src = in.data() + (slot / k) * n_embd;
+      float* dst = inputs.data() + slot * n_embd;
+      for (size_t c = 0; c < n_embd; ++c) dst[c] = src[c] * weights[slot];
+    }
+    std::fill(weights.begin(), weights.end(), 1.0f);
+    grouped_experts(w, hp, ctx, chosen, weights, inputs, slots, /*input_per_slot=*/true);
+  } else if (rows == 1) {
     one_row_experts(w, hp, ctx, chosen, weights, in, slots);
   } else {
-    grouped_experts(w, hp, ctx, chosen, weights, in, slots);
+    grouped_experts(w, hp, ctx, chosen, weights, in, slots, /*input_per_slot=*/false);
   }
   // The slots in order, as llama.cpp folds them: ((s0 + s1) + s2) + ...
   for (size_t r = 0; r < rows; ++r) {

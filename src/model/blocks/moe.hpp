@@ -78,6 +78,9 @@ struct MoeTensors {
   bool expert_biases = false;
   ExpertActivation activation = ExpertActivation::swiglu;
   RouterInput router_input = RouterInput::ffn_input;
+  // Each chosen expert reads its input times its weight and adds its output
+  // unweighted (Llama 4; llama.cpp's weight_before_ffn).
+  bool weights_before_experts = false;
 };
 
 struct MoeWeights {
@@ -89,6 +92,7 @@ struct MoeWeights {
   std::vector<float> gate_b, up_b, down_b;              // [n_expert][n_ff or n_embd], or empty
   ExpertActivation activation = ExpertActivation::swiglu;
   RouterInput router_input = RouterInput::ffn_input;
+  bool weights_before_experts = false;
   SharedExpert shared_expert = SharedExpert::none;
   std::vector<float> shared_router;  // ffn_gate_inp_shexp [n_embd] (gated)
   FfnWeights shared;                 // ffn_{gate,up,down}_shexp
