@@ -13,6 +13,7 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <ostream>
 #include <sstream>
 
 #include "cortiq/cortiq.hpp"
@@ -30,6 +31,11 @@ struct GoldenCase {
   std::string tensors = "converted";      // or "all": gen-model --all-tensors
   int64_t experts = 0, experts_used = 0;  // "E/K": gen-model --experts E --experts-used K
 };
+
+// How gtest (and so ctest's test list) names a case's parameter.
+void PrintTo(const GoldenCase& c, std::ostream* out) {
+  *out << c.name;
+}
 
 // The cases of tests/golden/<kind>/cases.tsv (kind: logits, embeddings).
 std::vector<GoldenCase> read_cases(const std::string& kind) {

@@ -763,6 +763,48 @@ TEST(LayerSpecs, Llama4ChunksUnrotatedLayersAndExperts) {
   EXPECT_NE(error.find("llama4.attention.sliding_window 0"), std::string::npos) << error;
 }
 
+// HY V3's layers as llama.cpp's loader sees them: every FFN tensor
+// optional, experts where the router is. The leading routerless layers
+// are dense; a dense FFN beside a layer's experts is loaded and never run
+// (the same logits); a routerless layer after the experts is refused.
+TEST(ModelLoad, HyV3DenseLayersAreTheLeadingRouterlessOnes) {
+  test::TempDir dir;
+  write_random_model(small_model("hy_v3"), dir / "hy.gguf");
+  const auto model = Model::load(dir / "hy.gguf", {});
+  EXPECT_EQ(model->decoder().hparams().n_layer_dense_lead, 1);
+  const std::vector<TokenId> ids = {1, 5, 9, 13, 17};
+  const auto reference = Session(model).evaluate(ids, 2);
+
+  // blk.1 (experts) gains an ffn_up.weight, ffn_gate and ffn_down: copy
+  // blk.0's dense matrices under blk.1's names.
+  const gguf::GgufFile file = gguf::GgufFile::open(dir / "hy.gguf");
+  gguf::GgufWriter writer;
+  for (const gguf::KeyValue& kv : file.metadata()) writer.set(kv.key, kv.value);
+  std::vector<std::span<const std::byte>> data;
+  for (const gguf::TensorInfo& t : file.tensors()) {
+    writer.add_tensor(t.name, t.type, t.shape);
+    data.push_back(t.data);
+  }
+  for (const char* matrix : {"ffn_gate", "ffn_up", "ffn_down"}) {
+    const gguf::TensorInfo* t = file.find_tensor(std::string("blk.0.") + matrix + ".weight");
+    ASSERT_NE(t, nullptr);
+    writer.add_tensor(std::string("blk.1.") + matrix + ".weight", t->type, t->shape);
+    data.push_back(t->data);
+  }
+  writer.begin(dir / "beside.gguf");
+  for (const auto& d : data) writer.write_tensor_data(d);
+  writer.finish();
+  EXPECT_EQ(Session(Model::load(dir / "beside.gguf", {})).evaluate(ids, 2), reference);
+
+  RandomModelOptions three = small_model("hy_v3");
+  three.geometry.n_layer = 3;
+  write_random_model(three, dir / "hy3.gguf");
+  rewrite(dir / "hy3.gguf", dir / "late.gguf", "blk.2.ffn_gate_inp.weight");
+  const std::string error = load_error(dir / "late.gguf");
+  EXPECT_NE(error.find("layer 2 has no experts after layer 1 had them"), std::string::npos)
+      << error;
+}
+
 TEST(LayerSpecs, InspectShowsEachLayersDescriptionAndTheKvMemory) {
   test::TempDir dir;
   RandomModelOptions o = small_model("gemma2");

@@ -85,6 +85,7 @@ constexpr const Family* kFamilies[] = {
     &kGptOssFamily,         // gpt_oss.cpp
     &kGlm4MoeFamily,        // glm4_moe.cpp
     &kBailingMoe2Family,    // glm4_moe.cpp
+    &kHyV3Family,           // glm4_moe.cpp
     &kArcticFamily,         // arctic.cpp
     &kDbrxFamily,           // dbrx.cpp
     &kGrokFamily,           // grok.cpp

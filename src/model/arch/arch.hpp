@@ -21,6 +21,7 @@ extern const Family kMinimaxM2Family;
 extern const Family kSmallThinkerFamily;
 extern const Family kGlm4MoeFamily;
 extern const Family kBailingMoe2Family;
+extern const Family kHyV3Family;
 extern const Family kArcticFamily;
 extern const Family kDbrxFamily;
 extern const Family kGrokFamily;

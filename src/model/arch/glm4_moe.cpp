@@ -20,6 +20,9 @@
 // set (GLM-4.5V) llama.cpp runs M-RoPE: for text, NeoX RoPE with the extra
 // section's pairs unturned.
 //
+// Tencent's HY V3 (`hy_v3`) is the same layer (ffn_norm, per-head Q/K norms
+// required, Q/K/V biases optional) with every scale applied and its dense
+// layers found by the file's routers (read_hy_v3).
 // Ant Group's Ling 2 (`bailingmoe2`) is the same layer (its FFN norm
 // ffn_norm) with one fused Q/K/V projection (no bias), required per-head
 // Q/K norms, an optional correction bias, the gating and shared experts as
@@ -34,10 +37,13 @@
 #include <iterator>
 #include <memory>
 
+#include "base/strings.hpp"
+#include "formats/gguf/gguf_file.hpp"
 #include "model/arch/arch.hpp"
 #include "model/arch/family_support.hpp"
 #include "model/arch/pre_norm_layer.hpp"
 #include "model/arch_spec.hpp"
+#include "model/blocks/ffn.hpp"
 #include "model/blocks/moe.hpp"
 #include "model/blocks/nextn.hpp"
 #include "model/decoder_model.hpp"
@@ -57,9 +63,21 @@ struct LayerTensors {
   AttentionTensors attention;
   MoeTensors experts;
   std::string_view ffn_norm;
+  FfnTensors dense = {.scales_applied = false};
 };
 
 LayerTensors layer_tensors(const ModelHParams& hp) {
+  if (hp.arch == "hy_v3") {
+    return {{.qk_norm = QkNorm::required},
+            {.scales_applied = true,
+             .shared_expert = SharedExpert::always,
+             .shared_scales_applied = true,
+             .selection_bias = true,
+             .selection_bias_name = "exp_probs_b",
+             .fused_gate_up = true},
+            "ffn_norm.weight",
+            {}};
+  }
   if (is_bailing(hp)) {
     return {{.qk_norm = QkNorm::required,
              .fused_qkv_required = true,
@@ -84,17 +102,27 @@ struct Glm4MoeWeights {
   RopeTables rope;
   std::vector<PreNormMoeLayer> layers;
   std::vector<MtpLayer> mtp;  // bound, not run
+  // hy_v3: dense FFN tensors beside a layer's experts, which llama.cpp
+  // loads (every FFN tensor is optional to it) and its graph never runs.
+  std::vector<FfnWeights> unused_dense;
+
+  void visit_unused_dense(TensorVisitor& v, const ModelHParams& hp, int64_t il) {
+    if (hp.arch != "hy_v3" || !hp.layer_has_experts(il)) return;
+    if (!v.has(layer_tensor_name(il, "ffn_up.weight"), /*written=*/false)) return;
+    unused_dense.emplace_back().visit(v, hp, il, {.scales_applied = false});
+  }
 
   void visit(TensorVisitor& v, const ModelHParams& hp) {
     const LayerTensors t = layer_tensors(hp);
     embedding.visit(v, hp);
     head.visit(v, hp, embedding, is_bailing(hp) ? OutputMatrix::own : OutputMatrix::own_or_tied);
     for (int64_t il = 0; il < hp.n_layer; ++il) {
-      layers.emplace_back().visit(v, hp, il, t.attention, t.experts, t.ffn_norm);
+      layers.emplace_back().visit(v, hp, il, t.attention, t.experts, t.ffn_norm, t.dense);
+      visit_unused_dense(v, hp, il);
     }
     if (hp.mtp_layers.empty()) return;
-    // glm4moe: a file without its MTP layers runs (llama.cpp's trunk_only);
-    // bailingmoe2's loader requires them.
+    // glm4moe, hy_v3: a file without its MTP layers runs (llama.cpp's
+    // trunk_only); bailingmoe2's loader requires them.
     if (!is_bailing(hp) &&
         !v.has(layer_tensor_name(hp.n_layer, "nextn.eh_proj.weight"), /*written=*/true)) {
       return;
@@ -103,8 +131,9 @@ struct Glm4MoeWeights {
     ScalelessVisitor no_scales(v);
     for (int64_t il = hp.n_layer; il < std::ssize(all.layers); ++il) {
       MtpLayer& layer = mtp.emplace_back();
-      layer.block.visit(no_scales, all, il, t.attention, t.experts, t.ffn_norm);
+      layer.block.visit(no_scales, all, il, t.attention, t.experts, t.ffn_norm, t.dense);
       layer.nextn.visit(no_scales, hp, il);
+      visit_unused_dense(no_scales, all, il);
       if (is_bailing(hp)) {
         no_scales.vector(layer.output_norm, layer_tensor_name(il, "layer_output_norm.weight"),
                          hp.n_embd, TensorKind::norm, true);
@@ -142,6 +171,49 @@ void read_bailingmoe2(const HParamReader& keys, ModelHParams& hp) {
   hp.router.gating = read_expert_gating(keys, std::nullopt);
   hp.router.normalize = keys.bool_or("expert_weights_norm", false);
   hp.router.scale = keys.float_or("expert_weights_scale", 0.0f);
+}
+
+// Tencent's HY V3 (Hunyuan-A3B-30B): llama.cpp's loader takes every FFN
+// tensor as optional and its graph runs experts where ffn_gate_inp is, a
+// dense SwiGLU elsewhere; here the leading layers without a router are the
+// dense ones and every later one must have experts. The experts
+// expert_feed_forward_length wide (or n_ff / expert_used_count), the
+// shared expert expert_shared_feed_forward_length (or as the experts);
+// every scale applied.
+void read_hy_v3(const HParamReader& keys, ModelHParams& hp) {
+  keys.require("attention.layer_norm_rms_epsilon");
+  keys.require("expert_feed_forward_length");
+  if (hp.rope.n_dims != hp.head_dim_k || hp.head_dim_v != hp.head_dim_k) {
+    keys.invalid("hy_v3 needs rope.dimension_count = key_length = value_length");
+  }
+  hp.attention_scale = 0.0f;
+  read_expert_hparams(keys, hp, /*width_key=*/true, /*shared_expert=*/false);
+  const int64_t shared_width = keys.uint_or("expert_shared_feed_forward_length", 0);
+  hp.n_ff_shared_expert = shared_width > 0 ? shared_width : hp.n_ff_expert;
+  hp.router.gating = read_expert_gating(keys, RouterGating::sigmoid);
+  hp.router.normalize = keys.bool_or("expert_weights_norm", false);
+  hp.router.scale = keys.float_or("expert_weights_scale", 0.0f);
+  // The dense lead from the file's routers (gen-model's parse of its own
+  // keys has no tensors: its first layer is dense).
+  const auto& file = keys.file();
+  if (file.tensors().empty()) {
+    hp.n_layer_dense_lead = 1;
+    return;
+  }
+  const int64_t n_all = std::ssize(hp.layers);  // trunk and MTP layers
+  int64_t lead = 0;
+  while (lead < n_all &&
+         file.find_tensor(layer_tensor_name(lead, "ffn_gate_inp.weight")) == nullptr) {
+    ++lead;
+  }
+  for (int64_t il = lead; il < n_all; ++il) {
+    if (file.find_tensor(layer_tensor_name(il, "ffn_gate_inp.weight")) == nullptr &&
+        file.find_tensor(layer_tensor_name(il, "attn_norm.weight")) != nullptr) {
+      keys.invalid(strfmt("layer %lld has no experts after layer %lld had them",
+                          static_cast<long long>(il), static_cast<long long>(lead)));
+    }
+  }
+  hp.n_layer_dense_lead = lead;
 }
 
 void read_glm4moe(const HParamReader& keys, ModelHParams& hp) {
@@ -215,6 +287,23 @@ void write_bailingmoe2(const ModelGeometry& g, std::vector<gguf::KeyValue>& keys
   keys.push_back({p + "expert_weights_scale", gguf::Value(2.5f)});
 }
 
+// HY V3's shape in small: the first layer dense, sigmoid routing with the
+// correction bias, renormalized, a shared expert half as wide, one MTP layer.
+void write_hy_v3(const ModelGeometry& g, std::vector<gguf::KeyValue>& keys) {
+  const std::string p = "hy_v3.";
+  for (gguf::KeyValue& kv : keys) {
+    if (kv.key == p + "block_count") kv.value = u32_value(g.n_layer + 1);
+  }
+  keys.push_back({p + "nextn_predict_layers", u32_value(1)});
+  keys.push_back({p + "expert_feed_forward_length", u32_value(g.n_ff)});
+  keys.push_back({p + "expert_shared_feed_forward_length", u32_value(g.n_ff / 2)});
+  keys.push_back({p + "expert_count", u32_value(g.n_expert > 0 ? g.n_expert : 4)});
+  keys.push_back({p + "expert_used_count", u32_value(g.n_expert_used > 0 ? g.n_expert_used : 2)});
+  keys.push_back({p + "expert_gating_func", u32_value(2)});
+  keys.push_back({p + "expert_weights_norm", gguf::Value(true)});
+  keys.push_back({p + "expert_weights_scale", gguf::Value(1.0f)});
+}
+
 // GLM-4.5's checkpoints have Q/K/V biases.
 constexpr std::string_view kGlm4MoeOptional[] = {"attn_q.bias", "attn_k.bias", "attn_v.bias"};
 
@@ -239,5 +328,13 @@ const Family kBailingMoe2Family{.arch = "bailingmoe2",
                                 .write_hparams = write_bailingmoe2,
                                 .fixed_head_dim = true,
                                 .mtp_layers = true};
+
+const Family kHyV3Family{.arch = "hy_v3",
+                         .neox_rope = true,
+                         .make = make_model<Glm4MoeModel>,
+                         .read_hparams = read_hy_v3,
+                         .tensors = tensors_of<Glm4MoeWeights>,
+                         .write_hparams = write_hy_v3,
+                         .mtp_layers = true};
 
 }  // namespace cortiq

@@ -64,14 +64,15 @@ struct PreNormMoeLayer {
   MoeWeights moe;    // the others
 
   void visit(TensorVisitor& v, const ModelHParams& hp, int64_t il, AttentionTensors attention,
-             MoeTensors experts, std::string_view ffn_norm_name = "ffn_norm.weight") {
+             MoeTensors experts, std::string_view ffn_norm_name = "ffn_norm.weight",
+             FfnTensors dense_ffn = {.scales_applied = false}) {
     v.vector(attn_norm, layer_tensor_name(il, "attn_norm.weight"), hp.n_embd, TensorKind::norm);
     attn.visit(v, hp, il, attention);
     v.vector(ffn_norm, layer_tensor_name(il, ffn_norm_name), hp.n_embd, TensorKind::norm);
     if (hp.layer_has_experts(il)) {
       moe.visit(v, hp, il, experts);
     } else {
-      dense.visit(v, hp, il, {.scales_applied = false});
+      dense.visit(v, hp, il, dense_ffn);
     }
   }
 

@@ -373,7 +373,7 @@ void MoeWeights::visit(TensorVisitor& v, const ModelHParams& hp, int64_t layer, 
     v.table(down_b, name("ffn_down_exps.bias"), hp.n_embd, n_expert, TensorKind::bias);
   }
   if (extra.selection_bias || extra.selection_bias_required) {
-    v.vector(selection_bias, name("exp_probs_b.bias"), n_expert, TensorKind::router,
+    v.vector(selection_bias, name(extra.selection_bias_name), n_expert, TensorKind::router,
              extra.selection_bias_required);
   }
   shared_expert = extra.shared_expert;
@@ -382,7 +382,9 @@ void MoeWeights::visit(TensorVisitor& v, const ModelHParams& hp, int64_t layer, 
   }
   if (shared_expert != SharedExpert::none) {
     shared.visit(v, hp, layer,
-                 {.scales_applied = false, .suffix = "_shexp", .width = hp.n_ff_shared_expert});
+                 {.scales_applied = extra.shared_scales_applied,
+                  .suffix = "_shexp",
+                  .width = hp.n_ff_shared_expert});
   }
 }
 

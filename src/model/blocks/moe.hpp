@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <optional>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "kernels/cpu/weight_view.hpp"
@@ -69,8 +70,11 @@ struct MoeTensors {
   bool gate_optional = false;   // ffn_gate_exps may be absent: silu(up) (llama)
   bool scales_applied = false;  // ffn_*_exps.scale ([n_expert]) multiply each expert's product
   SharedExpert shared_expert = SharedExpert::none;  // *_shexp, hp.n_ff_shared_expert wide
-  bool selection_bias = false;                      // exp_probs_b.bias [n_expert], optional
-  bool selection_bias_required = false;             // ... and always there (GLM-4.5, MiniMax-M2)
+  bool shared_scales_applied = false;    // the shared expert's *_shexp.scale multiply (HY V3)
+  bool selection_bias = false;           // exp_probs_b.bias [n_expert], optional
+  bool selection_bias_required = false;  // ... and always there (GLM-4.5, MiniMax-M2)
+  // Its name after blk.N. (HY V3's loader asks for blk.N.exp_probs_b).
+  std::string_view selection_bias_name = "exp_probs_b.bias";
   bool fused_gate_up = false;  // ffn_gate_up_exps may replace ffn_gate_exps and ffn_up_exps
   bool router_bias = false;    // ffn_gate_inp.bias [n_expert], required (GPT-OSS)
   // ffn_{gate,up}_exps.bias [n_ff, n_expert], ffn_down_exps.bias [n_embd,
