@@ -67,6 +67,33 @@ gguf::Value u32_value(int64_t v) {
   return gguf::Value(static_cast<uint32_t>(v));
 }
 
+void write_expert_counts(const ModelGeometry& g, std::string_view arch,
+                         std::vector<gguf::KeyValue>& keys, int64_t default_used) {
+  const std::string p = std::string(arch) + ".";
+  keys.push_back({p + "expert_count", u32_value(g.n_expert > 0 ? g.n_expert : 4)});
+  keys.push_back(
+      {p + "expert_used_count", u32_value(g.n_expert_used > 0 ? g.n_expert_used : default_used)});
+}
+
+void write_half_rotary(const ModelGeometry& g, std::string_view arch,
+                       std::vector<gguf::KeyValue>& keys) {
+  int64_t rot = (g.resolved_head_dim() / 2) & ~int64_t{1};
+  if (rot == 0) rot = g.resolved_head_dim();
+  const std::string key = std::string(arch) + ".rope.dimension_count";
+  for (gguf::KeyValue& kv : keys) {
+    if (kv.key == key) kv.value = u32_value(rot);
+  }
+}
+
+void write_mtp_layer(const ModelGeometry& g, std::string_view arch,
+                     std::vector<gguf::KeyValue>& keys) {
+  const std::string p = std::string(arch) + ".";
+  for (gguf::KeyValue& kv : keys) {
+    if (kv.key == p + "block_count") kv.value = u32_value(g.n_layer + 1);
+  }
+  keys.push_back({p + "nextn_predict_layers", u32_value(1)});
+}
+
 void validate_geometry(const Family& family, const ModelGeometry& g) {
   require(g.n_vocab > 0, "the vocabulary is empty");
   require(g.n_embd > 0 && g.n_layer > 0 && g.n_head > 0 && g.n_head_kv > 0 && g.n_ff > 0 &&

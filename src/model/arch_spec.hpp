@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <string_view>
 #include <vector>
 
 #include "formats/gguf/gguf_file.hpp"
@@ -69,5 +70,20 @@ ModelSpec model_spec(const Family& family, const ModelGeometry& geometry,
 // always writes them (`always`) or when the head size is not n_embd / n_head.
 void write_head_size(const ModelGeometry& geometry, const Family& family,
                      std::vector<gguf::KeyValue>& keys, bool always);
+
+// gen-model's mixture of experts: ARCH.expert_count (geometry or 4) and
+// expert_used_count (geometry or `default_used`).
+void write_expert_counts(const ModelGeometry& geometry, std::string_view arch,
+                         std::vector<gguf::KeyValue>& keys, int64_t default_used = 2);
+
+// ARCH.rope.dimension_count: half of each head (an even count; the whole
+// head when half would be 0), as GLM-4's partial_rotary_factor 0.5.
+void write_half_rotary(const ModelGeometry& geometry, std::string_view arch,
+                       std::vector<gguf::KeyValue>& keys);
+
+// One multi-token-prediction layer after the trunk: block_count one more
+// than the geometry's layers, ARCH.nextn_predict_layers 1.
+void write_mtp_layer(const ModelGeometry& geometry, std::string_view arch,
+                     std::vector<gguf::KeyValue>& keys);
 
 }  // namespace cortiq

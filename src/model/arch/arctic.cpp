@@ -100,9 +100,7 @@ void read_arctic(const HParamReader& keys, ModelHParams& hp) {
 
 // Arctic's routing in small: four experts, two per token.
 void write_arctic(const ModelGeometry& g, std::vector<gguf::KeyValue>& keys) {
-  keys.push_back({"arctic.expert_count", u32_value(g.n_expert > 0 ? g.n_expert : 4)});
-  keys.push_back(
-      {"arctic.expert_used_count", u32_value(g.n_expert_used > 0 ? g.n_expert_used : 2)});
+  write_expert_counts(g, "arctic", keys);
 }
 
 }  // namespace

@@ -100,8 +100,7 @@ void read_dbrx(const HParamReader& keys, ModelHParams& hp) {
 void write_dbrx(const ModelGeometry& g, std::vector<gguf::KeyValue>& keys) {
   keys.push_back({"dbrx.attention.layer_norm_epsilon", gguf::Value(1e-5f)});
   keys.push_back({"dbrx.attention.clamp_kqv", gguf::Value(2.0f)});
-  keys.push_back({"dbrx.expert_count", u32_value(g.n_expert > 0 ? g.n_expert : 4)});
-  keys.push_back({"dbrx.expert_used_count", u32_value(g.n_expert_used > 0 ? g.n_expert_used : 2)});
+  write_expert_counts(g, "dbrx", keys);
 }
 
 }  // namespace

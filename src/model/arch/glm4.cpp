@@ -129,21 +129,12 @@ void read_glm4(const HParamReader& keys, ModelHParams& hp) {
 }
 
 // Both rotate half of each head (partial_rotary_factor 0.5).
-void write_half_rotary(const std::string& p, const ModelGeometry& g,
-                       std::vector<gguf::KeyValue>& keys) {
-  int64_t rot = (g.resolved_head_dim() / 2) & ~int64_t{1};
-  if (rot == 0) rot = g.resolved_head_dim();
-  for (gguf::KeyValue& kv : keys) {
-    if (kv.key == p + "rope.dimension_count") kv.value = u32_value(rot);
-  }
-}
-
 void write_glm4(const ModelGeometry& g, std::vector<gguf::KeyValue>& keys) {
-  write_half_rotary("glm4.", g, keys);
+  write_half_rotary(g, "glm4", keys);
 }
 
 void write_chatglm(const ModelGeometry& g, std::vector<gguf::KeyValue>& keys) {
-  write_half_rotary("chatglm.", g, keys);
+  write_half_rotary(g, "chatglm", keys);
 }
 
 // GLM-4's checkpoints have Q/K/V biases; ChatGLM's the fused one.

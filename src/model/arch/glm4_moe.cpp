@@ -240,68 +240,43 @@ void read_glm4moe(const HParamReader& keys, ModelHParams& hp) {
   }
 }
 
-// GLM-4.5-Air's shape in small: half of each head rotated, the first layer
-// dense, four experts (two per token) n_ff wide with one shared, sigmoid
-// routing renormalized and scaled by 2.5 (GLM-4.5's routed scaling factor),
-// and one MTP layer after the trunk.
+// What the three write alike: one MTP layer, the first layer dense (hy_v3:
+// by its routers), four experts n_ff wide (two per token), sigmoid gating
+// renormalized and scaled by `scale`.
+void write_sigmoid_experts(const ModelGeometry& g, std::string_view arch, float scale,
+                           std::vector<gguf::KeyValue>& keys) {
+  const std::string p = std::string(arch) + ".";
+  write_mtp_layer(g, arch, keys);
+  if (arch != "hy_v3") keys.push_back({p + "leading_dense_block_count", u32_value(1)});
+  keys.push_back({p + "expert_feed_forward_length", u32_value(g.n_ff)});
+  write_expert_counts(g, arch, keys);
+  keys.push_back({p + "expert_gating_func", u32_value(2)});
+  keys.push_back({p + "expert_weights_norm", gguf::Value(true)});
+  keys.push_back({p + "expert_weights_scale", gguf::Value(scale)});
+}
+
+// GLM-4.5-Air's shape in small: half of each head rotated, one shared
+// expert, routing scaled by 2.5 (GLM-4.5's routed scaling factor).
 void write_glm4moe(const ModelGeometry& g, std::vector<gguf::KeyValue>& keys) {
-  const std::string p = "glm4moe.";
-  int64_t rot = (g.resolved_head_dim() / 2) & ~int64_t{1};
-  if (rot == 0) rot = g.resolved_head_dim();
-  for (gguf::KeyValue& kv : keys) {
-    if (kv.key == p + "rope.dimension_count") kv.value = u32_value(rot);
-    if (kv.key == p + "block_count") kv.value = u32_value(g.n_layer + 1);
-  }
-  keys.push_back({p + "nextn_predict_layers", u32_value(1)});
-  keys.push_back({p + "leading_dense_block_count", u32_value(1)});
-  keys.push_back({p + "expert_feed_forward_length", u32_value(g.n_ff)});
-  keys.push_back({p + "expert_count", u32_value(g.n_expert > 0 ? g.n_expert : 4)});
-  keys.push_back({p + "expert_used_count", u32_value(g.n_expert_used > 0 ? g.n_expert_used : 2)});
-  keys.push_back({p + "expert_shared_count", u32_value(1)});
-  keys.push_back({p + "expert_gating_func", u32_value(2)});
-  keys.push_back({p + "expert_weights_norm", gguf::Value(true)});
-  keys.push_back({p + "expert_weights_scale", gguf::Value(2.5f)});
+  write_half_rotary(g, "glm4moe", keys);
+  write_sigmoid_experts(g, "glm4moe", 2.5f, keys);
+  keys.push_back({"glm4moe.expert_shared_count", u32_value(1)});
 }
 
-// Ling-mini-2.0's shape in small: half of each head rotated, the first
-// layer dense, sigmoid routing over two groups of which one is used,
-// renormalized and scaled by 2.5, one shared expert, one MTP layer.
+// Ling-mini-2.0's shape in small: half of each head rotated, two expert
+// groups of which one is used, one shared expert.
 void write_bailingmoe2(const ModelGeometry& g, std::vector<gguf::KeyValue>& keys) {
-  const std::string p = "bailingmoe2.";
-  int64_t rot = (g.resolved_head_dim() / 2) & ~int64_t{1};
-  if (rot == 0) rot = g.resolved_head_dim();
-  for (gguf::KeyValue& kv : keys) {
-    if (kv.key == p + "rope.dimension_count") kv.value = u32_value(rot);
-    if (kv.key == p + "block_count") kv.value = u32_value(g.n_layer + 1);
-  }
-  keys.push_back({p + "nextn_predict_layers", u32_value(1)});
-  keys.push_back({p + "leading_dense_block_count", u32_value(1)});
-  keys.push_back({p + "expert_feed_forward_length", u32_value(g.n_ff)});
-  keys.push_back({p + "expert_count", u32_value(g.n_expert > 0 ? g.n_expert : 4)});
-  keys.push_back({p + "expert_used_count", u32_value(g.n_expert_used > 0 ? g.n_expert_used : 2)});
-  keys.push_back({p + "expert_group_count", u32_value(2)});
-  keys.push_back({p + "expert_group_used_count", u32_value(1)});
-  keys.push_back({p + "expert_shared_count", u32_value(1)});
-  keys.push_back({p + "expert_gating_func", u32_value(2)});
-  keys.push_back({p + "expert_weights_norm", gguf::Value(true)});
-  keys.push_back({p + "expert_weights_scale", gguf::Value(2.5f)});
+  write_half_rotary(g, "bailingmoe2", keys);
+  write_sigmoid_experts(g, "bailingmoe2", 2.5f, keys);
+  keys.push_back({"bailingmoe2.expert_group_count", u32_value(2)});
+  keys.push_back({"bailingmoe2.expert_group_used_count", u32_value(1)});
+  keys.push_back({"bailingmoe2.expert_shared_count", u32_value(1)});
 }
 
-// HY V3's shape in small: the first layer dense, sigmoid routing with the
-// correction bias, renormalized, a shared expert half as wide, one MTP layer.
+// HY V3's shape in small: a shared expert half as wide, no routing scale.
 void write_hy_v3(const ModelGeometry& g, std::vector<gguf::KeyValue>& keys) {
-  const std::string p = "hy_v3.";
-  for (gguf::KeyValue& kv : keys) {
-    if (kv.key == p + "block_count") kv.value = u32_value(g.n_layer + 1);
-  }
-  keys.push_back({p + "nextn_predict_layers", u32_value(1)});
-  keys.push_back({p + "expert_feed_forward_length", u32_value(g.n_ff)});
-  keys.push_back({p + "expert_shared_feed_forward_length", u32_value(g.n_ff / 2)});
-  keys.push_back({p + "expert_count", u32_value(g.n_expert > 0 ? g.n_expert : 4)});
-  keys.push_back({p + "expert_used_count", u32_value(g.n_expert_used > 0 ? g.n_expert_used : 2)});
-  keys.push_back({p + "expert_gating_func", u32_value(2)});
-  keys.push_back({p + "expert_weights_norm", gguf::Value(true)});
-  keys.push_back({p + "expert_weights_scale", gguf::Value(1.0f)});
+  write_sigmoid_experts(g, "hy_v3", 1.0f, keys);
+  keys.push_back({"hy_v3.expert_shared_feed_forward_length", u32_value(g.n_ff / 2)});
 }
 
 // GLM-4.5's checkpoints have Q/K/V biases.

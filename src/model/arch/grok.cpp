@@ -138,8 +138,7 @@ void read_grok(const HParamReader& keys, ModelHParams& hp) {
 // its converter writes (llama.cpp's defaults) and a final softcap.
 void write_grok(const ModelGeometry& g, std::vector<gguf::KeyValue>& keys) {
   const std::string p = "grok.";
-  keys.push_back({p + "expert_count", u32_value(g.n_expert > 0 ? g.n_expert : 4)});
-  keys.push_back({p + "expert_used_count", u32_value(g.n_expert_used > 0 ? g.n_expert_used : 2)});
+  write_expert_counts(g, "grok", keys);
   keys.push_back({p + "expert_feed_forward_length", u32_value(g.n_ff)});
   keys.push_back({p + "embedding_scale", gguf::Value(78.38367176906169f)});
   keys.push_back({p + "logit_scale", gguf::Value(0.5773502691896257f)});

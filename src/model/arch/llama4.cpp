@@ -150,8 +150,7 @@ void read_llama4(const HParamReader& keys, ModelHParams& hp) {
 // 4 experts of which 1 per token (Scout: 16), the chunk pattern's defaults.
 void write_llama4(const ModelGeometry& g, std::vector<gguf::KeyValue>& keys) {
   const std::string p = "llama4.";
-  keys.push_back({p + "expert_count", u32_value(g.n_expert > 0 ? g.n_expert : 4)});
-  keys.push_back({p + "expert_used_count", u32_value(g.n_expert_used > 0 ? g.n_expert_used : 1)});
+  write_expert_counts(g, "llama4", keys, /*default_used=*/1);
   keys.push_back({p + "expert_feed_forward_length", u32_value(g.n_ff)});
   keys.push_back({p + "interleave_moe_layer_step", u32_value(2)});
   keys.push_back({p + "attention.sliding_window", u32_value(kChunk)});

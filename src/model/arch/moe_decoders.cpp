@@ -241,9 +241,7 @@ void read_hunyuan_moe(const HParamReader& keys, ModelHParams& hp) {
 void write_expert_keys(const ModelGeometry& g, std::string_view arch, bool width_key,
                        bool shared_expert, std::vector<gguf::KeyValue>& keys) {
   const std::string prefix = std::string(arch) + ".";
-  keys.push_back({prefix + "expert_count", u32_value(g.n_expert > 0 ? g.n_expert : 4)});
-  keys.push_back(
-      {prefix + "expert_used_count", u32_value(g.n_expert_used > 0 ? g.n_expert_used : 2)});
+  write_expert_counts(g, arch, keys);
   if (width_key) keys.push_back({prefix + "expert_feed_forward_length", u32_value(g.n_ff)});
   if (shared_expert)
     keys.push_back({prefix + "expert_shared_feed_forward_length", u32_value(g.n_ff)});
@@ -277,11 +275,7 @@ void write_hunyuan_moe(const ModelGeometry& g, std::vector<gguf::KeyValue>& keys
 void write_minimax_m2(const ModelGeometry& g, std::vector<gguf::KeyValue>& keys) {
   write_expert_keys(g, "minimax-m2", true, false, keys);
   keys.push_back({"minimax-m2.expert_gating_func", u32_value(2)});
-  int64_t rot = (g.resolved_head_dim() / 2) & ~int64_t{1};
-  if (rot == 0) rot = g.resolved_head_dim();
-  for (gguf::KeyValue& kv : keys) {
-    if (kv.key == "minimax-m2.rope.dimension_count") kv.value = u32_value(rot);
-  }
+  write_half_rotary(g, "minimax-m2", keys);
 }
 
 // SmallThinker-4B's shape in small: its windows (the key's value is

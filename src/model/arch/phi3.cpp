@@ -175,9 +175,7 @@ void write_phi3(const ModelGeometry& g, std::vector<gguf::KeyValue>& keys) {
 // Phi-3.5-MoE's routing in small: four experts, two per token.
 void write_phimoe(const ModelGeometry& g, std::vector<gguf::KeyValue>& keys) {
   write_phi_keys(g, "phimoe", keys);
-  keys.push_back({"phimoe.expert_count", u32_value(g.n_expert > 0 ? g.n_expert : 4)});
-  keys.push_back(
-      {"phimoe.expert_used_count", u32_value(g.n_expert_used > 0 ? g.n_expert_used : 2)});
+  write_expert_counts(g, "phimoe", keys);
 }
 
 }  // namespace

@@ -194,9 +194,7 @@ void write_qwen3vlmoe(const ModelGeometry& g, std::vector<gguf::KeyValue>& keys)
   write_sections(g, kQwen3VlMoeFamily, {12, 10, 10}, keys);
   write_head_size(g, kQwen3VlMoeFamily, keys, /*always=*/true);
   keys.push_back({"qwen3vlmoe.n_deepstack_layers", gguf::Value(uint32_t{3})});
-  keys.push_back({"qwen3vlmoe.expert_count", u32_value(g.n_expert > 0 ? g.n_expert : 4)});
-  keys.push_back(
-      {"qwen3vlmoe.expert_used_count", u32_value(g.n_expert_used > 0 ? g.n_expert_used : 2)});
+  write_expert_counts(g, "qwen3vlmoe", keys);
   keys.push_back({"qwen3vlmoe.expert_feed_forward_length", u32_value(g.n_ff)});
 }
 
