@@ -86,10 +86,7 @@ void RopeTables::setup(const ModelHParams& hp) {
   global.params.freq_factors = global.factors;
   auto& local = slots_[static_cast<size_t>(RopeSlot::local)];
   local.params = kernel_params(hp.rope_local);
-  if (local_factors_) {
-    local.factors = global.factors;
-    local.params.freq_factors = local.factors;
-  }
+  if (local_factors_) local.params.freq_factors = global.factors;
 }
 
 std::array<RopeTable, kRopeSlots> RopeTables::for_rows(std::span<const BatchRow> rows,

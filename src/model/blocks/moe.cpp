@@ -241,22 +241,17 @@ void grouped_experts(const MoeWeights& w, const ModelHParams& hp, ForwardContext
 void route(std::span<float> scores, const RouterSpec& spec, std::span<int32_t> experts,
            std::span<float> weights, std::span<const float> selection_bias) {
   const std::span<float> probs = scores;
-  std::array<float, kMaxExperts> raw_values;
-  if (spec.select_by_scores) std::ranges::copy(scores, raw_values.begin());
+  // What the experts are chosen by: the probabilities (or, taken before
+  // the gating, the raw scores), plus the bias.
+  std::array<float, kMaxExperts> selection_values;
+  const std::span<float> selection = std::span(selection_values).first(probs.size());
+  if (spec.select_by_scores) std::ranges::copy(scores, selection.begin());
   if (spec.gating == RouterGating::softmax) {
     softmax_inplace(probs);
   } else if (spec.gating == RouterGating::sigmoid) {
     sigmoid_inplace(probs);
   }
-  // What the experts are chosen by: the probabilities (or the raw
-  // scores), plus the bias.
-  std::array<float, kMaxExperts> selection_values;
-  const std::span<float> selection = std::span(selection_values).first(probs.size());
-  if (spec.select_by_scores) {
-    std::copy_n(raw_values.begin(), probs.size(), selection.begin());
-  } else {
-    std::ranges::copy(probs, selection.begin());
-  }
+  if (!spec.select_by_scores) std::ranges::copy(probs, selection.begin());
   if (!selection_bias.empty()) kernels::add_inplace(selection, selection_bias);
   if (spec.n_groups > 1) keep_best_groups(selection, spec);
   std::array<bool, kMaxExperts> taken{};
