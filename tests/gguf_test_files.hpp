@@ -1,10 +1,12 @@
 // GGUF files for the tests: a byte builder for files written by hand (old
-// versions, broken files) and a sample file with every kind of value that
-// our writer makes in memory.
+// versions, broken files), a sample file with every kind of value that
+// our writer makes in memory, and copies of files with edited metadata.
 #pragma once
 
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
+#include <functional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -119,6 +121,19 @@ inline std::vector<std::byte> make_sample_gguf(uint64_t alignment = 32) {
   w.begin_in_memory();
   write_pattern_data(w);
   return w.finish_in_memory();
+}
+
+// Copies `from` to `to` with its metadata edited.
+inline void rewrite_metadata(const std::filesystem::path& from, const std::filesystem::path& to,
+                             const std::function<void(gguf::GgufWriter&)>& edit) {
+  const gguf::GgufFile file = gguf::GgufFile::open(from);
+  gguf::GgufWriter writer;
+  for (const gguf::KeyValue& kv : file.metadata()) writer.set(kv.key, kv.value);
+  edit(writer);
+  for (const gguf::TensorInfo& t : file.tensors()) writer.add_tensor(t.name, t.type, t.shape);
+  writer.begin(to);
+  for (const gguf::TensorInfo& t : file.tensors()) writer.write_tensor_data(t.data);
+  writer.finish();
 }
 
 }  // namespace cortiq::test

@@ -17,6 +17,7 @@
 #include "engine_test_models.hpp"
 #include "formats/gguf/gguf_file.hpp"
 #include "formats/gguf/gguf_writer.hpp"
+#include "gguf_test_files.hpp"
 #include "model/arch_spec.hpp"
 #include "model/blocks/classifier.hpp"
 #include "model/blocks/ffn.hpp"
@@ -580,6 +581,42 @@ TEST(LayerSpecs, AbsorbedLatentAttentionCachesOneLatentPerToken) {
   const auto a = Session(absorbed).evaluate(ids, 3);
   const auto b = Session(expanded).evaluate(ids, 3);
   ASSERT_EQ(a.size(), b.size());
+  double err = 0, norm = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    err += (a[i] - b[i]) * (a[i] - b[i]);
+    norm += b[i] * b[i];
+  }
+  EXPECT_LT(std::sqrt(err / norm), 1e-5);
+}
+
+// Mistral Large 3's attention temperature multiplies the queries of every
+// layer: latent attention's absorbed and expanded forms give the same
+// logits with it, and positions before its first step (temperature 1) give
+// bit for bit those of the file without it.
+TEST(LayerSpecs, LatentAttentionTemperatureInBothForms) {
+  test::TempDir dir;
+  write_random_model(small_model("deepseek2"), dir / "plain.gguf");
+  test::rewrite_metadata(dir / "plain.gguf", dir / "absorbed.gguf", [](gguf::GgufWriter& w) {
+    w.set("deepseek2.attention.temperature_scale", gguf::Value(0.5f));
+    w.set("deepseek2.attention.temperature_length", u32_value(3));
+  });
+  expand_latent_attention(dir / "absorbed.gguf", dir / "expanded.gguf");
+  LoadOptions load;
+  load.kv_type = KvType::f32;
+  const auto plain = Model::load(dir / "plain.gguf", load);
+  const auto absorbed = Model::load(dir / "absorbed.gguf", load);
+  const auto expanded = Model::load(dir / "expanded.gguf", load);
+  EXPECT_EQ(absorbed->decoder().hparams().attn_temperature.floor_scale, 3);
+
+  const std::vector<TokenId> ids = {1, 5, 9, 13, 17, 21, 25, 29};
+  const auto p = Session(plain).evaluate(ids, 3);
+  const auto a = Session(absorbed).evaluate(ids, 3);
+  const auto b = Session(expanded).evaluate(ids, 3);
+  ASSERT_EQ(a.size(), b.size());
+  const size_t n_vocab = a.size() / ids.size();
+  // Positions 0-2: temperature 1.
+  EXPECT_TRUE(std::equal(a.begin(), a.begin() + 3 * n_vocab, p.begin()));
+  EXPECT_FALSE(std::equal(a.begin() + 3 * n_vocab, a.end(), p.begin() + 3 * n_vocab));
   double err = 0, norm = 0;
   for (size_t i = 0; i < a.size(); ++i) {
     err += (a[i] - b[i]) * (a[i] - b[i]);

@@ -14,6 +14,7 @@
 #include "cortiq/cortiq.hpp"
 #include "formats/gguf/gguf_file.hpp"
 #include "formats/gguf/gguf_writer.hpp"
+#include "gguf_test_files.hpp"
 #include "model/blocks/moe.hpp"
 #include "model/family.hpp"
 #include "model/hparams.hpp"
@@ -172,23 +173,10 @@ void write_small_moe(std::string_view arch, int64_t kv_heads, const std::filesys
   write_random_model(o, path);
 }
 
-// Copies `from` to `to` with its metadata edited.
-void rewrite_metadata(const std::filesystem::path& from, const std::filesystem::path& to,
-                      const std::function<void(gguf::GgufWriter&)>& edit) {
-  const gguf::GgufFile file = gguf::GgufFile::open(from);
-  gguf::GgufWriter writer;
-  for (const gguf::KeyValue& kv : file.metadata()) writer.set(kv.key, kv.value);
-  edit(writer);
-  for (const gguf::TensorInfo& t : file.tensors()) writer.add_tensor(t.name, t.type, t.shape);
-  writer.begin(to);
-  for (const gguf::TensorInfo& t : file.tensors()) writer.write_tensor_data(t.data);
-  writer.finish();
-}
-
 // The error loading a copy of `from` with its metadata edited ("" when it loads).
 std::string load_error_with(const std::filesystem::path& from, const std::filesystem::path& to,
                             const std::function<void(gguf::GgufWriter&)>& edit) {
-  rewrite_metadata(from, to, edit);
+  test::rewrite_metadata(from, to, edit);
   try {
     Model::load(to, {});
   } catch (const Error& e) {
@@ -249,8 +237,8 @@ TEST(MoeRouter, DeepSeekRoutingKeysAreReadAndChecked) {
     return load_error_with(dir / "a.gguf", dir / "b.gguf", edit);
   };
   // V2 files carry no gating key: softmax.
-  rewrite_metadata(dir / "a.gguf", dir / "v2.gguf",
-                   [](gguf::GgufWriter& w) { w.remove("deepseek2.expert_gating_func"); });
+  test::rewrite_metadata(dir / "a.gguf", dir / "v2.gguf",
+                         [](gguf::GgufWriter& w) { w.remove("deepseek2.expert_gating_func"); });
   EXPECT_EQ(ModelHParams::from_gguf(gguf::GgufFile::open(dir / "v2.gguf")).router.gating,
             RouterGating::softmax);
   const auto u32 = [](uint32_t v) { return gguf::Value(v); };
@@ -270,10 +258,16 @@ TEST(MoeRouter, DeepSeekRoutingKeysAreReadAndChecked) {
               w.set("deepseek2.nextn_predict_layers", u32(1));
             }).find("deepseek2.nextn_predict_layers"),
             std::string::npos);
+  // Mistral Large 3's temperature steps every temperature_length positions.
   EXPECT_NE(error_with([](gguf::GgufWriter& w) {
               w.set("deepseek2.attention.temperature_scale", gguf::Value(0.1f));
-            }).find("deepseek2.attention.temperature_scale"),
+            }).find("temperature_length > 0"),
             std::string::npos);
+  EXPECT_EQ(error_with([](gguf::GgufWriter& w) {
+              w.set("deepseek2.attention.temperature_scale", gguf::Value(0.1f));
+              w.set("deepseek2.attention.temperature_length", gguf::Value(uint32_t{16}));
+            }),
+            "");
   EXPECT_NE(error_with([](gguf::GgufWriter& w) {
               w.remove("deepseek2.attention.value_length_mla");
             }).find("value_length_mla"),
@@ -286,7 +280,7 @@ TEST(MoeRouter, DeepSeekRoutingKeysAreReadAndChecked) {
 TEST(MoeRouter, UnspecifiedPoolingTypeOfSavedFilesIsAbsent) {
   test::TempDir dir;
   write_small_moe("olmoe", 4, dir / "a.gguf");  // OLMoE's K norm spans n_embd
-  rewrite_metadata(dir / "a.gguf", dir / "b.gguf", [](gguf::GgufWriter& w) {
+  test::rewrite_metadata(dir / "a.gguf", dir / "b.gguf", [](gguf::GgufWriter& w) {
     w.set("olmoe.pooling_type", gguf::Value(uint32_t{0xFFFFFFFFu}));
   });
   const gguf::GgufFile saved = gguf::GgufFile::open(dir / "b.gguf");

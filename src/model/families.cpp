@@ -81,6 +81,7 @@ constexpr const Family* kFamilies[] = {
     &kSmallThinkerFamily,   // moe_decoders.cpp
     &kDeepseekFamily,       // deepseek.cpp
     &kDeepseek2Family,      // deepseek.cpp
+    &kMistral4Family,       // deepseek.cpp
     &kDots1Family,          // deepseek.cpp
     &kGptOssFamily,         // gpt_oss.cpp
     &kGlm4MoeFamily,        // glm4_moe.cpp

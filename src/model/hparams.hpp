@@ -125,13 +125,15 @@ struct ModelHParams {
 
   // Read by the families that have them (0 = off).
   int64_t sliding_window = 0;  // ARCH.attention.sliding_window
-  // Llama 4's attention temperature: in the layers without RoPE the
-  // queries are multiplied by 1 + scale * log(floor((pos + offset) /
-  // floor_scale) + 1) (llama.cpp's llm_graph_input_attn_temp); scale 0: off.
+  // Llama 4's attention temperature: the roped queries are multiplied by
+  // 1 + scale * log(floor((pos + offset) / floor_scale) + 1) (llama.cpp's
+  // llm_graph_input_attn_temp), in every layer (Ministral 3, Mistral Large 3)
+  // or only in those without RoPE (Llama 4); scale 0: off.
   struct AttentionTemperature {
     float scale = 0.0f;
     float offset = 0.0f;
     int64_t floor_scale = 0;
+    bool unrotated_layers_only = false;
   } attn_temperature;
   float attn_softcap = 0.0f;  // ARCH.attn_logit_softcapping
   // The scores' multiplier inside the softcap's tanh; 0: 1 / attn_softcap

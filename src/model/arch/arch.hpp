@@ -30,6 +30,7 @@ extern const Family kLlama4Family;
 // deepseek.cpp
 extern const Family kDeepseekFamily;
 extern const Family kDeepseek2Family;
+extern const Family kMistral4Family;
 extern const Family kDots1Family;
 
 // gpt_oss.cpp

@@ -1,6 +1,7 @@
 // DeepSeek's mixture-of-experts decoders: DeepSeekMoE (`deepseek`,
 // deepseek-moe-16b), DeepSeek V2/V3 (`deepseek2`: also Kimi K2, GLM-4.7
-// Lite and the other files converted as deepseek2), and rednote's dots.llm1
+// Lite, Mistral Large 3 and the other files converted as deepseek2; and
+// `mistral4`, the same under Mistral 4's name), and rednote's dots.llm1
 // (`dots1`), DeepSeek V3's experts under plain attention.
 //
 //   x = token_embd[token]
@@ -23,9 +24,12 @@
 //            renormalized or not, scaled. Scores are scaled by
 //            mscale^2 / sqrt(nope + rope), mscale YaRN's magnitude
 //            correction as llama.cpp's deepseek2 graph computes it.
+//            Mistral Large 3: Llama 4's attention temperature on every
+//            layer's queries (attention.temperature_scale and _length).
 // dots1:     plain attention with per-head Q/K RMS norms (NeoX RoPE), the
 //            output matrix its own; the router as deepseek2's (the gating
 //            key required: llama.cpp has no default for dots1).
+#include <algorithm>
 #include <cmath>
 #include <memory>
 
@@ -49,8 +53,9 @@ bool is_dots1(const ModelHParams& hp) {
   return hp.arch == "dots1";
 }
 
+// deepseek2 and mistral4 (read_deepseek2 requires a positive latent rank).
 bool is_v2(const ModelHParams& hp) {
-  return hp.arch == "deepseek2";
+  return hp.kv_lora_rank > 0;
 }
 
 struct DeepseekLayer {
@@ -161,9 +166,15 @@ void read_deepseek2(const HParamReader& keys, ModelHParams& hp) {
   read_deepseek(keys, hp);
   hp.router.gating = read_expert_gating(keys, RouterGating::softmax);
   hp.router.normalize = keys.bool_or("expert_weights_norm", false);
-  if (keys.float_or("attention.temperature_scale", 0.0f) != 0.0f) {
-    keys.invalid(keys.key("attention.temperature_scale") +
-                 " (Mistral Large 3's attention temperature) is not supported yet");
+  // Mistral Large 3: Llama 4's attention temperature in every layer,
+  // stepping every attention.temperature_length positions.
+  const float temperature = keys.float_or("attention.temperature_scale", 0.0f);
+  if (temperature != 0.0f) {
+    const int64_t length = keys.uint_or("attention.temperature_length", 0);
+    if (length <= 0) {
+      keys.invalid("attention.temperature_scale needs attention.temperature_length > 0");
+    }
+    hp.attn_temperature = {.scale = temperature, .floor_scale = length};
   }
   hp.q_lora_rank = keys.uint_or("attention.q_lora_rank", 0);
   hp.kv_lora_rank = keys.required_uint("attention.kv_lora_rank");
@@ -232,29 +243,57 @@ void write_deepseek(const ModelGeometry& g, std::vector<gguf::KeyValue>& keys) {
   keys.push_back({"deepseek.expert_weights_scale", gguf::Value(1.0f)});
 }
 
-// DeepSeek V3's shape in small: latent attention in the absorbed form (query
-// rank 3/4 n_embd, latent rank n_embd / 4, a head's key head_dim + head_dim
-// / 2 with the rope half, its value head_dim), sigmoid routing with the
-// correction bias, two expert groups of which one is used, renormalized
-// weights scaled by 2.5.
-void write_deepseek2(const ModelGeometry& g, std::vector<gguf::KeyValue>& keys) {
+// Latent attention in the absorbed form, in small (query rank 3/4 n_embd,
+// latent rank n_embd / 4, a head's key head_dim + head_dim / 2 with the rope
+// half, its value head_dim), and renormalized experts.
+void write_latent_moe(const ModelGeometry& g, std::string_view arch,
+                      std::vector<gguf::KeyValue>& keys) {
+  const std::string p = std::string(arch) + ".";
   const int64_t head = g.resolved_head_dim(), rope = head / 2, kv_rank = g.n_embd / 4;
   for (gguf::KeyValue& kv : keys) {
-    if (kv.key == "deepseek2.attention.head_count_kv") kv.value = u32_value(1);
-    if (kv.key == "deepseek2.rope.dimension_count") kv.value = u32_value(rope);
+    if (kv.key == p + "attention.head_count_kv") kv.value = u32_value(1);
+    if (kv.key == p + "rope.dimension_count") kv.value = u32_value(rope);
   }
-  write_deepseek_experts(g, "deepseek2", keys);
-  keys.push_back({"deepseek2.attention.q_lora_rank", u32_value(g.n_embd * 3 / 4)});
-  keys.push_back({"deepseek2.attention.kv_lora_rank", u32_value(kv_rank)});
-  keys.push_back({"deepseek2.attention.key_length", u32_value(kv_rank + rope)});
-  keys.push_back({"deepseek2.attention.value_length", u32_value(kv_rank)});
-  keys.push_back({"deepseek2.attention.key_length_mla", u32_value(head + rope)});
-  keys.push_back({"deepseek2.attention.value_length_mla", u32_value(head)});
+  write_deepseek_experts(g, arch, keys);
+  keys.push_back({p + "attention.q_lora_rank", u32_value(g.n_embd * 3 / 4)});
+  keys.push_back({p + "attention.kv_lora_rank", u32_value(kv_rank)});
+  keys.push_back({p + "attention.key_length", u32_value(kv_rank + rope)});
+  keys.push_back({p + "attention.value_length", u32_value(kv_rank)});
+  keys.push_back({p + "attention.key_length_mla", u32_value(head + rope)});
+  keys.push_back({p + "attention.value_length_mla", u32_value(head)});
+  keys.push_back({p + "expert_weights_norm", gguf::Value(true)});
+}
+
+// DeepSeek V3: sigmoid routing with the correction bias, two expert groups
+// of which one is used, the weights scaled by 2.5.
+void write_deepseek2(const ModelGeometry& g, std::vector<gguf::KeyValue>& keys) {
+  write_latent_moe(g, "deepseek2", keys);
   keys.push_back({"deepseek2.expert_gating_func", u32_value(2)});
-  keys.push_back({"deepseek2.expert_weights_norm", gguf::Value(true)});
   keys.push_back({"deepseek2.expert_weights_scale", gguf::Value(2.5f)});
   keys.push_back({"deepseek2.expert_group_count", u32_value(2)});
   keys.push_back({"deepseek2.expert_group_used_count", u32_value(1)});
+}
+
+// Mistral Large 3 / Mistral 4, as llama.cpp's Mistral converter writes it:
+// softmax routing, YaRN over the original context (its log multiplier
+// written times 0.1) and the attention temperature stepping at that
+// context. A short original context, so the goldens cross several steps,
+// and a factor of 4 (Mistral's 32 sharpens the scores by YaRN's mscale^2 =
+// 1.8, which moves the F16 files further from llama.cpp: see cases.tsv).
+// The YaRN betas llama.cpp does not read for these files.
+void write_mistral4(const ModelGeometry& g, std::vector<gguf::KeyValue>& keys) {
+  write_latent_moe(g, "mistral4", keys);
+  const std::string p = "mistral4.";
+  const int64_t original = std::min<int64_t>(g.n_ctx, 16);
+  keys.push_back({p + "expert_gating_func", u32_value(1)});
+  keys.push_back({p + "expert_weights_scale", gguf::Value(1.5f)});
+  keys.push_back({p + "rope.scaling.type", gguf::Value(std::string("yarn"))});
+  keys.push_back({p + "rope.scaling.factor", gguf::Value(4.0f)});
+  keys.push_back({p + "rope.scaling.original_context_length", u32_value(original)});
+  keys.push_back({p + "rope.scaling.yarn_log_multiplier", gguf::Value(0.1f)});
+  keys.push_back({p + "rope.scaling.yarn_beta_fast", gguf::Value(8.0f)});
+  keys.push_back({p + "attention.temperature_scale", gguf::Value(0.1f)});
+  keys.push_back({p + "attention.temperature_length", u32_value(original)});
 }
 
 // dots.llm1's routing: sigmoid, renormalized, scaled by 2.5; one KV head
@@ -286,6 +325,14 @@ const Family kDeepseek2Family{.arch = "deepseek2",
                               .tensors = tensors_of<DeepseekWeights>,
                               .write_hparams = write_deepseek2,
                               .converted_optional = kDeepseek2Converted};
+
+// llama.cpp's mistral4 is its deepseek2 under another name.
+const Family kMistral4Family{.arch = "mistral4",
+                             .neox_rope = false,
+                             .make = make_model<DeepseekModel>,
+                             .read_hparams = read_deepseek2,
+                             .tensors = tensors_of<DeepseekWeights>,
+                             .write_hparams = write_mistral4};
 
 const Family kDots1Family{.arch = "dots1",
                           .neox_rope = true,

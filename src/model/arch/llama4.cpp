@@ -143,7 +143,8 @@ void read_llama4(const HParamReader& keys, ModelHParams& hp) {
                  : chunked                   ? RopeSlot::local
                                              : RopeSlot::global;
   }
-  hp.attn_temperature = {.scale = 0.1f, .offset = 1.0f, .floor_scale = kChunk};
+  hp.attn_temperature = {
+      .scale = 0.1f, .offset = 1.0f, .floor_scale = kChunk, .unrotated_layers_only = true};
 }
 
 // Llama 4 Scout's shape in small: a mixture of experts every second layer,

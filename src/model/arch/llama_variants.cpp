@@ -28,7 +28,6 @@
 // the whole head and that keys and values have one head size. Only mistral3
 // applies FFN scales (NAME.scale): the others pass NULL to build_ffn.
 #include <algorithm>
-#include <cmath>
 #include <memory>
 
 #include "formats/gguf/gguf_file.hpp"
@@ -97,114 +96,36 @@ struct VariantWeights {
   }
 };
 
-// Llama 4's attention temperature as llama.cpp's llm_graph_input_attn_temp
-// computes it (offset 0 for mistral3).
-float attention_temperature(int32_t pos, float beta, int64_t floor_scale) {
-  const float p = static_cast<float>(pos);
-  return static_cast<float>(std::log(std::floor(p / static_cast<float>(floor_scale)) + 1.0) * beta +
-                            1.0);
-}
-
 class VariantModel final : public DecoderModel {
  public:
   VariantModel(ModelHParams hp, WeightBinder& binder) : DecoderModel(std::move(hp), binder) {
     w_.visit(binder, hparams_);
     w_.rope.setup(hparams_);
-    // ModelHParams has no slot for it: mistral3's own key, read here.
-    if (hparams_.arch == "mistral3") {
-      temperature_beta_ =
-          HParamReader(binder.file(), hparams_.arch).float_or("attention.temperature_scale", 0.0f);
-    }
   }
 
  private:
-  // Consecutive rows of one attention temperature, and the hyper-parameters
-  // they attend with.
-  struct Run {
-    size_t begin = 0, end = 0;
-    const ModelHParams* hp = nullptr;
-  };
-
   void run_layers(std::span<const BatchRow> rows, std::span<const int32_t> cells, KvCache& cache,
                   ForwardContext& ctx, std::span<float> logits) const override {
     const auto& h = hparams_;
-    const auto n = rows.size();
+    const auto n = static_cast<int64_t>(rows.size());
     const auto [x, normed, branch, pass] = start_layers(h, rows, cells, ctx, w_.embedding, w_.rope);
-    std::vector<ModelHParams> tempered;
-    const std::vector<Run> runs = temperature_runs(rows, tempered);
     for (int64_t il = 0; il < h.n_layer; ++il) {
       const VariantLayer& layer = w_.layers[static_cast<size_t>(il)];
       rms_norm(h, x, layer.attn_norm, normed);
-      for (const Run& run : runs) attend_run(layer, il, pass, run, cache, ctx, normed, branch);
+      attention(layer.attn, h, il, pass, cache, ctx, normed, branch);
       kernels::add_inplace(x, branch);
       rms_norm(h, x, layer.ffn_norm, normed);
       if (h.n_expert > 0) {
-        moe_ffn(layer.moe, h, il, static_cast<int64_t>(n), ctx, normed, branch);
+        moe_ffn(layer.moe, h, il, n, ctx, normed, branch);
       } else {
-        ffn(layer.ffn, FfnActivation::swiglu, h, il, static_cast<int64_t>(n), ctx, normed, branch);
+        ffn(layer.ffn, FfnActivation::swiglu, h, il, n, ctx, normed, branch);
       }
       kernels::add_inplace(x, branch);
     }
     w_.head.apply(h, rows, x, ctx, logits);
   }
 
-  // llama.cpp multiplies the roped queries by the temperature; the scores
-  // are linear in them, so the run's score scale carries it instead. The
-  // rows of a sequence come in position order and the temperature grows
-  // with the position, so each run finds the earlier positions of its
-  // sequences already cached. Without a temperature: one run, hparams_.
-  std::vector<Run> temperature_runs(std::span<const BatchRow> rows,
-                                    std::vector<ModelHParams>& tempered) const {
-    if (temperature_beta_ == 0.0f) return {{0, rows.size(), &hparams_}};
-    const auto temperature = [&](size_t r) {
-      return attention_temperature(rows[r].pos, temperature_beta_, hparams_.rope.n_ctx_orig);
-    };
-    std::vector<Run> runs;
-    std::vector<float> temperatures;
-    for (size_t r = 0; r < rows.size(); ++r) {
-      const float t = temperature(r);
-      if (runs.empty() || t != temperatures.back()) {
-        runs.push_back({r, r + 1});
-        temperatures.push_back(t);
-      } else {
-        runs.back().end = r + 1;
-      }
-    }
-    tempered.reserve(runs.size());  // the runs point into it
-    for (size_t i = 0; i < runs.size(); ++i) {
-      if (temperatures[i] == 1.0f) {
-        runs[i].hp = &hparams_;
-        continue;
-      }
-      ModelHParams& hp = tempered.emplace_back(hparams_);
-      hp.attention_scale = hparams_.kq_scale() * temperatures[i];
-      runs[i].hp = &hp;
-    }
-    return runs;
-  }
-
-  void attend_run(const VariantLayer& layer, int64_t il, const AttentionPass& pass, const Run& run,
-                  KvCache& cache, ForwardContext& ctx, std::span<const float> normed,
-                  std::span<float> branch) const {
-    const size_t count = run.end - run.begin;
-    if (count == pass.rows.size()) {
-      attention(layer.attn, *run.hp, il, pass, cache, ctx, normed, branch);
-      return;
-    }
-    AttentionPass part{pass.rows.subspan(run.begin, count), pass.cells.subspan(run.begin, count),
-                       pass.rope};
-    for (RopeTable& table : part.rope) {
-      if (table.params == nullptr) continue;
-      const auto dims = static_cast<size_t>(table.params->n_dims);
-      table.cache = table.cache.subspan(run.begin * dims, count * dims);
-    }
-    const auto e = static_cast<size_t>(hparams_.n_embd);
-    attention(layer.attn, *run.hp, il, part, cache, ctx, normed.subspan(run.begin * e, count * e),
-              branch.subspan(run.begin * e, count * e));
-  }
-
   VariantWeights w_;
-  float temperature_beta_ = 0.0f;  // mistral3's attention.temperature_scale; 0: off
 };
 
 // What all four graphs assume (llama.cpp asserts it; a file breaking it is
@@ -228,10 +149,13 @@ void read_mistral3(const HParamReader& keys, ModelHParams& hp) {
     read_expert_hparams(keys, hp, /*width_key=*/false, /*shared_expert=*/false);
     hp.router.normalize = true;
   }
-  // The temperature steps every n_ctx_orig positions (the model reads the
-  // key itself: ModelHParams has no slot for it).
-  if (keys.float_or("attention.temperature_scale", 0.0f) != 0.0f && hp.rope.n_ctx_orig == 0) {
-    keys.invalid("attention.temperature_scale needs rope.scaling.original_context_length > 0");
+  // The temperature, in every layer, steps every n_ctx_orig positions.
+  const float temperature = keys.float_or("attention.temperature_scale", 0.0f);
+  if (temperature != 0.0f) {
+    if (hp.rope.n_ctx_orig == 0) {
+      keys.invalid("attention.temperature_scale needs rope.scaling.original_context_length > 0");
+    }
+    hp.attn_temperature = {.scale = temperature, .floor_scale = hp.rope.n_ctx_orig};
   }
 }
 

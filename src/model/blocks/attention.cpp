@@ -223,16 +223,10 @@ void project_qkv(const AttentionWeights& w, const ModelHParams& hp, const LayerS
       kernels::rms_norm_rows(q_row, {}, hp.rms_eps, q_row, dim);
       kernels::rms_norm_rows(k_row, {}, hp.rms_eps, k_row, dim);
     }
-    // Llama 4: the unrotated layers' queries times the temperature, as
-    // llama.cpp computes it (float position, double log).
+    // The queries times the temperature (Llama 4: the unrotated layers').
     const auto& temp = hp.attn_temperature;
-    if (temp.scale != 0.0f && rope == nullptr) {
-      const auto pos = static_cast<float>(pass.rows[r].pos);
-      const auto t = static_cast<float>(
-          std::log(std::floor((pos + temp.offset) / static_cast<float>(temp.floor_scale)) + 1.0) *
-              temp.scale +
-          1.0);
-      kernels::scale_inplace(q_row, t);
+    if (temp.scale != 0.0f && (rope == nullptr || !temp.unrotated_layers_only)) {
+      kernels::scale_inplace(q_row, attention_temperature(hp, pass.rows[r].pos));
     }
   }
   // Gemma scales the queries (ggml_scale after RoPE), not the scores.
@@ -361,6 +355,14 @@ void attend(const ModelHParams& hp, const LayerSpec& layer, int64_t il, const At
 }
 
 }  // namespace
+
+float attention_temperature(const ModelHParams& hp, int32_t pos) {
+  const auto& temp = hp.attn_temperature;
+  if (temp.scale == 0.0f) return 1.0f;
+  const float steps =
+      std::floor((static_cast<float>(pos) + temp.offset) / static_cast<float>(temp.floor_scale));
+  return static_cast<float>(std::log(steps + 1.0) * temp.scale + 1.0);
+}
 
 void attend_over_cache(const ModelHParams& hp, int64_t layer, const AttentionPass& pass,
                        const KvCache& cache, ForwardContext& ctx, std::span<const float> q,

@@ -123,6 +123,11 @@ void attention(const AttentionWeights& w, const ModelHParams& hp, int64_t layer,
                const AttentionPass& pass, KvCache& cache, ForwardContext& ctx,
                std::span<const float> in, std::span<float> out);
 
+// The attention temperature (ModelHParams::AttentionTemperature) of the
+// query at position `pos`, computed as llama.cpp's llm_graph_input_attn_temp
+// (float position, double logarithm); 1 when the model has none.
+float attention_temperature(const ModelHParams& hp, int32_t pos);
+
 // The attention of attention(), for queries already projected and rotated
 // whose keys and values are in the cache: q [rows][q width] -> out
 // [rows][attn_out width] (before the output projection). For other
