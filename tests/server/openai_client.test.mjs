@@ -9,10 +9,12 @@ import os from 'node:os';
 import path from 'node:path';
 import OpenAI from 'openai';
 import {
-  startServer, rawRequest, postJson, tokenize, getMetrics, waitFor, N_EMBD, cliPath,
+  startServer, rawRequest, postJson, tokenize, getMetrics, waitFor, N_EMBD, TEST_ARCH, cliPath,
 } from './server_harness.mjs';
 
 const MODEL = 'test-model';
+// The suites that do not depend on the test model's family run with the Llama only.
+const ONCE = TEST_ARCH !== 'llama' && 'runs with the Llama test model only';
 const USER = [{ role: 'system', content: 'You are terse.' }, { role: 'user', content: 'Tell me about the sea.' }];
 
 function makeClient(baseURL, apiKey = 'x') {
@@ -46,7 +48,7 @@ async function collectChatStream(stream) {
   return { text, chunks };
 }
 
-describe('openai client', () => {
+describe(`openai client (${TEST_ARCH})`, () => {
   let server;
   let client;
 
@@ -285,7 +287,7 @@ describe('openai client', () => {
   });
 });
 
-describe('api key', () => {
+describe('api key', { skip: ONCE }, () => {
   let server;
 
   before(async () => {
@@ -336,7 +338,7 @@ describe('api key', () => {
 // A BERT model (a text encoder, pooled on its first token as its file says):
 // /v1/embeddings gives `cortiq embed --normalize`'s vector, and the
 // completion endpoints answer 400 saying why.
-describe('encoder model', () => {
+describe('encoder model', { skip: ONCE }, () => {
   let server;
   let dir;
   let model;

@@ -11,7 +11,11 @@ import path from 'node:path';
 
 // The model every test uses: deterministic random weights with the built-in
 // ~600-token SPM vocabulary and no chat template (the server uses ChatML).
-export const MODEL_ARGS = ['--arch', 'llama', '--embd', '256', '--layers', '4', '--heads', '4',
+// A Llama, or the family CORTIQ_TEST_ARCH names in the same size (ctest runs
+// the openai client's tests on deepseek2 too: latent attention and a
+// mixture of experts).
+export const TEST_ARCH = process.env.CORTIQ_TEST_ARCH || 'llama';
+export const MODEL_ARGS = ['--arch', TEST_ARCH, '--embd', '256', '--layers', '4', '--heads', '4',
   '--kv-heads', '2', '--ff', '768', '--ctx', '2048', '--seed', '1'];
 export const N_EMBD = 256;
 export const N_CTX = 2048;
