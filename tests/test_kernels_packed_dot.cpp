@@ -1,4 +1,4 @@
-// The Q4_0 / Q8_0 integer kernels: packing is a pure rearrangement, the
+// The Q4_0 / Q8_0 / MXFP4 integer kernels: packing is a pure rearrangement, the
 // packed and file-layout kernels and every SIMD level give the same bits,
 // the result is the exact dot of the dequantized operands up to float
 // rounding, extreme codes do not overflow, and matmul over a packed matrix
@@ -10,7 +10,6 @@
 #include <vector>
 
 #include "base/cpu_features.hpp"
-#include "base/fp16.hpp"
 #include "base/thread_pool.hpp"
 #include "kernels/cpu/dot_packed.hpp"
 #include "kernels/cpu/matmul.hpp"
@@ -51,12 +50,22 @@ std::vector<Q8Block32> quantized(const std::vector<float>& x) {
   return blocks;
 }
 
+// A type, its layout, and its blocks' extremes: a block is its scale
+// (scale_bytes; `one` the scale 1) then its codes, all bytes `lowest` or
+// `highest` giving the codes lowest_value or highest_value.
 struct Case {
   GgmlType type;
   PackedLayout layout;
+  size_t block_bytes;
+  size_t scale_bytes;
+  uint16_t one;
+  uint8_t lowest, highest;
+  int lowest_value, highest_value;
 };
-const Case kCases[] = {{GgmlType::Q4_0, PackedLayout::q4_0x8},
-                       {GgmlType::Q8_0, PackedLayout::q8_0x8}};
+const Case kCases[] = {{GgmlType::Q4_0, PackedLayout::q4_0x8, 18, 2, 0x3C00, 0x00, 0xFF, -8, 7},
+                       {GgmlType::Q8_0, PackedLayout::q8_0x8, 34, 2, 0x3C00, 0x80, 0x7F, -128, 127},
+                       // E8M0 128: the halved scale 1; nibble 15 is -12 (-6 doubled), 7 is 12.
+                       {GgmlType::MXFP4, PackedLayout::mxfp4x8, 17, 1, 128, 0xFF, 0x77, -12, 12}};
 
 size_t group_bytes(const Case& c, int64_t n_blocks) {
   return static_cast<size_t>(n_blocks) * packed_block_bytes(c.layout);
@@ -70,6 +79,8 @@ TEST(KernelPackedDot, LayoutsForTypesAndRowCounts) {
   EXPECT_EQ(packed_layout(GgmlType::Q5_K, 16), PackedLayout::none);
   EXPECT_EQ(packed_block_bytes(PackedLayout::q4_0x8), 8u * 18u);
   EXPECT_EQ(packed_block_bytes(PackedLayout::q8_0x8), 8u * 34u);
+  EXPECT_EQ(packed_layout(GgmlType::MXFP4, 24), PackedLayout::mxfp4x8);
+  EXPECT_EQ(packed_block_bytes(PackedLayout::mxfp4x8), 8u * 17u);
 }
 
 // Activation codes times their scale are the values round_activations gives.
@@ -198,9 +209,8 @@ TEST(KernelPackedDot, Avx512PairsMatchScalarBitForBit) {
           for (int64_t b = 0; b < n_blocks; ++b) {
             std::byte* block = m.bytes.data() + (r * n_blocks + b) * row_bytes;
             const bool high = (r + b) % 2 == 1;
-            const auto code = static_cast<std::byte>(
-                c.type == GgmlType::Q4_0 ? (high ? 0xFF : 0x00) : (high ? 0x7F : 0x80));
-            std::fill(block + 2, block + row_bytes, code);
+            const auto code = static_cast<std::byte>(high ? c.highest : c.lowest);
+            std::fill(block + c.scale_bytes, block + row_bytes, code);
           }
         }
         pack_rows(m.view, m.packed, 0, 2);
@@ -229,38 +239,45 @@ TEST(KernelPackedDot, Avx512PairsMatchScalarBitForBit) {
 }
 
 // Codes at the ends of their ranges (activations +-127, Q8_0 weights -128
-// and 127, Q4_0 nibbles 0 and 15) stay exact: no int16 saturation.
+// and 127, Q4_0 nibbles 0 and 15, MXFP4's -12 and 12) stay exact: no int16
+// saturation.
 TEST(KernelPackedDot, ExtremeCodesDoNotOverflow) {
   for (const Case& c : kCases) {
     const int64_t n_blocks = 2;
-    const size_t row_bytes = c.type == GgmlType::Q4_0 ? 18 : 34;
+    const size_t row_bytes = c.block_bytes;
     std::vector<std::byte> rows(8 * n_blocks * row_bytes);
-    const uint16_t one = fp32_to_fp16(1.0f);
     for (int r = 0; r < 8; ++r) {
       for (int b = 0; b < n_blocks; ++b) {
         std::byte* block = rows.data() + (r * n_blocks + b) * row_bytes;
-        std::memcpy(block, &one, 2);
+        std::memcpy(block, &c.one, c.scale_bytes);  // little-endian
         // Rows alternate all-lowest and all-highest codes.
-        const auto code = static_cast<std::byte>(c.type == GgmlType::Q4_0 ? (r % 2 ? 0xFF : 0x00)
-                                                                          : (r % 2 ? 0x7F : 0x80));
-        std::fill(block + 2, block + row_bytes, code);
+        const auto code = static_cast<std::byte>(r % 2 ? c.highest : c.lowest);
+        std::fill(block + c.scale_bytes, block + row_bytes, code);
       }
     }
     WeightView view{c.type, 8, 32 * n_blocks, n_blocks * row_bytes, rows.data(), "extreme"};
     std::vector<std::byte> packed(rows.size());
     pack_rows(view, packed, 0, 1);
-    std::vector<Q8Block32> a(static_cast<size_t>(n_blocks));
+    // Two activation rows of -127s: the one-row and the several-row kernels.
+    std::vector<Q8Block32> a(static_cast<size_t>(2 * n_blocks));
     for (auto& block : a) {
       block.d = 1.0f;
       for (int j = 0; j < 32; ++j) block.qs[j] = -127;
       block.sum = -127 * 32;
     }
-    float out[8];
-    packed_dot(c.layout)(packed.data(), a.data(), n_blocks, 1, n_blocks, out);
-    for (int r = 0; r < 8; ++r) {
-      const int w = c.type == GgmlType::Q4_0 ? (r % 2 ? 7 : -8) : (r % 2 ? 127 : -128);
-      EXPECT_EQ(out[r], static_cast<float>(w * -127 * 32 * n_blocks))
-          << ggml_type_name(c.type) << " row " << r;
+    std::vector<std::pair<const char*, PackedDot>> kernels = {
+        {"scalar", scalar::packed_dot(c.layout)}, {"dispatched", packed_dot(c.layout)}};
+    if (cpu_features().avx2) kernels.emplace_back("avx2", avx2::packed_dot(c.layout));
+    for (const auto& [level, kernel] : kernels) {
+      for (const int n_act : {1, 2}) {
+        float out[16];
+        kernel(packed.data(), a.data(), n_blocks, n_act, n_blocks, out);
+        for (int i = 0; i < n_act * 8; ++i) {
+          const int w = i % 2 ? c.highest_value : c.lowest_value;
+          EXPECT_EQ(out[i], static_cast<float>(w * -127 * 32 * n_blocks))
+              << level << " " << ggml_type_name(c.type) << " output " << i;
+        }
+      }
     }
   }
 }

@@ -8,6 +8,8 @@
 #include "base/cpu_features.hpp"
 #include "base/fp16.hpp"
 #include "kernels/cpu/dot_quants32.hpp"
+#include "quant/blocks.hpp"
+#include "quant/scalar_math.hpp"
 
 namespace cortiq::kernels {
 
@@ -40,6 +42,18 @@ float q8_0_block(float acc, const std::byte* block, const Q8Block32& a) {
   int32_t sum = 0;
   for (int j = 0; j < 32; ++j) sum += qs[j] * a.qs[j];
   return std::fma(static_cast<float>(sum), fp16_at(block) * a.d, acc);
+}
+
+// MXFP4, in dot_quants32.hpp's order: the codes through kMxfp4Values, the
+// halved E8M0 scale.
+float mxfp4_block(float acc, const std::byte* block, const Q8Block32& a) {
+  const auto* qs = reinterpret_cast<const uint8_t*>(block + 1);
+  int32_t sum = 0;
+  for (int j = 0; j < 32; ++j) {
+    sum += quant::kMxfp4Values[static_cast<size_t>(q4_nibble(qs, j))] * a.qs[j];
+  }
+  const float scale = quant::e8m0_to_fp32_half(std::to_integer<uint8_t>(block[0]));
+  return std::fma(static_cast<float>(sum), scale * a.d, acc);
 }
 
 using BlockStep = float (*)(float acc, const std::byte* block, const Q8Block32& a);
@@ -84,6 +98,8 @@ PackedDot packed_dot(PackedLayout layout) {
       return group_kernel<q4_0_block, PackedLayout::q4_0x8>;
     case PackedLayout::q8_0x8:
       return group_kernel<q8_0_block, PackedLayout::q8_0x8>;
+    case PackedLayout::mxfp4x8:
+      return group_kernel<mxfp4_block, PackedLayout::mxfp4x8>;
     default:  // none, and the K layouts (dot_kquants_packed.hpp)
       break;
   }
@@ -131,7 +147,7 @@ RowDot row_dot(GgmlType type) {
 }
 
 int packed_dot_max_rows(PackedLayout layout) {
-  return layout == PackedLayout::q4_0x8 ? kMaxPackedRows : 4;
+  return layout == PackedLayout::q4_0x8 || layout == PackedLayout::mxfp4x8 ? kMaxPackedRows : 4;
 }
 
 }  // namespace cortiq::kernels

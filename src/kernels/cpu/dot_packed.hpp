@@ -1,4 +1,4 @@
-// Integer dot products of Q4_0 and Q8_0 weights with activation rows in
+// Integer dot products of Q4_0, Q8_0 and MXFP4 weights with activation rows in
 // Q8Block32 blocks: the matmul kernels for these types, over the packed
 // 8-row groups (packed_weights.hpp) or, for matrices that could not be
 // packed, over the file's rows.
@@ -8,10 +8,12 @@
 // each 32-element block b in order
 //
 //   isum = sum of w_code * a_code over the block, exact in int32
-//          (Q4_0 codes are nibbles minus 8: sum nibble * a - 8 * a.sum)
+//          (Q4_0 codes are nibbles minus 8: sum nibble * a - 8 * a.sum;
+//          MXFP4's the nibbles through kMxfp4Values, the E2M1 codes doubled)
 //   acc  = fma(float(isum), d_w(b) * a.d(b), acc)
 //
-// with d_w the block's fp16 scale as a float. This is also the order of the
+// with d_w the block's fp16 scale as a float (MXFP4: its E8M0 exponent as
+// the halved scale 2^(e - 128), dot_quants32.hpp's order for MXFP4). This is also the order of the
 // peer's repacked AVX2 kernels. Each output has its own accumulator, so the
 // result does not depend on how many activation rows are computed together.
 #pragma once

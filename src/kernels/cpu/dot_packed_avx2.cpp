@@ -12,9 +12,11 @@ namespace cortiq::kernels::avx2 {
 
 namespace {
 
-constexpr int64_t kQ4Block = 144;  // packed_block_bytes(q4_0x8)
-constexpr int64_t kQ8Block = 272;  // packed_block_bytes(q8_0x8)
-constexpr int kCodes = 16;         // offset of the codes after the 8 fp16 scales
+constexpr int64_t kQ4Block = 144;     // packed_block_bytes(q4_0x8)
+constexpr int64_t kQ8Block = 272;     // packed_block_bytes(q8_0x8)
+constexpr int kCodes = 16;            // offset of the codes after the 8 fp16 scales
+constexpr int64_t kMxfp4Block = 136;  // packed_block_bytes(mxfp4x8)
+constexpr int kMxfp4Codes = 8;        // after the 8 E8M0 exponents
 
 // Q4_0: nibbles are unsigned 0..15, so maddubs takes them as they are and
 // the -8 offset comes off as 8 * a.sum. Pairs of products stay below
@@ -88,6 +90,74 @@ void q4_0x8_rows(const std::byte* group, const Q8Block32* a, int64_t a_stride, i
   }
 }
 
+// MXFP4: the nibbles through kMxfp4Values + 12 (0..24) are maddubs'
+// unsigned operand and 12 * a.sum comes off. Pairs of products reach
+// 2 * 24 * 127 = 6096, so an int16 lane takes four (24384): a block's
+// products are summed in two int16 halves, each widened once. The same
+// exact isum as the scalar kernel's, then its one FMA.
+struct Mxfp4Codes {
+  __m256i lo[4], hi[4];
+  explicit Mxfp4Codes(const std::byte* block) {
+    const __m256i low = _mm256_set1_epi8(0x0F);
+    const __m256i table = mxfp4_unsigned_table();
+    for (int k = 0; k < 4; ++k) {
+      const __m256i w = load256(block + kMxfp4Codes + 32 * k);
+      lo[k] = _mm256_shuffle_epi8(table, _mm256_and_si256(w, low));
+      hi[k] = _mm256_shuffle_epi8(table, _mm256_and_si256(_mm256_srli_epi16(w, 4), low));
+    }
+  }
+  __m256i isum(const Q8Block32& x) const {
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256i half[2];
+    for (int h = 0; h < 2; ++h) {
+      const int k0 = 2 * h, k1 = 2 * h + 1;
+      __m256i s = _mm256_maddubs_epi16(lo[k0], broadcast4(x.qs + 4 * k0));
+      s = _mm256_add_epi16(s, _mm256_maddubs_epi16(hi[k0], broadcast4(x.qs + 16 + 4 * k0)));
+      s = _mm256_add_epi16(s, _mm256_maddubs_epi16(lo[k1], broadcast4(x.qs + 4 * k1)));
+      s = _mm256_add_epi16(s, _mm256_maddubs_epi16(hi[k1], broadcast4(x.qs + 16 + 4 * k1)));
+      half[h] = _mm256_madd_epi16(s, ones);
+    }
+    return _mm256_sub_epi32(_mm256_add_epi32(half[0], half[1]), _mm256_set1_epi32(12 * x.sum));
+  }
+};
+
+// One activation row (decode), streaming the weights with prefetch.
+void mxfp4x8_one(const std::byte* group, const Q8Block32* a, int64_t n_blocks, float* out) {
+  __m256 acc = _mm256_setzero_ps();
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    const std::byte* block = group + b * kMxfp4Block;
+    prefetch_ahead(block, kMxfp4Block);
+    const Mxfp4Codes codes(block);
+    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(codes.isum(a[b])),
+                          _mm256_mul_ps(e8m0_halves8(block), _mm256_set1_ps(a[b].d)), acc);
+  }
+  _mm256_storeu_ps(out, acc);
+}
+
+// Many activation rows (prefill): each block unpacked once for all of them.
+void mxfp4x8_rows(const std::byte* group, const Q8Block32* a, int64_t a_stride, int n_act,
+                  int64_t n_blocks, float* out) {
+  for (int i = 0; i < n_act; ++i) _mm256_storeu_ps(out + 8 * i, _mm256_setzero_ps());
+  for (int64_t b = 0; b < n_blocks; ++b) {
+    const std::byte* block = group + b * kMxfp4Block;
+    const Mxfp4Codes codes(block);
+    const __m256 d = e8m0_halves8(block);
+    const Q8Block32* ab = a + b;
+    for (int i = 0; i < n_act; ++i, ab += a_stride) {
+      float* acc = out + 8 * i;
+      _mm256_storeu_ps(
+          acc, _mm256_fmadd_ps(_mm256_cvtepi32_ps(codes.isum(*ab)),
+                               _mm256_mul_ps(d, _mm256_set1_ps(ab->d)), _mm256_loadu_ps(acc)));
+    }
+  }
+}
+
+void mxfp4_group(const std::byte* group, const Q8Block32* a, int64_t a_stride, int n_act,
+                 int64_t n_blocks, float* out) {
+  if (n_act == 1) return mxfp4x8_one(group, a, n_blocks, out);
+  mxfp4x8_rows(group, a, a_stride, n_act, n_blocks, out);
+}
+
 // Q8_0: signed times signed, so the weight's sign moves onto the
 // activation (maddubs needs one unsigned side). A pair of products can
 // reach 2 * 128 * 127, so each chunk widens to int32 at once.
@@ -150,6 +220,8 @@ PackedDot packed_dot(PackedLayout layout) {
       return q4_0_group;
     case PackedLayout::q8_0x8:
       return q8_0_group;
+    case PackedLayout::mxfp4x8:
+      return mxfp4_group;
     default:  // none, and the K layouts (dot_kquants_packed.hpp)
       break;
   }

@@ -30,6 +30,8 @@ LayoutInfo layout_info(PackedLayout layout) {
       return {18, {{{0, 2, 2}, {2, 16, 4}}}, 2};
     case PackedLayout::q8_0x8:
       return {34, {{{0, 2, 2}, {2, 32, 4}}}, 2};
+    case PackedLayout::mxfp4x8:  // e, qs
+      return {17, {{{0, 1, 1}, {1, 16, 4}}}, 2};
     case PackedLayout::q4_Kx8:  // d, dmin, scales, qs
       return {144, {{{0, 2, 2}, {2, 2, 2}, {4, 12, 4}, {16, 128, 4}}}, 4};
     case PackedLayout::q6_Kx8:  // d, scales, ql, qh
@@ -49,6 +51,8 @@ PackedLayout packed_layout(GgmlType type, int64_t n_rows) {
       return PackedLayout::q4_0x8;
     case GgmlType::Q8_0:
       return PackedLayout::q8_0x8;
+    case GgmlType::MXFP4:
+      return PackedLayout::mxfp4x8;
     case GgmlType::Q4_K:
       return PackedLayout::q4_Kx8;
     case GgmlType::Q6_K:

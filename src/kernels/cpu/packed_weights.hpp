@@ -3,7 +3,8 @@
 //
 // Eight consecutive weight rows form a group; a group stores, block by
 // block, each field of the block for the eight rows side by side. Scale
-// fields are interleaved one field (2 bytes) at a time; code fields four
+// fields are interleaved one field (2 bytes; MXFP4's exponent 1) at a time;
+// code fields four
 // bytes at a time: chunk k holds bytes 4k..4k+3 of row 0, then of row 1, ...
 // row 7. One 256-bit load is then four code bytes of each of eight rows, and
 // the products of eight output rows land in the eight 32-bit lanes of one
@@ -12,6 +13,7 @@
 //
 //   q4_0x8  { uint16 d[8]; uint8 qs[8 x 16] }            144 bytes (= 8 x 18)
 //   q8_0x8  { uint16 d[8]; int8  qs[8 x 32] }            272 bytes (= 8 x 34)
+//   mxfp4x8 { uint8 e[8]; uint8 qs[8 x 16] }             136 bytes (= 8 x 17)
 //   q4_Kx8  { uint16 d[8]; uint16 dmin[8];
 //             uint8 scales[8 x 12] (4 bytes at a time);
 //             uint8 qs[8 x 128] }                        1152 bytes (= 8 x 144)
@@ -39,7 +41,7 @@
 
 namespace cortiq::kernels {
 
-enum class PackedLayout : uint8_t { none, q4_0x8, q8_0x8, q4_Kx8, q6_Kx8 };
+enum class PackedLayout : uint8_t { none, q4_0x8, q8_0x8, q4_Kx8, q6_Kx8, mxfp4x8 };
 
 constexpr int64_t kPackRows = 8;
 

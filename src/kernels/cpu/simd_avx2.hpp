@@ -35,6 +35,26 @@ inline __m256 halves8(const std::byte* p) {
   return _mm256_cvtph_ps(load128(p));
 }
 
+// Eight E8M0 exponents at p (a packed MXFP4 group's) as their halved
+// scales 2^(e - 128), the bits of quant::e8m0_to_fp32_half: e = 0 and 1
+// are the subnormals 0x00200000 << e, the others (e - 1) << 23.
+inline __m256 e8m0_halves8(const std::byte* p) {
+  int64_t bytes;
+  std::memcpy(&bytes, p, sizeof(bytes));
+  const __m256i e = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128(bytes));
+  const __m256i normal = _mm256_slli_epi32(_mm256_sub_epi32(e, _mm256_set1_epi32(1)), 23);
+  const __m256i subnormal = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), e);
+  const __m256i tiny = _mm256_cmpgt_epi32(_mm256_set1_epi32(2), e);
+  return _mm256_castsi256_ps(_mm256_blendv_epi8(normal, subnormal, tiny));
+}
+
+// MXFP4's codes as maddubs' unsigned operand: kMxfp4Values + 12 (0..24),
+// by nibble, in both 128-bit lanes; 12 * a.sum comes off the sum.
+inline __m256i mxfp4_unsigned_table() {
+  return _mm256_setr_epi8(12, 13, 14, 15, 16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0, 12, 13, 14, 15,
+                          16, 18, 20, 24, 12, 11, 10, 9, 8, 6, 4, 0);
+}
+
 // Four activation codes, broadcast to every 32-bit lane.
 inline __m256i broadcast4(const int8_t* q) {
   int32_t v;

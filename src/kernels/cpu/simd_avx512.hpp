@@ -36,6 +36,13 @@ inline __m512 halves_pair8(const std::byte* p0, const std::byte* p1) {
       _mm256_inserti128_si256(_mm256_castsi128_si256(load128(p0)), load128(p1), 1));
 }
 
+// Eight E8M0 exponents at p0 and eight at p1 as sixteen halved scales
+// (two MXFP4 groups').
+inline __m512 e8m0_halves_pair8(const std::byte* p0, const std::byte* p1) {
+  return _mm512_insertf32x8(_mm512_castps256_ps512(avx2::e8m0_halves8(p0)), avx2::e8m0_halves8(p1),
+                            1);
+}
+
 // Four activation codes, broadcast to every 32-bit lane.
 inline __m512i broadcast4(const int8_t* q) {
   int32_t v;
