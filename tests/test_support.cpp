@@ -62,7 +62,10 @@ void write_file_bytes(const std::filesystem::path& path, const std::vector<uint8
 }
 
 int run_cli(const std::string& args, std::string* output) {
-  const std::string command = std::string(CORTIQ_CLI_PATH) + " " + args + " 2>&1";
+  std::string command = CORTIQ_CLI_PATH;
+  command += ' ';
+  command += args;
+  command += " 2>&1";
   FILE* pipe = ::popen(command.c_str(), "r");
   if (pipe == nullptr) return -1;
   std::string text;
