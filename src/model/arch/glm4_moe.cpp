@@ -181,12 +181,8 @@ void read_bailingmoe2(const HParamReader& keys, ModelHParams& hp) {
 // shared expert expert_shared_feed_forward_length (or as the experts);
 // every scale applied.
 void read_hy_v3(const HParamReader& keys, ModelHParams& hp) {
-  keys.require("attention.layer_norm_rms_epsilon");
+  read_whole_rotation_hparams(keys, hp);
   keys.require("expert_feed_forward_length");
-  if (hp.rope.n_dims != hp.head_dim_k || hp.head_dim_v != hp.head_dim_k) {
-    keys.invalid("hy_v3 needs rope.dimension_count = key_length = value_length");
-  }
-  hp.attention_scale = 0.0f;
   read_expert_hparams(keys, hp, /*width_key=*/true, /*shared_expert=*/false);
   const int64_t shared_width = keys.uint_or("expert_shared_feed_forward_length", 0);
   hp.n_ff_shared_expert = shared_width > 0 ? shared_width : hp.n_ff_expert;
