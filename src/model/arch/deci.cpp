@@ -133,9 +133,7 @@ class DeciModel final : public FamilyModel<DeciWeights> {
 void read_deci(const HParamReader& keys, ModelHParams& hp) {
   // llama.cpp's get_key: required.
   keys.require("attention.layer_norm_rms_epsilon");
-  if (hp.rope.n_dims != hp.head_dim_k || hp.head_dim_v != hp.head_dim_k) {
-    keys.invalid("deci needs rope.dimension_count = key_length = value_length");
-  }
+  require_whole_rotation(keys, hp);
 }
 
 // The layer kinds in turn, as the converter writes them (per-layer arrays,

@@ -215,9 +215,7 @@ void read_dots1(const HParamReader& keys, ModelHParams& hp) {
   hp.router.normalize = keys.bool_or("expert_weights_norm", false);
   // llama.cpp's dots1 graph: heads rope.dimension_count wide, keys and
   // values, scores scaled by 1/sqrt(head size).
-  if (hp.head_dim_k != hp.head_dim_v || hp.rope.n_dims != hp.head_dim_k) {
-    keys.invalid("dots1 heads must be as wide for keys and values and rotated in full");
-  }
+  require_whole_rotation(keys, hp);
   // llama.cpp shapes K and V as n_head heads: no grouped-query attention.
   for (const LayerSpec& layer : hp.layers) {
     if (layer.n_head_kv != layer.n_head) keys.invalid("dots1 needs one KV head per head");

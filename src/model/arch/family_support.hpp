@@ -77,4 +77,13 @@ inline void rms_norm(const ModelHParams& hp, std::span<const float> x,
   kernels::rms_norm_rows(x, weight, hp.rms_eps, out, static_cast<size_t>(hp.n_embd));
 }
 
+// What many of llama.cpp's graphs assume without checking: every head is
+// rotated in full and keys and values are as wide. A file that says
+// otherwise is refused by name rather than run with the wrong shapes.
+inline void require_whole_rotation(const HParamReader& keys, const ModelHParams& hp) {
+  if (hp.rope.n_dims != hp.head_dim_k || hp.head_dim_v != hp.head_dim_k) {
+    keys.invalid(hp.arch + " needs rope.dimension_count = key_length = value_length");
+  }
+}
+
 }  // namespace cortiq

@@ -113,9 +113,7 @@ class GrokModel final : public FamilyModel<GrokWeights> {
 
 void read_grok(const HParamReader& keys, ModelHParams& hp) {
   keys.require("attention.layer_norm_rms_epsilon");
-  if (hp.rope.n_dims != hp.head_dim_k || hp.head_dim_v != hp.head_dim_k) {
-    keys.invalid("grok needs rope.dimension_count = key_length = value_length");
-  }
+  require_whole_rotation(keys, hp);
   read_expert_hparams(keys, hp, /*width_key=*/false, /*shared_expert=*/false);
   if (const int64_t width = keys.uint_or("expert_feed_forward_length", 0); width > 0) {
     hp.n_ff_expert = width;

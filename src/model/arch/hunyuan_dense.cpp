@@ -95,9 +95,7 @@ class NormAfterRopeModel final : public FamilyModel<NormAfterRopeWeights> {
 void read_maincoder(const HParamReader& keys, ModelHParams& hp) {
   // llama.cpp's get_key: required.
   keys.require("attention.layer_norm_rms_epsilon");
-  if (hp.rope.n_dims != hp.head_dim_k || hp.head_dim_v != hp.head_dim_k) {
-    keys.invalid(hp.arch + " needs rope.dimension_count = key_length = value_length");
-  }
+  require_whole_rotation(keys, hp);
   hp.attention_scale = 0.0f;
 }
 

@@ -114,9 +114,7 @@ class Llama4Model final : public FamilyModel<Llama4Weights> {
 void read_llama4(const HParamReader& keys, ModelHParams& hp) {
   keys.require("attention.layer_norm_rms_epsilon");
   keys.require("expert_feed_forward_length");
-  if (hp.rope.n_dims != hp.head_dim_k || hp.head_dim_v != hp.head_dim_k) {
-    keys.invalid("llama4 needs rope.dimension_count = key_length = value_length");
-  }
+  require_whole_rotation(keys, hp);
   hp.attention_scale = 0.0f;
   read_expert_hparams(keys, hp, /*width_key=*/true, /*shared_expert=*/false);
   hp.n_ff_shared_expert = hp.n_ff_expert;

@@ -131,9 +131,7 @@ class VariantModel final : public DecoderModel {
 // What all four graphs assume (llama.cpp asserts it; a file breaking it is
 // refused here instead), and the attention scale they use.
 void read_common(const HParamReader& keys, ModelHParams& hp) {
-  if (hp.rope.n_dims != hp.head_dim_k || hp.head_dim_v != hp.head_dim_k) {
-    keys.invalid(hp.arch + " needs rope.dimension_count = key_length = value_length");
-  }
+  require_whole_rotation(keys, hp);
   // llama.cpp never reads ARCH.attention.scale for these: 1/sqrt(head size).
   hp.attention_scale = 0.0f;
 }

@@ -197,9 +197,7 @@ void read_minimax_m2(const HParamReader& keys, ModelHParams& hp) {
 void read_smallthinker(const HParamReader& keys, ModelHParams& hp) {
   keys.require("attention.layer_norm_rms_epsilon");
   keys.require("expert_feed_forward_length");
-  if (hp.rope.n_dims != hp.head_dim_k || hp.head_dim_v != hp.head_dim_k) {
-    keys.invalid("smallthinker needs rope.dimension_count = key_length = value_length");
-  }
+  require_whole_rotation(keys, hp);
   hp.attention_scale = 0.0f;
   read_expert_hparams(keys, hp, /*width_key=*/true, /*shared_expert=*/false);
   hp.router.gating = read_expert_gating(keys, std::nullopt);
@@ -228,9 +226,7 @@ void read_smallthinker(const HParamReader& keys, ModelHParams& hp) {
 void read_hunyuan_moe(const HParamReader& keys, ModelHParams& hp) {
   keys.require("attention.layer_norm_rms_epsilon");
   keys.require("expert_feed_forward_length");
-  if (hp.rope.n_dims != hp.head_dim_k || hp.head_dim_v != hp.head_dim_k) {
-    keys.invalid("hunyuan-moe needs rope.dimension_count = key_length = value_length");
-  }
+  require_whole_rotation(keys, hp);
   hp.attention_scale = 0.0f;
   read_expert_hparams(keys, hp, /*width_key=*/false, /*shared_expert=*/true);
   hp.router.normalize = true;

@@ -99,9 +99,7 @@ void read_olmo(const HParamReader& keys, ModelHParams& hp) {
   if (!(hp.norm_eps > 0.0f)) keys.invalid("attention.layer_norm_epsilon must be positive");
   hp.clamp_kqv = keys.float_or("attention.clamp_kqv", 0.0f);
   if (hp.clamp_kqv < 0.0f) keys.invalid("attention.clamp_kqv must not be negative");
-  if (hp.rope.n_dims != hp.head_dim_k || hp.head_dim_v != hp.head_dim_k) {
-    keys.invalid("olmo needs rope.dimension_count = key_length = value_length");
-  }
+  require_whole_rotation(keys, hp);
   hp.attention_scale = 0.0f;
 }
 

@@ -117,9 +117,7 @@ void run_pre_norm_layers(const Weights& w, const ModelHParams& h, std::span<cons
 // scores are scaled by 1/sqrt(head_dim).
 inline void read_whole_rotation_hparams(const HParamReader& keys, ModelHParams& hp) {
   keys.require("attention.layer_norm_rms_epsilon");
-  if (hp.head_dim_k != hp.head_dim_v || hp.rope.n_dims != hp.head_dim_k) {
-    keys.invalid("heads must be as wide for keys and values and rotated in full");
-  }
+  require_whole_rotation(keys, hp);
   hp.attention_scale = 0.0f;
 }
 

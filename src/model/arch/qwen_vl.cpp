@@ -141,9 +141,7 @@ void read_sections(const HParamReader& keys, ModelHParams& hp, bool interleaved)
   }
   hp.rope.mrope_interleaved = interleaved;
   hp.rope_local = hp.rope;
-  if (hp.rope.n_dims != hp.head_dim_k || hp.head_dim_v != hp.head_dim_k) {
-    keys.invalid(hp.arch + " needs rope.dimension_count = key_length = value_length");
-  }
+  require_whole_rotation(keys, hp);
   hp.attention_scale = 0.0f;
 }
 
