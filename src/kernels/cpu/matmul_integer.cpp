@@ -193,41 +193,23 @@ void quantize_rows(std::span<const float> x, int64_t n_rows_x, int64_t n_cols, B
 }
 
 // The units of all matrices, laid end to end by work (rows x blocks), are
-// cut into slices of equal work, shared out as work items (work_items.hpp).
-// The last item of a call leaves the other threads waiting for half an item
-// on average. Prefill has many items (passes x slices); a decode has one
-// pass, so its slices are all the items and it cuts finer: 32 per thread
-// instead of 8 took the threads' waiting in Phi-3-mini's decode from ~9 %
-// to ~6 % of the kernel's time. Not below 64 KiB of weights a slice, where
-// the kernels' prefetches past a slice's end (kPrefetchBytes) would be a
-// real share of its reads.
+// cut into slices of equal work, kSlicesPerThread per thread, shared out as
+// work items (work_items.hpp).
 constexpr int64_t kSlicesPerThread = 8;
-constexpr int64_t kDecodeSlicesPerThread = 32;
-constexpr int64_t kMinDecodeSliceBytes = 64 << 10;
-
-int64_t slice_count(std::span<const IntegerMatrix> matrices, int64_t n_passes, int threads) {
-  int64_t units = 0;
-  int64_t bytes = 0;
-  for (const IntegerMatrix& m : matrices) {
-    units += m.n_units;
-    bytes += m.n_units * static_cast<int64_t>(m.unit_bytes);
-  }
-  int64_t slices = kSlicesPerThread * threads;
-  if (n_passes == 1) {
-    slices = std::clamp(bytes / kMinDecodeSliceBytes, slices, kDecodeSlicesPerThread * threads);
-  }
-  return std::min(units, slices);
-}
 
 template <typename Block>
 void run_matrices(std::span<const IntegerMatrix> matrices, const Block* act,
                   const float* corrections, int64_t n_rows_x, ThreadPool& pool) {
   int64_t total = 0;
-  for (const IntegerMatrix& m : matrices) total += m.n_units * m.unit_rows * m.n_blocks;
+  int64_t total_units = 0;
+  for (const IntegerMatrix& m : matrices) {
+    total += m.n_units * m.unit_rows * m.n_blocks;
+    total_units += m.n_units;
+  }
   const int64_t per_pass =
       rows_per_pass(matrices[0].n_blocks * static_cast<int64_t>(sizeof(Block)));
   const int64_t n_passes = (n_rows_x + per_pass - 1) / per_pass;
-  const int64_t n_slices = slice_count(matrices, n_passes, pool.size());
+  const int64_t n_slices = std::min<int64_t>(total_units, kSlicesPerThread * pool.size());
   run_work_items(pool, n_passes, n_slices, [&](int, int64_t pass_index, int64_t slice) {
     const int64_t pass = pass_index * per_pass;
     const int64_t pass_end = std::min(n_rows_x, pass + per_pass);

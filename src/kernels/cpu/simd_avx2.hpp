@@ -65,17 +65,12 @@ inline __m256i broadcast4(const int8_t* q) {
 // Decode streams each thread's share of a matrix once; the hardware
 // prefetcher alone leaves ~10 % of the read bandwidth unused (1B Q4_0
 // decode 28.6 -> 31-33 tokens/s on the 2-core EPYC), so the single-row
-// kernels ask for the bytes this far ahead themselves. 4 KiB rather than
-// 1 KiB: on a later 2-core EPYC (AVX-512) the Q4_0 decode kernel read from
-// memory at 38-42 instead of 31-34 GB/s (Q8_0 and Q4_K gained too; 8 KiB
-// was no better), and Phi-3-mini's decode went from 14.3-14.9 to 16.2-18.5
-// tokens/s. A slice's last 4 KiB of prefetches fall past its end: a few
-// per cent of a small matrix's bytes, read twice.
-constexpr int64_t kPrefetchBytes = 4096;
+// kernels ask for the bytes this far ahead themselves.
+constexpr int64_t kPrefetchBytes = 1024;
 
-// Prefetches the lines of `bytes` bytes starting kPrefetchBytes past p.
-inline void prefetch_ahead(const std::byte* p, int64_t bytes) {
-  const char* ahead = reinterpret_cast<const char*>(p) + kPrefetchBytes;
+// Prefetches the lines of `bytes` bytes starting `distance` bytes past p.
+inline void prefetch_ahead(const std::byte* p, int64_t bytes, int64_t distance = kPrefetchBytes) {
+  const char* ahead = reinterpret_cast<const char*>(p) + distance;
   for (int64_t off = 0; off < bytes; off += 64) _mm_prefetch(ahead + off, _MM_HINT_T0);
 }
 
