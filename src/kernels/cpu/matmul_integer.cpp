@@ -193,28 +193,78 @@ void quantize_rows(std::span<const float> x, int64_t n_rows_x, int64_t n_cols, B
 }
 
 // The units of all matrices, laid end to end by work (rows x blocks), are
-// cut into slices of equal work, kSlicesPerThread per thread, shared out as
-// work items (work_items.hpp).
+// cut into slices, shared out as work items (work_items.hpp): passes x
+// kSlicesPerThread slices of equal work per thread when the activation rows
+// take several passes (prefill), shrinking slices when they take one.
 constexpr int64_t kSlicesPerThread = 8;
+
+// Where a call's slices end, in work from the start of its first matrix.
+struct Slices {
+  static constexpr int64_t kMax = 512;
+  std::array<int64_t, kMax> ends{};
+  int64_t count = 0;
+  int64_t begin(int64_t slice) const {
+    return slice == 0 ? 0 : ends[static_cast<size_t>(slice - 1)];
+  }
+  int64_t end(int64_t slice) const { return ends[static_cast<size_t>(slice)]; }
+};
+
+// One pass (decode): each round gives every thread a slice of half the
+// work left, down to ~64 KiB of weights, so a thread reads a few long
+// streams (each slice restarts one: 32 equal slices per thread measured
+// slower than 8) while the last slices, the ones the other threads wait
+// for at the end of the call, are short.
+constexpr int64_t kMinDecodeSliceBytes = 64 << 10;
+
+Slices shrinking_slices(int64_t total, int64_t total_bytes, int64_t threads) {
+  Slices s;
+  const int64_t min_work =
+      std::max<int64_t>(1, total * kMinDecodeSliceBytes / std::max<int64_t>(total_bytes, 1));
+  int64_t at = 0;
+  while (s.count + 2 * threads <= Slices::kMax) {
+    const int64_t slice = (total - at) / (2 * threads);
+    if (slice < min_work) break;
+    for (int64_t t = 0; t < threads; ++t) s.ends[static_cast<size_t>(s.count++)] = (at += slice);
+  }
+  const int64_t rest = total - at;
+  for (int64_t t = 1; t <= threads; ++t) {
+    s.ends[static_cast<size_t>(s.count++)] = at + rest * t / threads;
+  }
+  return s;
+}
+
+Slices equal_slices(int64_t total, int64_t n) {
+  Slices s;
+  s.count = n;
+  for (int64_t i = 0; i < n; ++i) s.ends[static_cast<size_t>(i)] = total * (i + 1) / n;
+  return s;
+}
 
 template <typename Block>
 void run_matrices(std::span<const IntegerMatrix> matrices, const Block* act,
                   const float* corrections, int64_t n_rows_x, ThreadPool& pool) {
   int64_t total = 0;
   int64_t total_units = 0;
+  int64_t total_bytes = 0;
   for (const IntegerMatrix& m : matrices) {
     total += m.n_units * m.unit_rows * m.n_blocks;
     total_units += m.n_units;
+    total_bytes += m.n_units * static_cast<int64_t>(m.unit_bytes);
   }
   const int64_t per_pass =
       rows_per_pass(matrices[0].n_blocks * static_cast<int64_t>(sizeof(Block)));
   const int64_t n_passes = (n_rows_x + per_pass - 1) / per_pass;
-  const int64_t n_slices = std::min<int64_t>(total_units, kSlicesPerThread * pool.size());
+  const int64_t threads = pool.size();
+  const Slices slices =
+      n_passes == 1 && 4 * threads <= Slices::kMax
+          ? shrinking_slices(total, total_bytes, threads)
+          : equal_slices(total, std::min({total_units, kSlicesPerThread * threads, Slices::kMax}));
+  const int64_t n_slices = slices.count;
   run_work_items(pool, n_passes, n_slices, [&](int, int64_t pass_index, int64_t slice) {
     const int64_t pass = pass_index * per_pass;
     const int64_t pass_end = std::min(n_rows_x, pass + per_pass);
-    const int64_t begin = total * slice / n_slices;
-    const int64_t end = total * (slice + 1) / n_slices;
+    const int64_t begin = slices.begin(slice);
+    const int64_t end = slices.end(slice);
     int64_t at = 0;  // work before the current matrix
     for (const IntegerMatrix& m : matrices) {
       const int64_t unit_work = m.unit_rows * m.n_blocks;
