@@ -86,4 +86,13 @@ inline void require_whole_rotation(const HParamReader& keys, const ModelHParams&
   }
 }
 
+// What llama.cpp requires of arcee, ernie4_5, apertus, maincoder and other
+// files: the norm epsilon given, key and value heads of one size, rotated
+// in full; their scores are scaled by 1/sqrt(head_dim).
+inline void read_whole_rotation_hparams(const HParamReader& keys, ModelHParams& hp) {
+  keys.require("attention.layer_norm_rms_epsilon");
+  require_whole_rotation(keys, hp);
+  hp.attention_scale = 0.0f;
+}
+
 }  // namespace cortiq

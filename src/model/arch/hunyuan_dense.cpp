@@ -92,15 +92,8 @@ class NormAfterRopeModel final : public FamilyModel<NormAfterRopeWeights> {
   }
 };
 
-void read_maincoder(const HParamReader& keys, ModelHParams& hp) {
-  // llama.cpp's get_key: required.
-  keys.require("attention.layer_norm_rms_epsilon");
-  require_whole_rotation(keys, hp);
-  hp.attention_scale = 0.0f;
-}
-
 void read_hunyuan_dense(const HParamReader& keys, ModelHParams& hp) {
-  read_maincoder(keys, hp);
+  read_whole_rotation_hparams(keys, hp);
   const float alpha = keys.float_or("rope.scaling.alpha", 0.0f);
   if (alpha > 0.0f) {
     // In float, as llama.cpp's loader computes it.
@@ -128,7 +121,7 @@ const Family kHunyuanDenseFamily{.arch = "hunyuan-dense",
 const Family kMaincoderFamily{.arch = "maincoder",
                               .neox_rope = false,
                               .make = make_model<NormAfterRopeModel>,
-                              .read_hparams = read_maincoder,
+                              .read_hparams = read_whole_rotation_hparams,
                               .tensors = tensors_of<NormAfterRopeWeights>};
 
 }  // namespace cortiq

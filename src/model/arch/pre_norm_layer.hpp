@@ -112,13 +112,4 @@ void run_pre_norm_layers(const Weights& w, const ModelHParams& h, std::span<cons
   w.head.apply(h, rows, s.x, ctx, logits);
 }
 
-// What llama.cpp requires of arcee, ernie4_5 and apertus files: the norm
-// epsilon given, key and value heads of one size, rotated in full; their
-// scores are scaled by 1/sqrt(head_dim).
-inline void read_whole_rotation_hparams(const HParamReader& keys, ModelHParams& hp) {
-  keys.require("attention.layer_norm_rms_epsilon");
-  require_whole_rotation(keys, hp);
-  hp.attention_scale = 0.0f;
-}
-
 }  // namespace cortiq
