@@ -25,8 +25,9 @@ constexpr int kCodes = 16;         // offset of Q8_0's codes after the 8 fp16 sc
 // asks for its bytes 4 KiB ahead instead of kPrefetchBytes: on the 2-core
 // AVX-512 EPYC, Q4_0 decode from memory (BM_MatmulDecodeFromMemory) read
 // 36-47 GB/s against 34-41 at 1 KiB, in alternating runs, and Phi-3-mini's
-// decode went from 14.3-14.9 to 16.2-18.5 tokens/s. The two-stream kernels
-// (Q8_0, the K quants) measured no better or worse that far ahead.
+// decode went from 14.3-14.9 to 16.6-18.5 tokens/s. The two-stream K-quant
+// kernels measured no better, or slightly worse, that far ahead, and
+// Q8_0's runs were mixed: they keep kPrefetchBytes.
 constexpr int64_t kOneStreamPrefetchBytes = 4096;
 
 void zero_rows(int n_act, float* out) {

@@ -199,6 +199,8 @@ void quantize_rows(std::span<const float> x, int64_t n_rows_x, int64_t n_cols, B
 constexpr int64_t kSlicesPerThread = 8;
 
 // Where a call's slices end, in work from the start of its first matrix.
+// kMax holds the equal slices of 64 threads (beyond that, prefill gets
+// fewer than kSlicesPerThread each) and the shrinking ones of 128.
 struct Slices {
   static constexpr int64_t kMax = 512;
   std::array<int64_t, kMax> ends{};
