@@ -2,6 +2,7 @@
 // layout (product i into lane i % 16, pairwise fold 8-4-2-1) is the contract
 // every variant reproduces exactly; see matmul.hpp.
 #include <array>
+#include <cmath>
 
 #include "base/cpu_features.hpp"
 #include "kernels/cpu/matmul.hpp"
@@ -14,9 +15,9 @@ float dot_f32(const float* a, const float* b, int64_t n) {
   std::array<float, kLanes> lanes{};
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes) {
-    for (int j = 0; j < kLanes; ++j) lanes[j] += a[i + j] * b[i + j];
+    for (int j = 0; j < kLanes; ++j) lanes[j] = std::fma(a[i + j], b[i + j], lanes[j]);
   }
-  for (int j = 0; i + j < n; ++j) lanes[j] += a[i + j] * b[i + j];
+  for (int j = 0; i + j < n; ++j) lanes[j] = std::fma(a[i + j], b[i + j], lanes[j]);
   for (int width = kLanes / 2; width > 0; width /= 2) {
     for (int j = 0; j < width; ++j) lanes[j] += lanes[j + width];
   }

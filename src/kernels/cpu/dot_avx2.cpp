@@ -1,6 +1,6 @@
-// dot_f32 with AVX2: lanes 0-7 and 8-15 of the reference are two registers;
-// multiply and add stay separate instructions (no FMA), so every product and
-// every sum rounds exactly as in the scalar reference.
+// dot_f32 with AVX2: lanes 0-7 and 8-15 of the reference are two registers,
+// each product added by one fused multiply-add, which rounds once as the
+// scalar reference's std::fma does.
 #include "kernels/cpu/dot_lanes_avx2.hpp"
 #include "kernels/cpu/matmul.hpp"
 

@@ -7,6 +7,7 @@
 #include <immintrin.h>
 
 #include <array>
+#include <cmath>
 #include <cstdint>
 
 namespace cortiq::kernels::avx2 {
@@ -16,18 +17,18 @@ struct DotLanes {
   __m256 lo = _mm256_setzero_ps();  // lanes 0..7
   __m256 hi = _mm256_setzero_ps();  // lanes 8..15
 
-  // One 16-element chunk: lane j += w[j] * x[j] (multiply, then add: no FMA).
+  // One 16-element chunk: lane j = fma(w[j], x[j], lane j).
   void add(__m256 w_lo, __m256 w_hi, const float* x) {
-    lo = _mm256_add_ps(lo, _mm256_mul_ps(w_lo, _mm256_loadu_ps(x)));
-    hi = _mm256_add_ps(hi, _mm256_mul_ps(w_hi, _mm256_loadu_ps(x + 8)));
+    lo = _mm256_fmadd_ps(w_lo, _mm256_loadu_ps(x), lo);
+    hi = _mm256_fmadd_ps(w_hi, _mm256_loadu_ps(x + 8), hi);
   }
 
-  // A last partial chunk of n < 16 elements: lane j += a[j] * b[j].
+  // A last partial chunk of n < 16 elements: lane j = fma(a[j], b[j], lane j).
   void add_tail(const float* a, const float* b, int64_t n) {
     alignas(32) std::array<float, 16> lanes;
     _mm256_store_ps(lanes.data(), lo);
     _mm256_store_ps(lanes.data() + 8, hi);
-    for (int64_t j = 0; j < n; ++j) lanes[j] += a[j] * b[j];
+    for (int64_t j = 0; j < n; ++j) lanes[j] = std::fma(a[j], b[j], lanes[j]);
     lo = _mm256_load_ps(lanes.data());
     hi = _mm256_load_ps(lanes.data() + 8);
   }

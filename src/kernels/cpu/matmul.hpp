@@ -18,7 +18,7 @@
 // weight row to f32 and calling dot_f32. Each has one order
 // of operations on every SIMD level. Against the peer's own ggml mul_mat on
 // the same bytes the float path agrees to about 4e-7 relative L2 (the
-// rounded activations are bit-identical; summation order and FMAs differ).
+// rounded activations are bit-identical; the summation order differs).
 #pragma once
 
 #include <cstdint>
@@ -51,11 +51,12 @@ GgmlType activation_type(GgmlType weight_type);
 void round_activations(GgmlType weight_type, std::span<const float> x, std::span<float> out);
 
 // The dot product behind every matmul output element: product i is added
-// into float lane i % 16, then the lanes are folded pairwise (lane j +=
-// lane j + 8, then + 4, + 2, + 1). The order depends on n alone, never on
-// the batch, which is what makes matmul batch invariant; it is also the
-// lane layout of one AVX-512 or two AVX2 registers, so SIMD variants can
-// reproduce it (without FMA) bit for bit. Defined in dot.cpp, dispatched
+// into float lane i % 16 by a fused multiply-add (lane = fma(a_i, b_i,
+// lane), one rounding, as ggml's float dot products), then the lanes are
+// folded pairwise (lane j += lane j + 8, then + 4, + 2, + 1). The order
+// depends on n alone, never on the batch, which is what makes matmul batch
+// invariant; it is also the lane layout of one AVX-512 or two AVX2
+// registers, so SIMD variants reproduce it bit for bit. Defined in dot.cpp, dispatched
 // to the SIMD level (dot_avx2.cpp), every level giving the same bits.
 float dot_f32(const float* a, const float* b, int64_t n);
 

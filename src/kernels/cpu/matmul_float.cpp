@@ -21,9 +21,6 @@ namespace {
 // the L2, in whole tiles, at least one tile and at most kMaxPassRows.
 constexpr int64_t kPassBytes = 1536 << 10;
 constexpr int64_t kMaxPassRows = 16 * kFloatTileActs;
-// Slices of the weight-row tiles per thread (dynamic balance).
-constexpr int64_t kSlicesPerThread = 8;
-
 int64_t rows_per_pass(int64_t n_cols) {
   const int64_t rows = kPassBytes / std::max<int64_t>(n_cols * 4, 1);
   return std::clamp<int64_t>(rows / kFloatTileActs * kFloatTileActs, kFloatTileActs, kMaxPassRows);
@@ -52,17 +49,21 @@ bool matmul_float_tiles(const WeightView& w, const float* act, int64_t n_rows_x,
   const int64_t per_pass = rows_per_pass(n_cols);
   const int64_t n_passes = (n_rows_x + per_pass - 1) / per_pass;
   const int64_t n_units = n_tiles + (first_rest < w.n_rows ? 1 : 0);
-  const int64_t n_slices = std::min<int64_t>(n_units, kSlicesPerThread * pool.size());
+  // Slices in weight rows: the tiles' work, and the rest's few rows.
+  static const bool kEq = getenv("CQ_EQUAL") != nullptr;
+  const Slices slices = call_slices(kEq ? 2 : n_passes, w.n_rows, n_units,
+                                    w.n_rows * static_cast<int64_t>(w.row_bytes), pool.size());
   if (scratch.weight_rows.size() < static_cast<size_t>(pool.size())) {
     scratch.weight_rows.resize(static_cast<size_t>(pool.size()));
   }
-  run_work_items(pool, n_passes, n_slices, [&](int thread, int64_t pass_index, int64_t slice) {
+  run_work_items(pool, n_passes, slices.count, [&](int thread, int64_t pass_index, int64_t slice) {
     // A left-over weight row as floats (grown once, then reused).
     std::vector<float>& row = scratch.weight_rows[static_cast<size_t>(thread)];
     const int64_t pass = pass_index * per_pass;
     const int64_t pass_end = std::min(n_rows_x, pass + per_pass);
-    const int64_t begin = n_units * slice / n_slices;
-    const int64_t end = n_units * (slice + 1) / n_slices;
+    // Units u whose first row r = u * kFloatTileRows has begin <= r < end.
+    const int64_t begin = (slices.begin(slice) + kFloatTileRows - 1) / kFloatTileRows;
+    const int64_t end = (slices.end(slice) + kFloatTileRows - 1) / kFloatTileRows;
     for (int64_t u = begin; u < end; ++u) {
       if (u == n_tiles) {  // the rows after the last whole tile
         if (row.size() < static_cast<size_t>(n_cols)) row.resize(static_cast<size_t>(n_cols));

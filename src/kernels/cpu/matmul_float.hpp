@@ -1,8 +1,8 @@
 // The float path of matmul (F32, F16 and BF16 weights) in register tiles:
 // kFloatTileRows weight rows against up to kFloatTileActs activation rows
 // per kernel call, each output in its own 16 float lanes, so every output
-// is dot_f32's bits (matmul.hpp: product i into lane i % 16, multiply then
-// add, the pairwise fold) whatever the tile, the batch or the thread. The
+// is dot_f32's bits (matmul.hpp: product i into lane i % 16 by a fused
+// multiply-add, the pairwise fold) whatever the tile, the batch or the thread. The
 // weight rows are read as the file stores them (f16 and bf16 widened in
 // registers), and each tile's weight rows stay in cache while a pass of
 // activation rows goes by.

@@ -1,9 +1,9 @@
 // AVX-512 float tiles (matmul_float.hpp): one zmm register is exactly the
 // 16 lanes of dot_f32, so each output accumulates in its own register with
-// a multiply and an add per 16 elements (no FMA: each product and each sum
-// rounds as in the scalar reference), the last partial chunk adds under a
-// mask (lanes past the end are not touched, as the reference leaves them),
-// and the fold is the reference's pairwise 8-4-2-1.
+// one fused multiply-add per 16 elements (rounded once, as the scalar
+// reference's std::fma), the last partial chunk under a mask (lanes past
+// the end are not touched, as the reference leaves them), and the fold is
+// the reference's pairwise 8-4-2-1.
 //
 // Tiles of 4 weight rows x up to 6 activation rows: 24 accumulators and
 // the 4 widened weight vectors fill the 32 registers, and every loaded
@@ -63,9 +63,12 @@ float fold(__m512 v) {
   return _mm_cvtss_f32(h);
 }
 
-// A lone activation row (decode) streams the weights once: ask for them
-// this far ahead.
-constexpr int64_t kPrefetchElements = 512;
+// A lone activation row (decode) streams the weights once, four rows side by
+// side; the tile's rows lie end to end, and so do the next tile's, which
+// the thread reads next. Each line is asked for a tile ahead: the next
+// tile's row at the same offset. Llama-1B F16 decode (2 threads, Xeon
+// Emerald Rapids): 1 KiB ahead within each row 8.8-9.0 t/s, no prefetch
+// 8.8-9.0, a tile ahead 10.4-10.5, two tiles 9.5.
 
 template <class Load, int C>
 void tile(const std::byte* w, size_t w_row_bytes, const float* a, int64_t a_stride, int64_t n,
@@ -81,16 +84,15 @@ void tile(const std::byte* w, size_t w_row_bytes, const float* a, int64_t a_stri
   for (; i + 16 <= n; i += 16) {
     __m512 wv[R];
     for (int r = 0; r < R; ++r) {
-      if (C == 1) {
-        _mm_prefetch(
-            reinterpret_cast<const char*>(rows[r] + (i + kPrefetchElements) * Load::kBytes),
-            _MM_HINT_T0);
+      if (C == 1 && i * Load::kBytes % 64 == 0) {
+        _mm_prefetch(reinterpret_cast<const char*>(rows[r] + R * w_row_bytes + i * Load::kBytes),
+                     _MM_HINT_T0);
       }
       wv[r] = Load::at(rows[r], i);
     }
     for (int c = 0; c < C; ++c) {
       const __m512 av = _mm512_loadu_ps(a + c * a_stride + i);
-      for (int r = 0; r < R; ++r) acc[r][c] = _mm512_add_ps(acc[r][c], _mm512_mul_ps(wv[r], av));
+      for (int r = 0; r < R; ++r) acc[r][c] = _mm512_fmadd_ps(wv[r], av, acc[r][c]);
     }
   }
   if (i < n) {
@@ -99,9 +101,8 @@ void tile(const std::byte* w, size_t w_row_bytes, const float* a, int64_t a_stri
     for (int r = 0; r < R; ++r) wv[r] = Load::masked(rows[r], i, mask);
     for (int c = 0; c < C; ++c) {
       const __m512 av = _mm512_maskz_loadu_ps(mask, a + c * a_stride + i);
-      for (int r = 0; r < R; ++r) {
-        acc[r][c] = _mm512_mask_add_ps(acc[r][c], mask, acc[r][c], _mm512_mul_ps(wv[r], av));
-      }
+      // mask3: lanes outside the mask keep acc itself (even a -0).
+      for (int r = 0; r < R; ++r) acc[r][c] = _mm512_mask3_fmadd_ps(wv[r], av, acc[r][c], mask);
     }
   }
   for (int c = 0; c < C; ++c) {

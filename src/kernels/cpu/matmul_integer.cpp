@@ -193,55 +193,7 @@ void quantize_rows(std::span<const float> x, int64_t n_rows_x, int64_t n_cols, B
 }
 
 // The units of all matrices, laid end to end by work (rows x blocks), are
-// cut into slices, shared out as work items (work_items.hpp): passes x
-// kSlicesPerThread slices of equal work per thread when the activation rows
-// take several passes (prefill), shrinking slices when they take one.
-constexpr int64_t kSlicesPerThread = 8;
-
-// Where a call's slices end, in work from the start of its first matrix.
-// kMax holds the equal slices of 64 threads (beyond that, prefill gets
-// fewer than kSlicesPerThread each) and the shrinking ones of 128.
-struct Slices {
-  static constexpr int64_t kMax = 512;
-  std::array<int64_t, kMax> ends{};
-  int64_t count = 0;
-  int64_t begin(int64_t slice) const {
-    return slice == 0 ? 0 : ends[static_cast<size_t>(slice - 1)];
-  }
-  int64_t end(int64_t slice) const { return ends[static_cast<size_t>(slice)]; }
-};
-
-// One pass (decode): each round gives every thread a slice of half the
-// work left, down to ~64 KiB of weights, so a thread reads a few long
-// streams (each slice restarts one: 32 equal slices per thread measured
-// slower than 8) while the last slices, the ones the other threads wait
-// for at the end of the call, are short.
-constexpr int64_t kMinDecodeSliceBytes = 64 << 10;
-
-Slices shrinking_slices(int64_t total, int64_t total_bytes, int64_t threads) {
-  Slices s;
-  const int64_t min_work =
-      std::max<int64_t>(1, total * kMinDecodeSliceBytes / std::max<int64_t>(total_bytes, 1));
-  int64_t at = 0;
-  while (s.count + 2 * threads <= Slices::kMax) {
-    const int64_t slice = (total - at) / (2 * threads);
-    if (slice < min_work) break;
-    for (int64_t t = 0; t < threads; ++t) s.ends[static_cast<size_t>(s.count++)] = (at += slice);
-  }
-  const int64_t rest = total - at;
-  for (int64_t t = 1; t <= threads; ++t) {
-    s.ends[static_cast<size_t>(s.count++)] = at + rest * t / threads;
-  }
-  return s;
-}
-
-Slices equal_slices(int64_t total, int64_t n) {
-  Slices s;
-  s.count = n;
-  for (int64_t i = 0; i < n; ++i) s.ends[static_cast<size_t>(i)] = total * (i + 1) / n;
-  return s;
-}
-
+// cut into slices (work_items.hpp) and shared out as work items.
 template <typename Block>
 void run_matrices(std::span<const IntegerMatrix> matrices, const Block* act,
                   const float* corrections, int64_t n_rows_x, ThreadPool& pool) {
@@ -257,10 +209,7 @@ void run_matrices(std::span<const IntegerMatrix> matrices, const Block* act,
       rows_per_pass(matrices[0].n_blocks * static_cast<int64_t>(sizeof(Block)));
   const int64_t n_passes = (n_rows_x + per_pass - 1) / per_pass;
   const int64_t threads = pool.size();
-  const Slices slices =
-      n_passes == 1 && 4 * threads <= Slices::kMax
-          ? shrinking_slices(total, total_bytes, threads)
-          : equal_slices(total, std::min({total_units, kSlicesPerThread * threads, Slices::kMax}));
+  const Slices slices = call_slices(n_passes, total, total_units, total_bytes, threads);
   const int64_t n_slices = slices.count;
   run_work_items(pool, n_passes, n_slices, [&](int, int64_t pass_index, int64_t slice) {
     const int64_t pass = pass_index * per_pass;
