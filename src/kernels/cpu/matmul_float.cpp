@@ -50,8 +50,7 @@ bool matmul_float_tiles(const WeightView& w, const float* act, int64_t n_rows_x,
   const int64_t n_passes = (n_rows_x + per_pass - 1) / per_pass;
   const int64_t n_units = n_tiles + (first_rest < w.n_rows ? 1 : 0);
   // Slices in weight rows: the tiles' work, and the rest's few rows.
-  static const bool kEq = getenv("CQ_EQUAL") != nullptr;
-  const Slices slices = call_slices(kEq ? 2 : n_passes, w.n_rows, n_units,
+  const Slices slices = call_slices(n_passes, w.n_rows, n_units,
                                     w.n_rows * static_cast<int64_t>(w.row_bytes), pool.size());
   if (scratch.weight_rows.size() < static_cast<size_t>(pool.size())) {
     scratch.weight_rows.resize(static_cast<size_t>(pool.size()));
