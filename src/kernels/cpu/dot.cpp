@@ -1,6 +1,7 @@
 // dot_f32: the scalar reference and the dispatch to the SIMD level. The lane
-// layout (product i into lane i % 16, pairwise fold 8-4-2-1) is the contract
-// every variant reproduces exactly; see matmul.hpp.
+// layout (product i fused into lane i % 16, pairwise fold 8-4-2-1) is the
+// contract every variant reproduces exactly; see matmul.hpp. std::fma is
+// the instruction where the build targets FMA, glibc's exact fmaf where not.
 #include <array>
 #include <cmath>
 
