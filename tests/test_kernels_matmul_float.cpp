@@ -70,9 +70,14 @@ std::vector<Level> levels() {
 
 TEST(KernelFloatTiles, EveryTileGivesTheScalarDotBits) {
   if (levels().empty()) GTEST_SKIP() << "no SIMD level with float tiles on this CPU";
+  // Every short length, and long rows the tiles take in several blocks
+  // (the AVX2 tile blocks by 1024 elements), with and without a tail.
+  std::vector<int64_t> lengths;
+  for (int64_t n = 1; n <= 200; n += (n < 40 ? 1 : 37)) lengths.push_back(n);
+  for (const int64_t n : {1024, 1040, 2085, 3333}) lengths.push_back(n);
   for (const Level& level : levels()) {
     for (const GgmlType type : kTypes) {
-      for (int64_t n = 1; n <= 200; n += (n < 40 ? 1 : 37)) {
+      for (const int64_t n : lengths) {
         const Rows w = make_rows(type, kFloatTileRows, n, 100 + static_cast<uint64_t>(n), 1.0);
         // Activation rows with a stride wider than n, in very different scales.
         const int64_t stride = n + 3;
