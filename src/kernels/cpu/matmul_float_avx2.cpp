@@ -4,9 +4,11 @@
 // through the reference's scalar lane loop, then the pairwise fold: the
 // scalar bits.
 //
-// Tiles of 2 weight rows x up to 3 activation rows: 12 accumulators, the
-// two weight rows' half-chunk and one activation half-chunk fill the 16
-// registers.
+// A tile (4 weight rows x up to 6 activation rows) runs as pieces of 2
+// weight rows x up to 3 activation rows: 12 accumulators, the two weight
+// rows' half-chunk and one activation half-chunk fill the 16 registers.
+// The pieces go block by block along the row, their running lanes kept in
+// the tile between blocks.
 #include <immintrin.h>
 
 #include <iterator>
@@ -127,7 +129,8 @@ void accumulate(const std::byte* w, size_t w_row_bytes, const float* a, int64_t 
   }
 }
 
-// accumulate for the `count` (1-3) activation rows from c0 on.
+// accumulate for `count` (1-3) activation rows from a on, into the lanes
+// of a tile of C activation rows.
 template <class Load, int C>
 void accumulate_acts(int count, const std::byte* w, size_t w_row_bytes, const float* a,
                      int64_t a_stride, int64_t i0, int64_t i1, Lanes* acc) {
