@@ -15,9 +15,9 @@
 
 #include <algorithm>
 #include <array>
-#include <cmath>
 #include <cstring>
 
+#include "kernels/cpu/dot_lanes_avx2.hpp"
 #include "kernels/cpu/matmul_float.hpp"
 
 namespace cortiq::kernels::avx2 {
@@ -65,15 +65,6 @@ struct LoadBF16 {
   }
 };
 
-// dot_f32's fold of lanes lo (0-7) and hi (8-15).
-float fold(__m256 lo, __m256 hi) {
-  const __m256 v = _mm256_add_ps(lo, hi);
-  __m128 h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  h = _mm_add_ps(h, _mm_movehl_ps(h, h));
-  h = _mm_add_ss(h, _mm_shuffle_ps(h, h, 1));
-  return _mm_cvtss_f32(h);
-}
-
 // A lone activation row (decode) streams the weights once: each line is
 // asked for a tile ahead, from the next tile's row at the same offset (see
 // matmul_float_avx512.cpp; at this level Llama-1B F16 decode went from
@@ -87,17 +78,12 @@ void prefetch_next_tile(const std::byte* row, size_t w_row_bytes, int64_t i) {
   }
 }
 
-// The running lanes of one output: 0-7 and 8-15.
-struct Lanes {
-  __m256 lo, hi;
-};
-
 // kRows weight rows x C (1-3) activation rows over whole chunks [i0, i1):
 // acc[r * acc_stride + c] += their products, lane by lane in the
 // reference's order.
 template <class Load, int C>
 void accumulate(const std::byte* w, size_t w_row_bytes, const float* a, int64_t a_stride,
-                int64_t i0, int64_t i1, Lanes* acc, int64_t acc_stride) {
+                int64_t i0, int64_t i1, DotLanes* acc, int64_t acc_stride) {
   __m256 lo[kRows][C], hi[kRows][C];
   for (int r = 0; r < kRows; ++r) {
     for (int c = 0; c < C; ++c) {
@@ -125,7 +111,10 @@ void accumulate(const std::byte* w, size_t w_row_bytes, const float* a, int64_t 
     }
   }
   for (int r = 0; r < kRows; ++r) {
-    for (int c = 0; c < C; ++c) acc[r * acc_stride + c] = {lo[r][c], hi[r][c]};
+    for (int c = 0; c < C; ++c) {
+      acc[r * acc_stride + c].lo = lo[r][c];
+      acc[r * acc_stride + c].hi = hi[r][c];
+    }
   }
 }
 
@@ -133,7 +122,7 @@ void accumulate(const std::byte* w, size_t w_row_bytes, const float* a, int64_t 
 // of a tile of C activation rows.
 template <class Load, int C>
 void accumulate_acts(int count, const std::byte* w, size_t w_row_bytes, const float* a,
-                     int64_t a_stride, int64_t i0, int64_t i1, Lanes* acc) {
+                     int64_t a_stride, int64_t i0, int64_t i1, DotLanes* acc) {
   if (count == 3) return accumulate<Load, 3>(w, w_row_bytes, a, a_stride, i0, i1, acc, C);
   if (count == 2) return accumulate<Load, 2>(w, w_row_bytes, a, a_stride, i0, i1, acc, C);
   accumulate<Load, 1>(w, w_row_bytes, a, a_stride, i0, i1, acc, C);
@@ -154,10 +143,7 @@ template <class Load, int C>
 void tile(const std::byte* w, size_t w_row_bytes, const float* a, int64_t a_stride, int64_t n,
           float* y, int64_t y_stride) {
   static_assert(kFloatTileRows % kRows == 0);
-  Lanes acc[kFloatTileRows][C];
-  for (auto& row : acc) {
-    for (Lanes& l : row) l = {_mm256_setzero_ps(), _mm256_setzero_ps()};
-  }
+  DotLanes acc[kFloatTileRows][C];  // every lane starts at zero
   const int64_t n_whole = n / 16 * 16;
   // A lone activation row reuses nothing: one block, one stream per row.
   const int64_t block = C == 1 ? n_whole : kBlock;
@@ -172,18 +158,12 @@ void tile(const std::byte* w, size_t w_row_bytes, const float* a, int64_t a_stri
   }
   for (int r = 0; r < kFloatTileRows; ++r) {
     const std::byte* row = w + r * w_row_bytes;
+    // The tail's weights as floats (exact), for the reference's lane loop.
+    std::array<float, 16> tail{};
+    for (int64_t j = 0; n_whole + j < n; ++j) tail[j] = Load::one(row, n_whole + j);
     for (int c = 0; c < C; ++c) {
-      Lanes& l = acc[r][c];
-      if (n_whole < n) {
-        alignas(32) std::array<float, 16> lanes;
-        _mm256_store_ps(lanes.data(), l.lo);
-        _mm256_store_ps(lanes.data() + 8, l.hi);
-        for (int64_t j = 0; n_whole + j < n; ++j) {
-          lanes[j] = std::fma(Load::one(row, n_whole + j), a[c * a_stride + n_whole + j], lanes[j]);
-        }
-        l = {_mm256_load_ps(lanes.data()), _mm256_load_ps(lanes.data() + 8)};
-      }
-      y[c * y_stride + r] = fold(l.lo, l.hi);
+      if (n_whole < n) acc[r][c].add_tail(tail.data(), a + c * a_stride + n_whole, n - n_whole);
+      y[c * y_stride + r] = acc[r][c].fold();
     }
   }
 }
