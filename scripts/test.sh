@@ -34,5 +34,10 @@ echo "== tests under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan)"
 # read-bandwidth sweep (a measurement).
 ctest --test-dir build-asan --output-on-failure -j "$(nproc)" \
   -E 'Portability|LogitsGolden\.MatchesThePeer/[a-z0-9_]*_(f16|bf16|q8_0|q4_0|q4_k|q6_k)( |$)|CliBench\.DepthAndReadBandwidth'
+# The kernel tests once more at the AVX2 level: on an AVX-512 machine the
+# run above takes the AVX-512 kernels, and the AVX2 ones (what an AVX2-only
+# machine runs) would otherwise never meet the sanitizers there.
+echo "== kernel tests at CORTIQ_SIMD=avx2 (build-asan)"
+CORTIQ_SIMD=avx2 ctest --test-dir build-asan --output-on-failure -j "$(nproc)" -R '^Kernel'
 echo "== tests (build)"
 ctest --test-dir build --output-on-failure -j "$(nproc)"

@@ -28,11 +28,15 @@ constexpr int kRows = 2;
 
 struct LoadF32 {
   static constexpr int64_t kBytes = 4;
+  // A row of a GGUF tensor need not be 4-byte aligned (only the data
+  // section is), so a lone float is copied, never read through a float*.
   static float one(const std::byte* row, int64_t i) {
-    return reinterpret_cast<const float*>(row)[i];
+    float f;
+    std::memcpy(&f, row + 4 * i, sizeof(f));
+    return f;
   }
   static __m256 at(const std::byte* row, int64_t i) {
-    return _mm256_loadu_ps(reinterpret_cast<const float*>(row) + i);
+    return _mm256_loadu_ps(reinterpret_cast<const float*>(row + 4 * i));
   }
 };
 
