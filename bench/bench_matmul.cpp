@@ -18,42 +18,44 @@ namespace {
 
 using cortiq::GgmlType;
 
-// A 2048 x 2048 matrix (a Llama-1B attention projection) of the given type.
+// A matrix of the given type, by default 2048 x 2048 (a Llama-1B attention
+// projection).
 struct Matrix {
   static constexpr int64_t kRows = 2048, kCols = 2048;
   GgmlType type;
+  int64_t n_rows, n_cols;
   std::vector<std::byte> bytes;
   cortiq::kernels::PackedWeightStore packed;
   cortiq::kernels::WeightView view;
 
-  explicit Matrix(GgmlType t) : type(t) {
-    const size_t row_bytes = *cortiq::ggml_row_bytes(t, kCols);
-    bytes.resize(row_bytes * kRows);
+  explicit Matrix(GgmlType t, int64_t rows = kRows, int64_t cols = kCols)
+      : type(t), n_rows(rows), n_cols(cols) {
+    const size_t row_bytes = *cortiq::ggml_row_bytes(t, cols);
+    bytes.resize(row_bytes * rows);
     cortiq::NormalSampler normal(1);
-    std::vector<float> row(kCols);
-    for (int64_t r = 0; r < kRows; ++r) {
+    std::vector<float> row(cols);
+    for (int64_t r = 0; r < rows; ++r) {
       for (auto& v : row) v = static_cast<float>(normal.next() / 45.0);
       cortiq::quantize_row(t, row, {bytes.data() + r * row_bytes, row_bytes});
     }
     // Packed as a model load packs it (Q4_0, Q8_0), so the kernels measured
     // are the ones a forward pass runs.
-    view = packed.pack({t, kRows, kCols, row_bytes, bytes.data(), "bench"});
+    view = packed.pack({t, rows, cols, row_bytes, bytes.data(), "bench"});
   }
 };
 
-void run_matmul(benchmark::State& state, GgmlType type, int64_t n_rows_x) {
+void run_matmul(benchmark::State& state, const Matrix& w, int64_t n_rows_x) {
   static cortiq::ThreadPool pool(2);
-  const Matrix w(type);
-  std::vector<float> x(static_cast<size_t>(n_rows_x * Matrix::kCols), 0.5f);
-  std::vector<float> y(static_cast<size_t>(n_rows_x * Matrix::kRows));
+  std::vector<float> x(static_cast<size_t>(n_rows_x * w.n_cols), 0.5f);
+  std::vector<float> y(static_cast<size_t>(n_rows_x * w.n_rows));
   cortiq::kernels::MatmulScratch scratch;
   for (auto _ : state) {
-    cortiq::kernels::matmul(w.view, x, n_rows_x, y, Matrix::kRows, pool, scratch);
+    cortiq::kernels::matmul(w.view, x, n_rows_x, y, w.n_rows, pool, scratch);
     benchmark::DoNotOptimize(y.data());
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * w.bytes.size()));
   state.counters["GFLOP/s"] =
-      benchmark::Counter(2.0 * Matrix::kRows * Matrix::kCols * static_cast<double>(n_rows_x) *
+      benchmark::Counter(2.0 * static_cast<double>(w.n_rows * w.n_cols * n_rows_x) *
                              static_cast<double>(state.iterations()),
                          benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
 }
@@ -114,10 +116,16 @@ void BM_ReadBandwidth(benchmark::State& state) {
 }
 
 void BM_MatmulDecode(benchmark::State& state) {
-  run_matmul(state, static_cast<GgmlType>(state.range(0)), 1);
+  run_matmul(state, Matrix(static_cast<GgmlType>(state.range(0))), 1);
 }
 void BM_MatmulPrefill64(benchmark::State& state) {
-  run_matmul(state, static_cast<GgmlType>(state.range(0)), 64);
+  run_matmul(state, Matrix(static_cast<GgmlType>(state.range(0))), 64);
+}
+// A pp512 chunk through Llama-1B's FFN down matrix (2048 x 8192): rows four
+// times as long as the square matrix's, and 512 activation rows, so the
+// passes of activation rows and the caches are those of a model's prefill.
+void BM_MatmulPrefill512FfnDown(benchmark::State& state) {
+  run_matmul(state, Matrix(static_cast<GgmlType>(state.range(0)), 2048, 8192), 512);
 }
 
 void weight_types(benchmark::internal::Benchmark* b) {
@@ -141,5 +149,13 @@ BENCHMARK(BM_MatmulDecodeFromMemory)
     ->UseRealTime();
 BENCHMARK(BM_ReadBandwidth)->UseRealTime();
 BENCHMARK(BM_MatmulPrefill64)->Apply(weight_types);
+BENCHMARK(BM_MatmulPrefill512FfnDown)
+    ->Arg(static_cast<int64_t>(GgmlType::F16))
+    ->Arg(static_cast<int64_t>(GgmlType::BF16))
+    ->Arg(static_cast<int64_t>(GgmlType::Q8_0))
+    ->Arg(static_cast<int64_t>(GgmlType::Q4_0))
+    ->Arg(static_cast<int64_t>(GgmlType::Q4_K))
+    ->ArgName("type")
+    ->UseRealTime();
 
 }  // namespace

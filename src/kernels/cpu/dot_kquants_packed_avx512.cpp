@@ -7,7 +7,9 @@
 //
 // A call takes any number of activation rows; they run eight (then four,
 // two, one) at a time, each weight chunk decoded once for those rows. The
-// single-row kernel (decode) prefetches both groups' streams.
+// single-row kernel prefetches both groups' streams; a decode no longer
+// comes here (one group at a time is faster: matmul_integer.cpp), only a
+// prefill's odd last row.
 //
 // Nothing here may be a weak symbol (tools/check-simd-objects.sh).
 #include <immintrin.h>
@@ -107,7 +109,7 @@ void q4_k_fold(const std::byte* b0, const std::byte* b1, float ad_scalar, __m512
   _mm512_storeu_ps(acc_row, acc);
 }
 
-// One activation row's integer sum (decode): each code chunk is loaded once
+// One activation row's integer sum: each code chunk is loaded once
 // and gives both its sub-blocks (low nibbles 2c, high 2c + 1).
 __m512i q4_k_one_row_sum(const std::byte* b0, const std::byte* b1, const Q4KPairScales& s,
                          const int8_t* q) {
@@ -213,7 +215,7 @@ __m512i q6_codes(const std::byte* b0, const std::byte* b1, int h, int k, int m) 
   return _mm512_or_si512(low, _mm512_and_si512(high, m30));
 }
 
-// One activation row's integer sum (decode): each chunk's ql and qh bytes
+// One activation row's integer sum: each chunk's ql and qh bytes
 // are loaded once and give the code vectors of all four k.
 void q6_k_one_row_sums(const std::byte* b0, const std::byte* b1, const Q6KPairScales& s,
                        const int8_t* q, __m512i& isum) {

@@ -8,7 +8,7 @@
 //
 // Several activation rows (prefill): a block's codes are unpacked once and
 // taken through all the call's rows (up to kMaxPackedRows), the rows'
-// accumulators living in `out`. One row (decode) has its own loop.
+// accumulators living in `out`. One row has its own loop.
 #include <immintrin.h>
 
 #include "kernels/cpu/dot_packed.hpp"
@@ -41,9 +41,10 @@ void fold_block(__m512i isum, __m512 d, float a_d, float* acc) {
                                    _mm512_loadu_ps(acc)));
 }
 
-// One activation row (decode): the accumulator stays in a register (a
-// store and reload per block would chain every block's FMA through
-// memory), and both groups' streams are prefetched.
+// One activation row against a pair (a prefill's odd last row; a decode
+// takes one group at a time, matmul_integer.cpp): the accumulator stays in
+// a register (a store and reload per block would chain every block's FMA
+// through memory), and both groups' streams are prefetched.
 template <void (*BlockSums)(const std::byte*, const std::byte*, const Q8Block32&, __m512i&),
           int64_t kBlockBytes, __m512 (*Scales)(const std::byte*, const std::byte*) = halves_pair8>
 void one_row(const std::byte* group, const Q8Block32* a, int64_t n_blocks, float* out) {

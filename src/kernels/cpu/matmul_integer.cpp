@@ -82,17 +82,18 @@ std::optional<IntegerMatrix> integer_matrix(const WeightView& w, int64_t n_act_r
     m.unit_bytes = static_cast<size_t>(m.n_blocks) * packed_block_bytes(layout);
     // The AVX-512 kernels take two groups per call (one register holds both
     // groups' lanes) when the matrix has an even number of them. Except a
-    // Q4_0 decode (one activation row), which only streams weights: one group
-    // at a time, one read stream per thread, is faster there (measured,
-    // 2 threads, Zen 4: Llama-1B 46-47 against 43-44 t/s, Phi-3-mini and
-    // Gemma-2-2B 4-7 % too, with the AVX2 one-group kernel; the AVX-512 one
-    // has since removed the pair's lead on long rows, ffn_down's 8192+
-    // inputs); an MXFP4 decode too (GPT-OSS-20B geometry, 4 layers: 61-62
-    // against 48-54 t/s). The bits are the same either way.
+    // decode (one activation row), which only streams weights: one group at
+    // a time, one read stream per thread, is faster there. Measured, 2
+    // threads, Zen 4: Q4_0 Llama-1B 46-47 against 43-44 t/s, Phi-3-mini and
+    // Gemma-2-2B 4-7 % too (the AVX-512 one-group kernel has since removed
+    // the pair's lead on long rows, ffn_down's 8192+ inputs); MXFP4
+    // (GPT-OSS-20B geometry, 4 layers) 61-62 against 48-54 t/s; Q4_K_M
+    // Llama-1B 34.5-38.7 against 20.4-21.7 t/s (BM_MatmulDecodeFromMemory:
+    // Q4_K 17 -> 22-24, Q6_K 12 -> 16-23, Q8_0 22-26 -> 23-28 GB/s). The
+    // bits are the same either way.
     const PackedDot pair = packed_dot_pair(layout);
     const PackedKDot kpair = packed_kquant_dot_pair(layout);
-    const bool streaming =
-        n_act_rows == 1 && (layout == PackedLayout::q4_0x8 || layout == PackedLayout::mxfp4x8);
+    const bool streaming = n_act_rows == 1;
     if ((pair || kpair) && !streaming && (w.n_rows / kPackRows) % 2 == 0) {
       if (pair) m.group = pair;
       if (kpair) m.kgroup = kpair;
