@@ -63,13 +63,6 @@ float fold(__m512 v) {
   return _mm_cvtss_f32(h);
 }
 
-// A lone activation row (decode) streams the weights once, four rows side by
-// side; the tile's rows lie end to end, and so do the next tile's, which
-// the thread reads next. Each line is asked for a tile ahead: the next
-// tile's row at the same offset. Llama-1B F16 decode (2 threads, Xeon
-// Emerald Rapids): 1 KiB ahead within each row 8.8-9.2 t/s, no prefetch
-// 8.8-9.0, a tile ahead 10.4-10.5, two tiles 9.5.
-
 template <class Load, int C>
 void tile(const std::byte* w, size_t w_row_bytes, const float* a, int64_t a_stride, int64_t n,
           float* y, int64_t y_stride) {
@@ -84,10 +77,6 @@ void tile(const std::byte* w, size_t w_row_bytes, const float* a, int64_t a_stri
   for (; i + 16 <= n; i += 16) {
     __m512 wv[R];
     for (int r = 0; r < R; ++r) {
-      if (C == 1 && i * Load::kBytes % 64 == 0) {
-        _mm_prefetch(reinterpret_cast<const char*>(rows[r] + R * w_row_bytes + i * Load::kBytes),
-                     _MM_HINT_T0);
-      }
       wv[r] = Load::at(rows[r], i);
     }
     for (int c = 0; c < C; ++c) {
@@ -110,10 +99,44 @@ void tile(const std::byte* w, size_t w_row_bytes, const float* a, int64_t a_stri
   }
 }
 
+// A lone activation row (decode) only streams the weights: one row after
+// the other (the tile's rows lie end to end, and the next tile's follow),
+// so each thread reads one stream, each line asked for 2 KiB ahead. On the
+// 2-core Zen 4 (BM_MatmulDecodeFromMemory F16, alternating runs): the
+// tile's four rows side by side with the next tile prefetched 16-20 GB/s,
+// one row at a time 20-29 (1 KiB ahead), 24-32 (2 KiB), 20-23 (4 KiB);
+// Llama-1B F16 tg32 8.9-9.0 -> 10.5-11.0 tokens/s. Each output keeps one
+// accumulator, so the FMA latency bounds a row at 16 elements per 4
+// cycles, above what memory delivers.
+constexpr int64_t kDecodePrefetchBytes = 2048;
+
+template <class Load>
+void tile_decode(const std::byte* w, size_t w_row_bytes, const float* a, int64_t /*a_stride*/,
+                 int64_t n, float* y, int64_t /*y_stride*/) {
+  for (int r = 0; r < kFloatTileRows; ++r) {
+    const std::byte* row = w + r * w_row_bytes;
+    __m512 acc = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+      if (i * Load::kBytes % 64 == 0) {
+        _mm_prefetch(reinterpret_cast<const char*>(row + i * Load::kBytes + kDecodePrefetchBytes),
+                     _MM_HINT_T0);
+      }
+      acc = _mm512_fmadd_ps(Load::at(row, i), _mm512_loadu_ps(a + i), acc);
+    }
+    if (i < n) {
+      const auto mask = static_cast<__mmask16>((1u << (n - i)) - 1);
+      acc = _mm512_mask3_fmadd_ps(Load::masked(row, i, mask), _mm512_maskz_loadu_ps(mask, a + i),
+                                  acc, mask);
+    }
+    y[r] = fold(acc);
+  }
+}
+
 template <class Load>
 FloatTile tile_for(int n_act) {
-  static constexpr FloatTile kTiles[] = {tile<Load, 1>, tile<Load, 2>, tile<Load, 3>,
-                                         tile<Load, 4>, tile<Load, 5>, tile<Load, 6>};
+  static constexpr FloatTile kTiles[] = {tile_decode<Load>, tile<Load, 2>, tile<Load, 3>,
+                                         tile<Load, 4>,     tile<Load, 5>, tile<Load, 6>};
   static_assert(std::size(kTiles) == kFloatTileActs);
   return n_act >= 1 && n_act <= kFloatTileActs ? kTiles[n_act - 1] : nullptr;
 }
