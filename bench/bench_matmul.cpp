@@ -4,6 +4,7 @@
 // peak (prefill); see docs/performance.md.
 #include <benchmark/benchmark.h>
 
+#include <initializer_list>
 #include <memory>
 #include <vector>
 
@@ -128,34 +129,27 @@ void BM_MatmulPrefill512FfnDown(benchmark::State& state) {
   run_matmul(state, Matrix(static_cast<GgmlType>(state.range(0)), 2048, 8192), 512);
 }
 
-void weight_types(benchmark::internal::Benchmark* b) {
-  for (const GgmlType t :
-       {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0,
-        GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::IQ4_NL, GgmlType::MXFP4,
-        GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K}) {
-    b->Arg(static_cast<int64_t>(t));
-  }
+// The given weight types as the benchmark's "type" argument.
+void with_types(benchmark::internal::Benchmark* b, std::initializer_list<GgmlType> types) {
+  for (const GgmlType t : types) b->Arg(static_cast<int64_t>(t));
   b->ArgName("type")->UseRealTime();
 }
 
+// Every weight type with a matmul kernel.
+void weight_types(benchmark::internal::Benchmark* b) {
+  with_types(b, {GgmlType::F32, GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0,
+                 GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::IQ4_NL, GgmlType::MXFP4,
+                 GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K});
+}
+
 BENCHMARK(BM_MatmulDecode)->Apply(weight_types);
-BENCHMARK(BM_MatmulDecodeFromMemory)
-    ->Arg(static_cast<int64_t>(GgmlType::F16))
-    ->Arg(static_cast<int64_t>(GgmlType::Q8_0))
-    ->Arg(static_cast<int64_t>(GgmlType::Q4_0))
-    ->Arg(static_cast<int64_t>(GgmlType::Q4_K))
-    ->Arg(static_cast<int64_t>(GgmlType::Q6_K))
-    ->ArgName("type")
-    ->UseRealTime();
+BENCHMARK(BM_MatmulDecodeFromMemory)->Apply([](benchmark::internal::Benchmark* b) {
+  with_types(b, {GgmlType::F16, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_K, GgmlType::Q6_K});
+});
 BENCHMARK(BM_ReadBandwidth)->UseRealTime();
 BENCHMARK(BM_MatmulPrefill64)->Apply(weight_types);
-BENCHMARK(BM_MatmulPrefill512FfnDown)
-    ->Arg(static_cast<int64_t>(GgmlType::F16))
-    ->Arg(static_cast<int64_t>(GgmlType::BF16))
-    ->Arg(static_cast<int64_t>(GgmlType::Q8_0))
-    ->Arg(static_cast<int64_t>(GgmlType::Q4_0))
-    ->Arg(static_cast<int64_t>(GgmlType::Q4_K))
-    ->ArgName("type")
-    ->UseRealTime();
+BENCHMARK(BM_MatmulPrefill512FfnDown)->Apply([](benchmark::internal::Benchmark* b) {
+  with_types(b, {GgmlType::F16, GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0, GgmlType::Q4_K});
+});
 
 }  // namespace
