@@ -842,6 +842,66 @@ TEST(ModelLoad, HyV3DenseLayersAreTheLeadingRouterlessOnes) {
       << error;
 }
 
+// MiMo V2's layers as its converter writes them: sliding-window layers
+// with their own KV heads and RoPE base, values half as wide as keys, the
+// attention's output scaled, the routerless first layer dense, and an MTP
+// layer after the trunk. The converter's sliding_window_pattern has one
+// entry per block, MTP layers included, a length llama.cpp's loader refuses
+// (it wants the trunk's); Cortiq reads the trunk's part of it. The fused
+// Q/K/V of MiMo-V2.5 gives the logits of the split one.
+TEST(ModelLoad, Mimo2LayersAsItsConverterWritesThem) {
+  test::TempDir dir;
+  RandomModelOptions o = small_model("mimo2");
+  o.geometry.n_layer = 3;
+  write_random_model(o, dir / "m.gguf");
+  LoadOptions load;
+  load.kv_type = KvType::f32;
+  const auto model = Model::load(dir / "m.gguf", load);
+  const ModelHParams& hp = model->decoder().hparams();
+  EXPECT_EQ(hp.n_layer_dense_lead, 1);
+  EXPECT_EQ(hp.mtp_layers.size(), 1u);
+  for (const int64_t il : {0, 1}) {
+    EXPECT_EQ(hp.layer(il).window, 16) << il;
+    EXPECT_EQ(hp.layer(il).rope, RopeSlot::local) << il;
+    EXPECT_EQ(hp.layer(il).n_head_kv, 2) << il;
+  }
+  EXPECT_EQ(hp.layer(2).window, 0);
+  EXPECT_EQ(hp.layer(2).rope, RopeSlot::global);
+  EXPECT_EQ(hp.layer(2).n_head_kv, 1);
+  EXPECT_EQ(hp.layer(0).head_dim_k, 16);
+  EXPECT_EQ(hp.layer(0).head_dim_v, 8);
+  EXPECT_FLOAT_EQ(hp.attn_output_scale, 0.707f);
+  EXPECT_FLOAT_EQ(hp.rope_local.freq_base, 1000.0f);
+  const std::vector<TokenId> ids = {1, 5, 9, 13, 17, 21, 25};
+  const auto reference = Session(model).evaluate(ids, 3);
+
+  const auto with_pattern = [&](std::vector<uint32_t> pattern) {
+    return [pattern](gguf::GgufWriter& w) {
+      gguf::Array values = gguf::Array::of(gguf::ValueType::u32);
+      std::get<std::vector<uint32_t>>(values.items) = pattern;
+      w.set("mimo2.attention.sliding_window_pattern", gguf::Value(values));
+    };
+  };
+  rewrite(dir / "m.gguf", dir / "per_block.gguf", "", {}, with_pattern({1, 1, 0, 1}));
+  EXPECT_EQ(Session(Model::load(dir / "per_block.gguf", load)).evaluate(ids, 3), reference);
+  rewrite(dir / "m.gguf", dir / "short.gguf", "", {}, with_pattern({1, 0}));
+  std::string error = load_error(dir / "short.gguf");
+  EXPECT_NE(error.find("mimo2.attention.sliding_window_pattern has 2 values for 3 layers"),
+            std::string::npos)
+      << error;
+
+  fuse_qkv(dir / "m.gguf", dir / "fused.gguf");
+  ASSERT_NE(gguf::GgufFile::open(dir / "fused.gguf").find_tensor("blk.0.attn_qkv.weight"), nullptr);
+  const auto fused = Session(Model::load(dir / "fused.gguf", load)).evaluate(ids, 3);
+  ASSERT_EQ(fused.size(), reference.size());
+  for (size_t i = 0; i < fused.size(); ++i) ASSERT_NEAR(fused[i], reference[i], 1e-6) << i;
+
+  rewrite(dir / "m.gguf", dir / "late.gguf", "blk.2.ffn_gate_inp.weight");
+  error = load_error(dir / "late.gguf");
+  EXPECT_NE(error.find("layer 2 has no experts after layer 1 had them"), std::string::npos)
+      << error;
+}
+
 TEST(LayerSpecs, InspectShowsEachLayersDescriptionAndTheKvMemory) {
   test::TempDir dir;
   RandomModelOptions o = small_model("gemma2");

@@ -91,6 +91,7 @@ constexpr const Family* kFamilies[] = {
     &kDbrxFamily,           // dbrx.cpp
     &kGrokFamily,           // grok.cpp
     &kLlama4Family,         // llama4.cpp
+    &kMimo2Family,          // mimo2.cpp
 };
 
 }  // namespace

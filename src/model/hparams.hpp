@@ -144,6 +144,9 @@ struct ModelHParams {
   // Multiplies each branch's output before its residual add (Granite,
   // MiniCPM: ARCH.residual_scale); the family applies it.
   float residual_scale = 0.0f;
+  // Multiplies the attention's output after its projection (MiMo V2's
+  // ARCH.attention.value_scale: llama.cpp's ggml_scale after build_attn); 0: none.
+  float attn_output_scale = 0.0f;
   // Multiplies the logits after lm_head (Granite, MiniCPM: 1 / ARCH.logit_scale).
   float logit_scale = 0.0f;
   // Q, K and V are clamped to [-c, c] after their projections and biases

@@ -27,6 +27,9 @@ extern const Family kDbrxFamily;
 extern const Family kGrokFamily;
 extern const Family kLlama4Family;
 
+// mimo2.cpp
+extern const Family kMimo2Family;
+
 // deepseek.cpp
 extern const Family kDeepseekFamily;
 extern const Family kDeepseek2Family;

@@ -189,27 +189,7 @@ void read_hy_v3(const HParamReader& keys, ModelHParams& hp) {
   hp.router.gating = read_expert_gating(keys, RouterGating::sigmoid);
   hp.router.normalize = keys.bool_or("expert_weights_norm", false);
   hp.router.scale = keys.float_or("expert_weights_scale", 0.0f);
-  // The dense lead from the file's routers (gen-model's parse of its own
-  // keys has no tensors: its first layer is dense).
-  const auto& file = keys.file();
-  if (file.tensors().empty()) {
-    hp.n_layer_dense_lead = 1;
-    return;
-  }
-  const int64_t n_all = std::ssize(hp.layers);  // trunk and MTP layers
-  int64_t lead = 0;
-  while (lead < n_all &&
-         file.find_tensor(layer_tensor_name(lead, "ffn_gate_inp.weight")) == nullptr) {
-    ++lead;
-  }
-  for (int64_t il = lead; il < n_all; ++il) {
-    if (file.find_tensor(layer_tensor_name(il, "ffn_gate_inp.weight")) == nullptr &&
-        file.find_tensor(layer_tensor_name(il, "attn_norm.weight")) != nullptr) {
-      keys.invalid(strfmt("layer %lld has no experts after layer %lld had them",
-                          static_cast<long long>(il), static_cast<long long>(lead)));
-    }
-  }
-  hp.n_layer_dense_lead = lead;
+  hp.n_layer_dense_lead = dense_lead_from_routers(keys, std::ssize(hp.layers));  // trunk and MTP
 }
 
 void read_glm4moe(const HParamReader& keys, ModelHParams& hp) {

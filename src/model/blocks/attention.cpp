@@ -22,10 +22,11 @@ void AttentionWeights::visit(TensorVisitor& v, const ModelHParams& hp, int64_t l
   // (with its optional bias; the generic pass reads its .scale and
   // .input_scale), else Q/K/V with theirs. Families whose graph projects
   // without build_qkv (OLMo2) never read the fused one.
-  const bool fused = extra.fused_qkv_required ||
-                     (extra.qkv_biases_and_scales_applied && !extra.separate_qkv_with_biases &&
-                      !extra.separate_qkv_without_biases &&
-                      v.has(name("attn_qkv.weight"), extra.fused_qkv_written));
+  const bool fused_readable = extra.qkv_biases_and_scales_applied || extra.unapplied_fused_qkv;
+  const bool fused =
+      extra.fused_qkv_required ||
+      (fused_readable && !extra.separate_qkv_with_biases && !extra.separate_qkv_without_biases &&
+       v.has(name("attn_qkv.weight"), extra.fused_qkv_written));
   qk_norm_after_rope = extra.qk_norm_after_rope;
   qk_plain_norm_after_rope = extra.qk_plain_norm_after_rope;
   if (extra.sinks) v.vector(sinks, name("attn_sinks.weight"), l.n_head, TensorKind::bias);
@@ -39,6 +40,8 @@ void AttentionWeights::visit(TensorVisitor& v, const ModelHParams& hp, int64_t l
     if (extra.qkv_biases_and_scales_applied && extra.fused_qkv_bias != FusedQkvBias::none) {
       v.vector(bqkv, name("attn_qkv.bias"), width, TensorKind::bias,
                extra.fused_qkv_bias == FusedQkvBias::required);
+    } else if (extra.unapplied_fused_qkv) {
+      v.without_effect(name("attn_qkv.bias"), width, TensorKind::bias);
     }
     v.matrix(wo, name("attn_output.weight"), l.attn_out_width(), hp.n_embd);
     if (extra.output_bias || extra.output_bias_required) {
@@ -397,6 +400,7 @@ void attention(const AttentionWeights& w, const ModelHParams& hp, int64_t layer,
                   buf.matmul);
   apply_scale(out_rows, w.o_scale);
   kernels::add_bias_rows(out_rows, w.bo);
+  if (hp.attn_output_scale != 0.0f) kernels::scale_inplace(out_rows, hp.attn_output_scale);
 }
 
 }  // namespace cortiq

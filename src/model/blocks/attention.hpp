@@ -48,6 +48,10 @@ struct AttentionTensors {
   // false: Q/K/V biases and scales are read but applied nowhere (OLMo2's
   // graph projects Q/K/V without build_qkv).
   bool qkv_biases_and_scales_applied = true;
+  // With qkv_biases_and_scales_applied false, the fused attn_qkv.weight is
+  // still read when the file has it (its bias and scale without effect):
+  // MiMo V2's graph projects with the bare matrix, fused or not.
+  bool unapplied_fused_qkv = false;
   // gen-model writes attn_qkv.weight (and its bias) instead of Q/K/V, as the
   // family's converter does (Phi-3). The loader follows the file either way
   // (llama.cpp's create_tensor_qkv), when the family's graph uses build_qkv.

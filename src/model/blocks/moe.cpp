@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "base/strings.hpp"
+#include "formats/gguf/gguf_file.hpp"
 #include "kernels/cpu/activations.hpp"
 #include "kernels/cpu/matmul.hpp"
 #include "model/tensor_table.hpp"
@@ -305,6 +306,23 @@ void read_expert_hparams(const HParamReader& keys, ModelHParams& hp, bool width_
         "expert_group_count must divide expert_count, and 0 < expert_group_used_count "
         "< expert_group_count");
   }
+}
+
+int64_t dense_lead_from_routers(const HParamReader& keys, int64_t n_checked) {
+  const auto& file = keys.file();
+  if (file.tensors().empty()) return 1;
+  const auto has = [&](int64_t il, std::string_view what) {
+    return file.find_tensor(layer_tensor_name(il, what)) != nullptr;
+  };
+  int64_t lead = 0;
+  while (lead < n_checked && !has(lead, "ffn_gate_inp.weight")) ++lead;
+  for (int64_t il = lead; il < n_checked; ++il) {
+    if (!has(il, "ffn_gate_inp.weight") && has(il, "attn_norm.weight")) {
+      keys.invalid(strfmt("layer %lld has no experts after layer %lld had them",
+                          static_cast<long long>(il), static_cast<long long>(lead)));
+    }
+  }
+  return lead;
 }
 
 RouterGating read_expert_gating(const HParamReader& keys, std::optional<RouterGating> when_absent) {

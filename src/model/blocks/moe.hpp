@@ -116,6 +116,14 @@ struct MoeWeights {
 void read_expert_hparams(const HParamReader& keys, ModelHParams& hp, bool width_key,
                          bool shared_expert);
 
+// The layers before the first with a router (blk.N.ffn_gate_inp.weight)
+// among the first `n_checked`, for the families whose llama.cpp loader
+// takes every FFN tensor as optional and runs experts where the router is
+// (HY V3, MiMo V2): those leading layers are dense, and a routerless layer
+// after them is refused. gen-model's parse of its own keys (a file without
+// tensors) gets 1: its first layer dense.
+int64_t dense_lead_from_routers(const HParamReader& keys, int64_t n_checked);
+
 // ARCH.expert_gating_func as llama.cpp numbers it (1 softmax, 2 sigmoid);
 // absent or 0 is `when_absent` (the family's default: deepseek2 softmax,
 // glm4moe sigmoid) or, without one, refused (llama.cpp's graph aborts).
