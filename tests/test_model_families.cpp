@@ -902,6 +902,46 @@ TEST(ModelLoad, Mimo2LayersAsItsConverterWritesThem) {
       << error;
 }
 
+// Laguna's layers: the first of each sliding_window_pattern period full,
+// the others sliding with their own heads and plain RoPE over the whole
+// head; the attention gate one value per head or per element as its shape
+// says (gen-model writes the per-element form on full layers), any other
+// width refused by name, as is a pattern given per layer.
+TEST(ModelLoad, LagunaSlidingLayersAndAttentionGates) {
+  test::TempDir dir;
+  RandomModelOptions o = small_model("laguna");
+  o.geometry.n_layer = 3;
+  write_random_model(o, dir / "l.gguf");
+  const auto model = Model::load(dir / "l.gguf", {});
+  const ModelHParams& hp = model->decoder().hparams();
+  EXPECT_EQ(hp.layer(0).window, 0);
+  EXPECT_EQ(hp.layer(1).window, 16);
+  EXPECT_EQ(hp.layer(2).window, 0);
+  EXPECT_EQ(hp.layer(1).rope, RopeSlot::local);
+  EXPECT_EQ(hp.layer(0).n_head, 4);
+  EXPECT_EQ(hp.layer(1).n_head, 6);
+  EXPECT_EQ(hp.rope.n_dims, 8);
+  EXPECT_EQ(hp.rope_local.n_dims, 16);
+  EXPECT_EQ(hp.rope.scaling, RopeScalingType::yarn);
+  EXPECT_EQ(hp.rope_local.ext_factor, 0.0f);
+  EXPECT_EQ(hp.n_ff_shared_expert, 48);
+  const gguf::GgufFile file = gguf::GgufFile::open(dir / "l.gguf");
+  EXPECT_EQ(file.find_tensor("blk.0.attn_gate.weight")->shape[1], 4 * 16);  // per element
+  EXPECT_EQ(file.find_tensor("blk.1.attn_gate.weight")->shape[1], 6);       // per head
+
+  rewrite(dir / "l.gguf", dir / "odd.gguf", "blk.1.attn_gate.weight",
+          {"blk.1.attn_gate.weight", {64, 5}});
+  std::string error = load_error(dir / "odd.gguf");
+  EXPECT_NE(error.find("blk.1.attn_gate.weight"), std::string::npos) << error;
+  rewrite(dir / "l.gguf", dir / "array.gguf", "", {}, [](gguf::GgufWriter& w) {
+    gguf::Array values = gguf::Array::of(gguf::ValueType::u32);
+    std::get<std::vector<uint32_t>>(values.items) = {0, 1, 0};
+    w.set("laguna.attention.sliding_window_pattern", gguf::Value(values));
+  });
+  error = load_error(dir / "array.gguf");
+  EXPECT_NE(error.find("sliding_window_pattern must be one number"), std::string::npos) << error;
+}
+
 TEST(LayerSpecs, InspectShowsEachLayersDescriptionAndTheKvMemory) {
   test::TempDir dir;
   RandomModelOptions o = small_model("gemma2");

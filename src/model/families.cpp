@@ -92,6 +92,7 @@ constexpr const Family* kFamilies[] = {
     &kGrokFamily,           // grok.cpp
     &kLlama4Family,         // llama4.cpp
     &kMimo2Family,          // mimo2.cpp
+    &kLagunaFamily,         // laguna.cpp
 };
 
 }  // namespace

@@ -343,11 +343,12 @@ ModelHParams ModelHParams::from_gguf(const gguf::GgufFile& file, const Family& f
 }
 
 void set_sliding_window_pattern(ModelHParams& hp, int64_t window, int64_t period,
-                                RopeSlot local_rope) {
+                                RopeSlot local_rope, bool global_first) {
   for (size_t il = 0; il < hp.layers.size(); ++il) {
-    // As llama.cpp's set_swa_pattern: the last layer of each period is
-    // global; period 0 makes every layer local.
-    const bool local = period == 0 || static_cast<int64_t>(il) % period < period - 1;
+    // As llama.cpp's set_swa_pattern: the last (dense_first: the first)
+    // layer of each period is global; period 0 makes every layer local.
+    const auto at = static_cast<int64_t>(il) % std::max<int64_t>(period, 1);
+    const bool local = period == 0 || (global_first ? at != 0 : at < period - 1);
     if (!local) continue;
     hp.layers[il].window = window;
     hp.layers[il].rope = local_rope;

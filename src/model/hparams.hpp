@@ -279,10 +279,11 @@ struct YarnKeys {
 };
 void read_yarn_keys(const HParamReader& keys, RopeHParams& rope, const YarnKeys& which);
 
-// Marks every n-th layer (the last of each group of `period`) as global and
-// the others as sliding-window layers of `window` positions with the local
-// RoPE table — Gemma 2 / 3's pattern (period 2: local, global, ...).
+// Marks every n-th layer (the last of each group of `period`; with
+// `global_first` the first) as global and the others as sliding-window
+// layers of `window` positions with the local RoPE table — Gemma 2 / 3's
+// pattern (period 2: local, global, ...); Laguna's is global first.
 void set_sliding_window_pattern(ModelHParams& hp, int64_t window, int64_t period,
-                                RopeSlot local_rope);
+                                RopeSlot local_rope, bool global_first = false);
 
 }  // namespace cortiq

@@ -44,6 +44,10 @@ bool TensorSpecCollector::has(const std::string&, bool written) {
   return written;
 }
 
+int64_t TensorSpecCollector::rows_of(const std::string&, int64_t written) {
+  return written;
+}
+
 std::string layer_tensor_name(int64_t layer, std::string_view what) {
   return strfmt("blk.%lld.", static_cast<long long>(layer)) + std::string(what);
 }

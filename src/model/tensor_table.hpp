@@ -74,6 +74,10 @@ class TensorVisitor {
   // answers from the file; gen-model answers `written`, what the family's
   // converter writes.
   virtual bool has(const std::string& name, bool written) = 0;
+  // The file's row count of a matrix (ggml shape[1]), for the choices
+  // llama.cpp makes on a tensor's shape (Laguna's attention gate: one value
+  // per head or per element); 0 when absent. gen-model answers `written`.
+  virtual int64_t rows_of(const std::string& name, int64_t written) = 0;
 };
 
 // Collects the visited tensors as specs (shapes only; nothing is bound).
@@ -92,6 +96,7 @@ class TensorSpecCollector final : public TensorVisitor {
   void scale(float& value, const std::string& name) override;
   void without_effect(const std::string& name, int64_t n, TensorKind kind) override;
   bool has(const std::string& name, bool written) override;
+  int64_t rows_of(const std::string& name, int64_t written) override;
 
   std::vector<TensorSpec> take() { return std::move(specs_); }
 
@@ -131,6 +136,9 @@ class ScalelessVisitor final : public TensorVisitor {
     if (kind != TensorKind::scale) inner_.without_effect(name, n, kind);
   }
   bool has(const std::string& name, bool written) override { return inner_.has(name, written); }
+  int64_t rows_of(const std::string& name, int64_t written) override {
+    return inner_.rows_of(name, written);
+  }
 
  private:
   TensorVisitor& inner_;

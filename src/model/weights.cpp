@@ -45,6 +45,11 @@ bool WeightBinder::has(std::string_view name) const {
   return file_.find_tensor(name) != nullptr;
 }
 
+int64_t WeightBinder::rows_of(const std::string& name, int64_t /*written*/) {
+  const gguf::TensorInfo* info = file_.find_tensor(name);
+  return info != nullptr && info->shape.size() >= 2 ? info->shape[1] : 0;
+}
+
 kernels::WeightView WeightBinder::matrix(std::string_view name, int64_t n_cols,
                                          int64_t n_rows) const {
   const auto& info = require_tensor(file_, name);

@@ -60,6 +60,7 @@ class WeightBinder final : public TensorVisitor {
   void scale(float& value, const std::string& name) override;
   void without_effect(const std::string& name, int64_t n, TensorKind kind) override;
   bool has(const std::string& name, bool /*written*/) override { return has(name); }
+  int64_t rows_of(const std::string& name, int64_t /*written*/) override;
 
   // Throws cortiq::Error naming the first tensor of the file that was not
   // bound (llama.cpp refuses such files too: "wrong number of tensors"), and

@@ -117,8 +117,11 @@ void relu_sqr_inplace(std::span<float> x) {
   }
 }
 
+void softplus_inplace(std::span<float> x) {
+  for (float& v : x) v = softplus(v);
+}
+
 XieluParams xielu_params(float raw_alpha_n, float raw_alpha_p, float beta, float eps) {
-  const auto softplus = [](float v) { return v > 20.0f ? v : std::log(1.0f + std::exp(v)); };
   return {.alpha_n = beta + softplus(raw_alpha_n),
           .alpha_p = softplus(raw_alpha_p),
           .beta = beta,

@@ -1,6 +1,7 @@
 // Element-wise pieces of the feed-forward block.
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 #include <span>
 
@@ -43,6 +44,14 @@ void swiglu_oai(std::span<const float> gate, std::span<const float> up, std::spa
 // x[i] = relu(x[i])^2 (ggml_relu then ggml_sqr: 0 for x <= 0 and NaN).
 void relu_sqr_inplace(std::span<float> x);
 
+// ggml's softplus: log(1 + e^x) in float, x itself above 20.
+inline float softplus(float x) {
+  return x > 20.0f ? x : std::log(1.0f + std::exp(x));
+}
+
+// x[i] = softplus(x[i]) (ggml_softplus).
+void softplus_inplace(std::span<float> x);
+
 // xIELU (Apertus), with the parameters as ggml_xielu stores them:
 // alpha_p = softplus(a_p), alpha_n = beta + softplus(a_n) for the model's
 // raw a_p, a_n (xielu_params).
@@ -50,8 +59,7 @@ struct XieluParams {
   float alpha_n = 0, alpha_p = 0, beta = 0, eps = 0;
 };
 
-// The stored parameters from the model's raw ones (ggml's softplus:
-// log(1 + e^x), x itself above 20).
+// The stored parameters from the model's raw ones (softplus).
 XieluParams xielu_params(float raw_alpha_n, float raw_alpha_p, float beta, float eps);
 
 // x[i] = alpha_p x² + beta x for x > 0, else

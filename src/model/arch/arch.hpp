@@ -30,6 +30,9 @@ extern const Family kLlama4Family;
 // mimo2.cpp
 extern const Family kMimo2Family;
 
+// laguna.cpp
+extern const Family kLagunaFamily;
+
 // deepseek.cpp
 extern const Family kDeepseekFamily;
 extern const Family kDeepseek2Family;

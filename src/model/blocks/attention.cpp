@@ -30,6 +30,7 @@ void AttentionWeights::visit(TensorVisitor& v, const ModelHParams& hp, int64_t l
   qk_norm_after_rope = extra.qk_norm_after_rope;
   qk_plain_norm_after_rope = extra.qk_plain_norm_after_rope;
   if (extra.sinks) v.vector(sinks, name("attn_sinks.weight"), l.n_head, TensorKind::bias);
+  if (extra.softplus_gate) visit_softplus_gate(v, hp, layer, extra);
   if (extra.sub_norm) {
     v.vector(sub_norm, name("attn_sub_norm.weight"), l.attn_out_width(), TensorKind::norm);
   }
@@ -81,6 +82,16 @@ void AttentionWeights::visit(TensorVisitor& v, const ModelHParams& hp, int64_t l
     v.vector(k_norm, name("attn_k_norm.weight"), extra.qk_norm_whole ? l.k_width() : l.head_dim_k,
              TensorKind::norm, required);
   }
+}
+
+void AttentionWeights::visit_softplus_gate(TensorVisitor& v, const ModelHParams& hp, int64_t layer,
+                                           AttentionTensors extra) {
+  const LayerSpec& l = hp.layer(layer);
+  const std::string name = layer_tensor_name(layer, "attn_gate.weight");
+  const int64_t written = extra.softplus_gate_per_element_written ? l.attn_out_width() : l.n_head;
+  // Any other width is refused by matrix()'s shape check, naming the tensor.
+  gate_per_head = v.rows_of(name, written) == l.n_head && l.n_head != l.attn_out_width();
+  v.matrix(gate, name, hp.n_embd, gate_per_head ? l.n_head : l.attn_out_width());
 }
 
 void AttentionWeights::visit_separate_qkv(TensorVisitor& v, const ModelHParams& hp, int64_t layer,
@@ -367,6 +378,25 @@ float attention_temperature(const ModelHParams& hp, int32_t pos) {
   return static_cast<float>(std::log(steps + 1.0) * temp.scale + 1.0);
 }
 
+namespace {
+
+// attn[r] *= softplus(gate · in[r]), broadcast over each head's values when
+// the gate has one row per head (llama.cpp's ggml_mul after ggml_softplus).
+void apply_softplus_gate(const AttentionWeights& w, const ModelHParams& hp, const LayerSpec& spec,
+                         ForwardContext& ctx, std::span<const float> in, std::span<float> attn) {
+  const size_t width = static_cast<size_t>(spec.attn_out_width());
+  const size_t rows = attn.size() / width;
+  const int64_t n_gate = w.gate_per_head ? spec.n_head : spec.attn_out_width();
+  const auto gate = ForwardBuffers::take(ctx.buffers.gate, rows * static_cast<size_t>(n_gate));
+  kernels::matmul(w.gate, in.first(rows * static_cast<size_t>(hp.n_embd)),
+                  static_cast<int64_t>(rows), gate, n_gate, ctx.pool, ctx.buffers.matmul);
+  kernels::softplus_inplace(gate);
+  const size_t per_gate = w.gate_per_head ? static_cast<size_t>(spec.head_dim_v) : 1;
+  for (size_t i = 0; i < attn.size(); ++i) attn[i] *= gate[i / per_gate];
+}
+
+}  // namespace
+
 void attend_over_cache(const ModelHParams& hp, int64_t layer, const AttentionPass& pass,
                        const KvCache& cache, ForwardContext& ctx, std::span<const float> q,
                        std::span<float> out) {
@@ -392,6 +422,7 @@ void attention(const AttentionWeights& w, const ModelHParams& hp, int64_t layer,
     cache.store_v(layer, pass.cells[r], v.subspan(r * vw, vw));
   }
   attend(hp, spec, layer, pass, cache, ctx, q, attn, w.sinks);
+  if (!w.gate.empty()) apply_softplus_gate(w, hp, spec, ctx, in, attn);
   if (!w.sub_norm.empty()) {
     kernels::rms_norm_rows(attn, w.sub_norm, hp.rms_eps, attn, w.sub_norm.size());
   }

@@ -79,6 +79,14 @@ struct AttentionTensors {
   // attn_sinks.weight [n_head] (required): one learned logit per head that
   // takes part in its softmax without a value (GPT-OSS).
   bool sinks = false;
+  // attn_gate.weight (required): the attention's output, before
+  // attn_output, times softplus(attn_gate · x) of the layer's normed input
+  // x, one value per head (attn_gate [n_embd, n_head]: Laguna XS.2) or per
+  // element ([n_embd, n_head * head_dim_v]: Laguna M.1), as the file's shape
+  // says (llama.cpp decides by it too). gen-model writes the per-element
+  // form where `softplus_gate_per_element_written`.
+  bool softplus_gate = false;
+  bool softplus_gate_per_element_written = false;
   // Each rotated head of Q and K RMS-normed without a weight after RoPE
   // (Llama 4's L2 norm, rms_eps); the unrotated layers keep theirs.
   bool qk_plain_norm_after_rope = false;
@@ -104,12 +112,16 @@ struct AttentionWeights {
   bool qk_plain_norm_after_rope = false;  // AttentionTensors::qk_plain_norm_after_rope
   std::vector<float> sub_norm;            // attn_sub_norm (AttentionTensors::sub_norm), or empty
   std::vector<float> sinks;               // attn_sinks (AttentionTensors::sinks), or empty
+  kernels::WeightView gate;               // attn_gate (AttentionTensors::softplus_gate), or empty
+  bool gate_per_head = false;             // gate has one row per head, else one per element
 
   // blk.N.attn_{q,k,v,output}.weight (or attn_qkv.weight instead of Q/K/V),
   // the optional Q/K/V biases and every scale, and what `extra` allows.
   void visit(TensorVisitor& v, const ModelHParams& hp, int64_t layer, AttentionTensors extra);
 
  private:
+  void visit_softplus_gate(TensorVisitor& v, const ModelHParams& hp, int64_t layer,
+                           AttentionTensors extra);
   void visit_separate_qkv(TensorVisitor& v, const ModelHParams& hp, int64_t layer,
                           AttentionTensors extra);
 };
