@@ -605,3 +605,59 @@ TEST(KvCachePrefix, FailedBatchRegistersNothing) {
 
 }  // namespace
 }  // namespace cortiq
+
+namespace cortiq {
+namespace {
+
+// Recurrent state (LFM2's short convolutions): a fixed block of floats per
+// sequence and layer, zero when the sequence is empty, never cut back (the
+// caller forwards again), never entering the prefix cache, restored as a
+// whole by a forward pass's rollback.
+TEST(KvCacheState, HoldsEachSequencesStateAndNeverCutsIt) {
+  KvCacheShape shape = small_shape(64, 2, 4);
+  shape.layers[1].state_width = 6;
+  EXPECT_EQ(shape.state_width(), 6);
+  EXPECT_EQ(KvCache::bytes_needed(shape),
+            KvCache::bytes_needed(small_shape(64, 2, 4)) + 2 * 6 * sizeof(float));
+  KvCache cache(shape);
+  ASSERT_TRUE(cache.has_state());
+  EXPECT_TRUE(cache.state(0, 0).empty());
+  ASSERT_EQ(cache.state(1, 1).size(), 6u);
+  const std::vector<TokenId> tokens = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+  cache.append(0, tokens);
+  cache.append(1, tokens);
+  std::ranges::fill(cache.state(1, 0), 2.0f);
+  std::ranges::fill(cache.state(1, 1), 3.0f);
+  cache.commit(0);
+  // Nothing was registered: a new sequence attaches no prefix.
+  cache.clear(1);
+  EXPECT_EQ(cache.attach_prefix(1, tokens), 0);
+  EXPECT_TRUE(std::ranges::all_of(cache.state(1, 1), [](float v) { return v == 0.0f; }));
+
+  EXPECT_FALSE(cache.can_truncate(0, 5));
+  EXPECT_TRUE(cache.can_truncate(0, 9));
+  EXPECT_TRUE(cache.can_truncate(0, 0));
+  try {
+    cache.truncate(0, 5);
+    ADD_FAILURE() << "a cut into the state was allowed";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("recurrent state"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(cache.length(0), 9);
+
+  const std::vector<float> before(cache.states(0).begin(), cache.states(0).end());
+  cache.append(0, std::vector<TokenId>{10, 11});
+  std::ranges::fill(cache.state(1, 0), 7.0f);
+  cache.roll_back(0, 9, before);
+  EXPECT_EQ(cache.length(0), 9);
+  EXPECT_TRUE(std::ranges::all_of(cache.state(1, 0), [](float v) { return v == 2.0f; }));
+
+  cache.truncate(0, 0);
+  EXPECT_TRUE(std::ranges::all_of(cache.state(1, 0), [](float v) { return v == 0.0f; }));
+  std::ranges::fill(cache.state(1, 0), 1.0f);
+  cache.clear_all();
+  EXPECT_TRUE(std::ranges::all_of(cache.state(1, 0), [](float v) { return v == 0.0f; }));
+}
+
+}  // namespace
+}  // namespace cortiq

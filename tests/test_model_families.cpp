@@ -942,6 +942,59 @@ TEST(ModelLoad, LagunaSlidingLayersAndAttentionGates) {
   EXPECT_NE(error.find("sliding_window_pattern must be one number"), std::string::npos) << error;
 }
 
+// LFM2's short convolutions keep a state per sequence that cannot be cut
+// back: a session reuses its history only when the new prompt extends all
+// of it, and otherwise forwards again from the start; either way the
+// tokens and logits are a fresh session's, bit for bit.
+TEST(HybridState, Lfm2ReusesOnlyAHistoryItExtends) {
+  test::TempDir dir;
+  RandomModelOptions o = small_model("lfm2");
+  o.geometry.n_layer = 3;
+  write_random_model(o, dir / "lfm2.gguf");
+  LoadOptions load;
+  load.kv_type = KvType::f32;
+  const auto model = Model::load(dir / "lfm2.gguf", load);
+  EXPECT_EQ(model->decoder().hparams().layer(0).state_width, 64 * 2);
+  GenerateOptions greedy;
+  greedy.sampling.temperature = 0;
+  greedy.max_tokens = 6;
+  greedy.ignore_eos = true;
+  const auto ids = [](TokenId first, int n) {
+    std::vector<TokenId> v;
+    for (int i = 0; i < n; ++i) v.push_back(first + 7 * i % 97);
+    return v;
+  };
+  const std::vector<TokenId> turn1 = ids(3, 20);
+  Session chat(model);
+  const auto r1 = chat.generate(std::span<const TokenId>(turn1), greedy);
+  std::vector<TokenId> turn2 = turn1;
+  turn2.insert(turn2.end(), r1.tokens.begin(), r1.tokens.end());
+  const auto extra = ids(50, 8);
+  turn2.insert(turn2.end(), extra.begin(), extra.end());
+  const auto r2 = chat.generate(std::span<const TokenId>(turn2), greedy);
+  EXPECT_EQ(r2.cached_tokens, 20 + 6 - 1);
+  EXPECT_EQ(r2.tokens, Session(model).generate(std::span<const TokenId>(turn2), greedy).tokens);
+
+  std::vector<TokenId> diverging(turn1.begin(), turn1.begin() + 12);
+  const auto tail = ids(99, 9);
+  diverging.insert(diverging.end(), tail.begin(), tail.end());
+  const auto rd = chat.generate(std::span<const TokenId>(diverging), greedy);
+  EXPECT_EQ(rd.cached_tokens, 0);
+  EXPECT_EQ(rd.tokens, Session(model).generate(std::span<const TokenId>(diverging), greedy).tokens);
+
+  Session cut(model);
+  const auto all = ids(1, 24);
+  cut.append(all);
+  cut.truncate(10);
+  const auto next = ids(40, 5);
+  const std::vector<float> after_cut = cut.evaluate(next);
+  Session fresh(model);
+  fresh.append(std::span<const TokenId>(all).first(10));
+  const std::vector<float> expected = fresh.evaluate(next);
+  ASSERT_EQ(after_cut.size(), expected.size());
+  EXPECT_EQ(std::memcmp(after_cut.data(), expected.data(), expected.size() * sizeof(float)), 0);
+}
+
 TEST(LayerSpecs, InspectShowsEachLayersDescriptionAndTheKvMemory) {
   test::TempDir dir;
   RandomModelOptions o = small_model("gemma2");

@@ -100,7 +100,10 @@ int64_t kv_cells_for(const ParsedArgs& args, const Model& model) {
   if (!args.has("kv-budget")) return 0;
   const int64_t mb = args.get_int("kv-budget", 1, int64_t{1} << 24);
   const KvCacheShape one = model.decoder().kv_cache_shape(1, 1, model.options().kv_type, 1);
-  const auto per_position = static_cast<int64_t>(KvCache::bytes_needed(one));
+  // Per position: the KV rows, not the sequence's fixed recurrent state.
+  const auto state = one.state_width() * static_cast<int64_t>(sizeof(float));
+  const auto per_position = static_cast<int64_t>(KvCache::bytes_needed(one)) - state;
+  if (per_position <= 0) return 0;  // no KV rows at all: the default context
   return (mb << 20) / per_position;
 }
 

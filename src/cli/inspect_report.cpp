@@ -249,7 +249,8 @@ std::vector<LayerRun> layer_runs(const ModelHParams& hp) {
       if (p.n_head == s.n_head && p.n_head_kv == s.n_head_kv && p.head_dim_k == s.head_dim_k &&
           p.head_dim_v == s.head_dim_v && p.n_ff == s.n_ff && p.window == s.window &&
           p.chunk == s.chunk && p.rope == s.rope && p.values_in_keys == s.values_in_keys &&
-          runs.back().last == il - 1 && hp.layer_has_experts(il) == hp.layer_has_experts(il - 1)) {
+          p.state_width == s.state_width && runs.back().last == il - 1 &&
+          hp.layer_has_experts(il) == hp.layer_has_experts(il - 1)) {
         runs.back().last = il;
         continue;
       }
@@ -286,6 +287,10 @@ std::string kv_cache_text(const ModelHParams& hp) {
              with_commas(per_position).c_str(), f32 ? "f32" : "f16",
              human_bytes(per_position * static_cast<uint64_t>(hp.n_ctx_train)).c_str(),
              static_cast<long long>(hp.n_ctx_train));
+  if (const int64_t state = shape.state_width()) {
+    out += strfmt("  %-14s %s bytes per sequence (f32), whatever its length\n", "state",
+                  with_commas(static_cast<uint64_t>(state) * sizeof(float)).c_str());
+  }
   shape.n_ubatch = kDefaultChunkSize;
   if (const int64_t window = shape.bounded_window()) {
     out += strfmt(
@@ -348,6 +353,13 @@ std::string model_text(const gguf::GgufFile& file) {
                      static_cast<long long>(hp.rope.n_dims))
             : strfmt("%lld heads (%lld KV) x %lld", static_cast<long long>(s.n_head),
                      static_cast<long long>(s.n_head_kv), static_cast<long long>(s.head_dim_k));
+    if (s.state_width > 0) {
+      // A recurrent layer (LFM2's short convolution): no keys or values.
+      out += strfmt("  %-14s short convolution of %lld taps (state %lld floats), %s\n",
+                    layers.c_str(), static_cast<long long>(hp.shortconv_taps),
+                    static_cast<long long>(s.state_width), ffn.c_str());
+      continue;
+    }
     out += strfmt("  %-14s %s, %s, %s, %s\n", layers.c_str(), heads.c_str(), ffn.c_str(),
                   window.c_str(), position.c_str());
   }

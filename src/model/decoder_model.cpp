@@ -80,6 +80,19 @@ void DecoderModel::forward(std::span<const BatchRow> rows, KvCache& cache, Forwa
   if (hparams_.encoder) check_encoder_rows(hparams_, rows, cache, ctx.output);
   auto& cells = ctx.buffers.row_cells;
   cells.resize(rows.size());
+  // Recurrent state cannot be cut back: the batch's sequences keep theirs
+  // to restore on failure.
+  const auto& batch_next = ctx.buffers.seq_next;
+  const auto state_width = static_cast<size_t>(cache.shape().state_width());
+  auto& saved = ctx.buffers.saved_states;
+  if (cache.has_state()) {
+    saved.resize(batch_next.size() * state_width);
+    for (size_t seq = 0; seq < batch_next.size(); ++seq) {
+      if (batch_next[seq] < 0) continue;
+      const auto states = cache.states(static_cast<int32_t>(seq));
+      std::ranges::copy(states, saved.begin() + static_cast<std::ptrdiff_t>(seq * state_width));
+    }
+  }
   try {
     for (size_t i = 0; i < rows.size(); ++i) {
       cells[i] = cache.append(rows[i].seq, {&rows[i].token, 1})[0];
@@ -87,14 +100,20 @@ void DecoderModel::forward(std::span<const BatchRow> rows, KvCache& cache, Forwa
     run_layers(rows, cells, cache, ctx, logits);
     // Only now are the rows' keys and values written: the batch's full
     // blocks may enter the prefix cache. seq_next marks the batch's sequences.
-    const auto& batch_next = ctx.buffers.seq_next;
     for (size_t seq = 0; seq < batch_next.size(); ++seq) {
       if (batch_next[seq] >= 0) cache.commit(static_cast<int32_t>(seq));
     }
   } catch (...) {
     // Each sequence goes back to its first position in the batch (truncating
     // to a later row's position first is a no-op or a partial cut).
-    for (const auto& row : rows) cache.truncate(row.seq, row.pos);
+    for (const auto& row : rows) {
+      if (!cache.has_state()) {
+        cache.truncate(row.seq, row.pos);
+        continue;
+      }
+      const auto at = static_cast<size_t>(row.seq) * state_width;
+      cache.roll_back(row.seq, row.pos, std::span<const float>(saved).subspan(at, state_width));
+    }
     throw;
   }
 }
@@ -109,7 +128,7 @@ KvCacheShape kv_cache_shape_of(const ModelHParams& hp, int64_t n_cells, int32_t 
   KvCacheShape shape;
   for (const LayerSpec& layer : hp.layers) {
     shape.layers.push_back({layer.k_width(), layer.values_in_keys ? 0 : layer.v_width(),
-                            layer.window, layer.values_in_keys});
+                            layer.window, layer.values_in_keys, layer.state_width});
   }
   shape.n_cells = n_cells;
   shape.n_seq = n_seq;

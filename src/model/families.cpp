@@ -93,6 +93,7 @@ constexpr const Family* kFamilies[] = {
     &kLlama4Family,         // llama4.cpp
     &kMimo2Family,          // mimo2.cpp
     &kLagunaFamily,         // laguna.cpp
+    &kLfm2Family,           // lfm2.cpp
 };
 
 }  // namespace

@@ -93,6 +93,11 @@ struct LayerSpec {
   // The value row is the first head_dim_v floats of the key row, not
   // stored apart (absorbed latent attention: both are the latent).
   bool values_in_keys = false;
+  // Floats of recurrent state each sequence keeps for this layer, whatever
+  // its length (LFM2's short convolution: its last L - 1 inputs per
+  // channel); 0: none. Such a state is not cut back, so a cache with it
+  // re-forwards a sequence instead of truncating it (KvCache::can_truncate).
+  int64_t state_width = 0;
 
   int64_t q_width() const { return n_head * head_dim_k; }
   int64_t k_width() const { return n_head_kv * head_dim_k; }
@@ -184,6 +189,8 @@ struct ModelHParams {
   // head). 0: not absorbed.
   int64_t mla_head_dim_k = 0;
   int64_t mla_head_dim_v = 0;
+  // LFM2's short convolutions: the taps of each (ARCH.shortconv.l_cache); 0: none.
+  int64_t shortconv_taps = 0;
   // Gemma 4's per-layer input width (ARCH.embedding_length_per_layer_input; 0 = none).
   int64_t per_layer_embd = 0;
 

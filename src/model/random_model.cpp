@@ -87,7 +87,8 @@ std::vector<float> random_tensor_values(const TensorSpec& spec, uint64_t model_s
   std::vector<float> values(element_count(spec.shape));
   double mean = 0;
   double std_dev = kRandomBiasStd;
-  if (spec.kind == TensorKind::matrix || spec.kind == TensorKind::router) {
+  if (spec.kind == TensorKind::matrix || spec.kind == TensorKind::router ||
+      spec.kind == TensorKind::conv) {
     std_dev = 1.0 / std::sqrt(static_cast<double>(spec.shape[0]));
   } else if (spec.kind == TensorKind::norm) {
     mean = 1.0;

@@ -20,6 +20,8 @@ enum class TensorKind {
   scale,   // a one-element multiplier of a matrix product (NAME.scale): near 1, F32
   router,  // a mixture-of-experts router matrix (ffn_gate_inp): random normal, kept F32
            // (llama.cpp's converter and llama-quantize never quantize it)
+  conv,    // a convolution kernel (LFM2's shortconv.conv): random normal, kept F32 (its
+           // rows, one kernel per channel, are a few values wide)
 };
 
 struct TensorSpec {

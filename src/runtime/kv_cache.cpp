@@ -17,7 +17,7 @@ int32_t block_count(const KvCacheShape& s) {
   bool positive = !s.layers.empty() && s.n_cells > 0 && s.n_seq > 0 && s.block_size > 0;
   // A layer without attention (DeciLM's) keeps nothing: width 0.
   for (const KvLayerShape& layer : s.layers) {
-    positive = positive && layer.k_width >= 0 && layer.v_width >= 0;
+    positive = positive && layer.k_width >= 0 && layer.v_width >= 0 && layer.state_width >= 0;
   }
   if (!positive) throw Error("invalid KV cache shape: every size must be positive");
   const int64_t n_blocks = (s.n_cells + s.block_size - 1) / s.block_size;
@@ -89,6 +89,12 @@ CellCounts cell_counts(const KvCacheShape& s) {
 
 }  // namespace
 
+int64_t KvCacheShape::state_width() const {
+  int64_t width = 0;
+  for (const KvLayerShape& layer : layers) width += layer.state_width;
+  return width;
+}
+
 uint64_t KvCache::bytes_needed(const KvCacheShape& s) {
   const uint64_t elem = s.type == KvType::f16 ? 2 : 4;
   const CellCounts cells = cell_counts(s);
@@ -98,7 +104,8 @@ uint64_t KvCache::bytes_needed(const KvCacheShape& s) {
     const int64_t n = s.is_bounded(il) ? cells.window : cells.full;
     bytes += static_cast<uint64_t>(n) * static_cast<uint64_t>(layer.k_width + layer.v_width);
   }
-  return bytes * elem;
+  const auto state_bytes = static_cast<uint64_t>(s.state_width()) * sizeof(float);
+  return bytes * elem + state_bytes * static_cast<uint64_t>(s.n_seq);
 }
 
 KvCache::KvCache(const KvCacheShape& shape)
@@ -121,6 +128,12 @@ KvCache::KvCache(const KvCacheShape& shape)
   try {
     k_data_.resize(k_bytes);
     v_data_.resize(v_bytes);
+    size_t state_offset = 0;
+    for (const KvLayerShape& layer : shape_.layers) {
+      state_offsets_.push_back(state_offset);
+      state_offset += static_cast<size_t>(layer.state_width);
+    }
+    state_.assign(state_offset * static_cast<size_t>(shape_.n_seq), 0.0f);
     if (const int64_t window = shape_.bounded_window()) {
       window_.emplace(shape_.n_seq, window, shape_.n_ubatch, shape_.block_size, cells.full);
       window_cell_.assign(static_cast<size_t>(cells.full), 0);
@@ -217,6 +230,8 @@ void KvCache::commit(int32_t seq) {
     window_->release_unseen(seq);
     return;
   }
+  // Nor with recurrent state, which a block's rows do not hold.
+  if (has_state()) return;
   const auto per_block = static_cast<size_t>(block_size());
   const size_t n_full = s.tokens.size() / per_block;
   for (size_t i = s.chain.size(); i < n_full; ++i) {
@@ -258,19 +273,55 @@ int64_t KvCache::cached_prefix_length(std::span<const TokenId> tokens) const {
 
 bool KvCache::can_truncate(int32_t seq, int64_t length) const {
   index_of(seq);
+  if (has_state() && length > 0 && length < this->length(seq)) return false;
   return !window_ || window_->can_truncate(seq, length);
 }
 
 void KvCache::truncate(int32_t seq, int64_t length) {
-  Sequence& s = sequences_[index_of(seq)];
-  const auto kept = static_cast<size_t>(std::max<int64_t>(length, 0));
-  if (kept >= s.tokens.size()) return;
+  const auto kept = std::max<int64_t>(length, 0);
+  if (kept >= this->length(seq)) return;
+  if (!can_truncate(seq, length) && has_state()) {
+    throw Error(strfmt(
+        "KV cache: sequence %d cannot be cut back to %lld positions: its recurrent state holds "
+        "all %lld (forward the sequence again instead)",
+        seq, static_cast<long long>(length), static_cast<long long>(this->length(seq))));
+  }
   if (!can_truncate(seq, length)) {
     throw Error(strfmt(
         "KV cache: sequence %d cannot be cut back to %lld positions: its sliding-window layers "
         "keep only the positions from %lld on (forward the sequence again instead)",
         seq, static_cast<long long>(length), static_cast<long long>(window_->first_held(seq))));
   }
+  cut(seq, kept);
+  if (kept == 0) std::ranges::fill(seq_states(seq), 0.0f);
+}
+
+std::span<float> KvCache::seq_states(int32_t seq) {
+  const auto width = static_cast<size_t>(shape_.state_width());
+  return std::span(state_).subspan(index_of(seq) * width, width);
+}
+
+std::span<float> KvCache::state(int64_t layer, int32_t seq) {
+  const auto il = static_cast<size_t>(layer);
+  return seq_states(seq).subspan(state_offsets_[il],
+                                 static_cast<size_t>(shape_.layers[il].state_width));
+}
+
+std::span<const float> KvCache::states(int32_t seq) const {
+  const auto width = static_cast<size_t>(shape_.state_width());
+  return std::span<const float>(state_).subspan(index_of(seq) * width, width);
+}
+
+void KvCache::roll_back(int32_t seq, int64_t length, std::span<const float> states) {
+  const auto own = seq_states(seq);
+  if (states.size() != own.size()) throw Error("KV cache: a rollback's state has the wrong size");
+  if (length < this->length(seq)) cut(seq, std::max<int64_t>(length, 0));
+  std::ranges::copy(states, own.begin());
+}
+
+void KvCache::cut(int32_t seq, int64_t length) {
+  Sequence& s = sequences_[index_of(seq)];
+  const auto kept = static_cast<size_t>(length);
   const auto per_block = static_cast<size_t>(block_size());
   const size_t kept_blocks = (kept + per_block - 1) / per_block;
   const size_t rows_in_cut_block = kept % per_block;  // 0: the cut is on a block boundary
@@ -340,6 +391,7 @@ void KvCache::clear_all() {
   }
   pool_.reset();
   if (window_) window_->clear_all();
+  std::ranges::fill(state_, 0.0f);
 }
 
 std::byte* KvCache::k_row(int64_t layer, int32_t cell) {

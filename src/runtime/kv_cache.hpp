@@ -52,6 +52,8 @@ struct KvLayerShape {
   // No value rows (v_width 0): values() reads the key rows, whose first
   // floats are the values (absorbed latent attention caches one latent).
   bool values_in_keys = false;
+  // Floats of recurrent state per sequence (LayerSpec::state_width); 0: none.
+  int64_t state_width = 0;
 };
 
 // Built by DecoderModel::kv_cache_shape from the model's layers.
@@ -70,6 +72,8 @@ struct KvCacheShape {
   int64_t n_ubatch = 0;
 
   int64_t n_layer() const { return static_cast<int64_t>(layers.size()); }
+  // Floats of recurrent state per sequence, all layers together.
+  int64_t state_width() const;
   // The window that bounds the window layers' rows: the widest layer
   // window, or 0 when every layer is kept whole (no n_ubatch, no window
   // layer, or a window too wide to save anything).
@@ -135,14 +139,27 @@ class KvCache {
   // What attach_prefix would attach, changing nothing.
   int64_t cached_prefix_length(std::span<const TokenId> tokens) const;
   // Whether truncate(seq, length) can keep every row the positions after
-  // the cut will see (false only when bounded window layers released them).
+  // the cut will see: false when bounded window layers released them, and
+  // with recurrent state for any cut but to 0 (the state holds every
+  // position; the caller forwards the sequence again instead).
   bool can_truncate(int32_t seq, int64_t length) const;
-  // Cuts the sequence back to its first `length` positions. A cut inside a
-  // shared block copies that block, and throws cortiq::Error, changing
-  // nothing, when no block is available for the copy or when
-  // !can_truncate(seq, length).
+  // Cuts the sequence back to its first `length` positions (to 0: its
+  // recurrent state zeroed too). A cut inside a shared block copies that
+  // block, and throws cortiq::Error, changing nothing, when no block is
+  // available for the copy or when !can_truncate(seq, length).
   void truncate(int32_t seq, int64_t length);
   void clear(int32_t seq) { truncate(seq, 0); }
+  // Whether the layers keep recurrent state (KvLayerShape::state_width).
+  bool has_state() const { return !state_.empty(); }
+  // A sequence's recurrent state in one layer (state_width floats; empty
+  // for a layer without), zero for an empty sequence.
+  std::span<float> state(int64_t layer, int32_t seq);
+  // The sequence's state in every layer, for a forward pass's rollback.
+  std::span<const float> states(int32_t seq) const;
+  // A forward pass's rollback: the sequence back to `length` positions and
+  // to `states` (what states() gave at that length), which no truncate can
+  // restore.
+  void roll_back(int32_t seq, int64_t length, std::span<const float> states);
   // Every sequence empty, every block free, the prefix cache forgotten.
   void clear_all();
 
@@ -173,6 +190,9 @@ class KvCache {
 
   // The index of a sequence; throws cortiq::Error when it is out of range.
   size_t index_of(int32_t seq) const;
+  // truncate() without the recurrent state's check.
+  void cut(int32_t seq, int64_t length);
+  std::span<float> seq_states(int32_t seq);
   // Releases the sequence's blocks from first_block on, last first.
   void release_blocks_from(Sequence& s, size_t first_block);
   // Whether releasing these blocks would make one available.
@@ -209,6 +229,9 @@ class KvCache {
   // full layers' cell of a position) the window rows' cell of that position.
   std::optional<KvWindowRows> window_;
   std::vector<int32_t> window_cell_;
+  // Recurrent state: [seq][layer's state_offsets_ .. + state_width].
+  std::vector<float> state_;
+  std::vector<size_t> state_offsets_;
 };
 
 }  // namespace cortiq

@@ -33,6 +33,9 @@ extern const Family kMimo2Family;
 // laguna.cpp
 extern const Family kLagunaFamily;
 
+// lfm2.cpp
+extern const Family kLfm2Family;
+
 // deepseek.cpp
 extern const Family kDeepseekFamily;
 extern const Family kDeepseek2Family;

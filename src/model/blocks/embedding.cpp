@@ -72,7 +72,7 @@ void OutputHead::visit(TensorVisitor& v, const ModelHParams& hp, const TokenEmbe
                        OutputMatrix matrix, OutputBias bias_kind, NormKind norm_kind,
                        bool norm_bias_required) {
   norm.visit(
-      v, "output_norm", hp.n_embd, norm_kind,
+      v, std::string(norm_name), hp.n_embd, norm_kind,
       norm_kind == NormKind::rms || norm_kind == NormKind::rms_with_bias ? hp.rms_eps : hp.norm_eps,
       norm_bias_required);
   if (matrix != OutputMatrix::always_tied) {

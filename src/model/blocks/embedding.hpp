@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "kernels/cpu/weight_view.hpp"
@@ -49,6 +50,8 @@ struct OutputHead {
   Norm norm;                   // output_norm: RMS norm, or layer norm with a bias
   kernels::WeightView output;  // output.weight, or the token embedding when absent (tied)
   std::vector<float> bias;     // output.bias (optional, Qwen2)
+  // The final norm's tensor (LFM2's converter names it token_embd_norm).
+  std::string_view norm_name = "output_norm";
 
   // output_norm.weight (and .bias for a layer norm, optional when
   // !norm_bias_required: MPT), output.weight (optional: tied to

@@ -1,0 +1,64 @@
+#include "model/blocks/short_conv.hpp"
+
+#include <algorithm>
+
+#include "kernels/cpu/matmul.hpp"
+#include "model/tensor_table.hpp"
+#include "runtime/kv_cache.hpp"
+
+namespace cortiq {
+
+void ShortConvWeights::visit(TensorVisitor& v, const ModelHParams& hp, int64_t layer) {
+  v.table(kernel, layer_tensor_name(layer, "shortconv.conv.weight"), hp.shortconv_taps, hp.n_embd,
+          TensorKind::conv);
+  v.matrix(in_proj, layer_tensor_name(layer, "shortconv.in_proj.weight"), hp.n_embd, 3 * hp.n_embd);
+  v.matrix(out_proj, layer_tensor_name(layer, "shortconv.out_proj.weight"), hp.n_embd, hp.n_embd);
+}
+
+namespace {
+
+// One row through the convolution: y = c * conv(b * x), the sequence's state
+// shifted by one input. Each channel's sum runs over the taps in order from
+// 0, as ggml_ssm_conv's.
+void convolve_row(std::span<const float> kernel, size_t taps, std::span<const float> bcx,
+                  std::span<float> state, std::span<float> y) {
+  const size_t n_embd = y.size();
+  const size_t held = taps - 1;
+  const float* b = bcx.data();
+  const float* c = b + n_embd;
+  const float* x = c + n_embd;
+  for (size_t ch = 0; ch < n_embd; ++ch) {
+    const float bx = b[ch] * x[ch];
+    float* s = state.data() + ch * held;
+    const float* k = kernel.data() + ch * taps;
+    float sum = 0.0f;
+    for (size_t i = 0; i < held; ++i) sum += s[i] * k[i];
+    sum += bx * k[held];
+    y[ch] = c[ch] * sum;
+    std::copy(s + 1, s + held, s);
+    s[held - 1] = bx;
+  }
+}
+
+}  // namespace
+
+void short_conv(const ShortConvWeights& w, const ModelHParams& hp, int64_t layer,
+                std::span<const BatchRow> rows, KvCache& cache, ForwardContext& ctx,
+                std::span<const float> in, std::span<float> out) {
+  auto& buf = ctx.buffers;
+  const size_t n_rows = rows.size();
+  const auto n_embd = static_cast<size_t>(hp.n_embd);
+  const auto n = static_cast<int64_t>(n_rows);
+  const auto bcx = ForwardBuffers::take(buf.qkv, n_rows * 3 * n_embd);
+  kernels::matmul(w.in_proj, in.first(n_rows * n_embd), n, bcx, 3 * hp.n_embd, ctx.pool,
+                  buf.matmul);
+  const auto y = ForwardBuffers::take(buf.attn_out, n_rows * n_embd);
+  const auto taps = static_cast<size_t>(hp.shortconv_taps);
+  for (size_t r = 0; r < n_rows; ++r) {
+    convolve_row(w.kernel, taps, bcx.subspan(r * 3 * n_embd, 3 * n_embd),
+                 cache.state(layer, rows[r].seq), y.subspan(r * n_embd, n_embd));
+  }
+  kernels::matmul(w.out_proj, y, n, out.first(n_rows * n_embd), hp.n_embd, ctx.pool, buf.matmul);
+}
+
+}  // namespace cortiq
