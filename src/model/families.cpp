@@ -94,6 +94,7 @@ constexpr const Family* kFamilies[] = {
     &kMimo2Family,          // mimo2.cpp
     &kLagunaFamily,         // laguna.cpp
     &kLfm2Family,           // lfm2.cpp
+    &kLfm2MoeFamily,        // lfm2.cpp
 };
 
 }  // namespace

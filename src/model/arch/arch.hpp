@@ -35,6 +35,7 @@ extern const Family kLagunaFamily;
 
 // lfm2.cpp
 extern const Family kLfm2Family;
+extern const Family kLfm2MoeFamily;
 
 // deepseek.cpp
 extern const Family kDeepseekFamily;

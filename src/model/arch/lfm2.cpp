@@ -17,6 +17,12 @@
 // attention.sliding_window, see that window. Every dense FFN is n_ff wide
 // (the first layer's, as llama.cpp sizes them); scores are scaled by
 // 1/sqrt(head size); the query heads span n_embd.
+//
+// LFM2-8B-A1B and 24B-A2B (`lfm2moe`) are the same layers whose FFN, past
+// leading_dense_block_count dense ones, is a mixture of experts: the gating
+// as the file says (required), the selection bias exp_probs_b (required)
+// choosing, the chosen weights renormalized, never scaled; no sliding
+// window (llama.cpp's lfm2moe loader reads none).
 #include <memory>
 
 #include "kernels/cpu/activations.hpp"
@@ -26,6 +32,7 @@
 #include "model/blocks/attention.hpp"
 #include "model/blocks/embedding.hpp"
 #include "model/blocks/ffn.hpp"
+#include "model/blocks/moe.hpp"
 #include "model/blocks/short_conv.hpp"
 #include "model/decoder_model.hpp"
 #include "model/rope_setup.hpp"
@@ -44,7 +51,8 @@ struct Lfm2Layer {
   AttentionWeights attn;  // attention layers
   ShortConvWeights conv;  // convolution layers
   std::vector<float> ffn_norm;
-  FfnWeights ffn;
+  FfnWeights ffn;  // dense layers
+  MoeWeights moe;  // lfm2moe's layers past the dense lead
 };
 
 struct Lfm2Weights {
@@ -62,7 +70,11 @@ struct Lfm2Weights {
       Lfm2Layer& layer = layers.emplace_back();
       v.vector(layer.ffn_norm, layer_tensor_name(il, "ffn_norm.weight"), hp.n_embd,
                TensorKind::norm);
-      layer.ffn.visit(v, hp, il, {.scales_applied = false});
+      if (hp.layer_has_experts(il)) {
+        layer.moe.visit(v, hp, il, {.selection_bias_required = true});
+      } else {
+        layer.ffn.visit(v, hp, il, {.scales_applied = false});
+      }
       v.vector(layer.attn_norm, layer_tensor_name(il, "attn_norm.weight"), hp.n_embd,
                TensorKind::norm);
       if (is_conv_layer(hp, il)) {
@@ -94,21 +106,26 @@ class Lfm2Model final : public FamilyModel<Lfm2Weights> {
       }
       kernels::add_inplace(s.x, s.branch);
       rms_norm(h, s.x, layer.ffn_norm, s.normed);
-      ffn(layer.ffn, FfnActivation::swiglu, h, il, n, ctx, s.normed, s.branch);
+      if (h.layer_has_experts(il)) {
+        moe_ffn(layer.moe, h, il, n, ctx, s.normed, s.branch);
+      } else {
+        ffn(layer.ffn, FfnActivation::swiglu, h, il, n, ctx, s.normed, s.branch);
+      }
       kernels::add_inplace(s.x, s.branch);
     }
     w_.head.apply(h, rows, s.x, ctx, logits);
   }
 };
 
-void read_lfm2(const HParamReader& keys, ModelHParams& hp) {
+// What lfm2 and lfm2moe read alike; `windowed`: attention.sliding_window too.
+void read_lfm2_layers(const HParamReader& keys, ModelHParams& hp, bool windowed) {
   keys.require("attention.layer_norm_rms_epsilon");
   hp.shortconv_taps = keys.required_uint("shortconv.l_cache");
   if (hp.shortconv_taps < 2) keys.invalid("shortconv.l_cache must be at least 2");
   if (hp.head_dim_k != hp.head_dim_v) keys.invalid("key and value heads must be as wide");
   if (hp.n_ff <= 0) keys.invalid("feed_forward_length must be positive");
   hp.attention_scale = 0.0f;
-  hp.sliding_window = keys.uint_or("attention.sliding_window", 0);
+  hp.sliding_window = windowed ? keys.uint_or("attention.sliding_window", 0) : 0;
   for (int64_t il = 0; il < hp.n_layer; ++il) {
     LayerSpec& layer = hp.layers[static_cast<size_t>(il)];
     layer.n_ff = hp.n_ff;
@@ -123,18 +140,48 @@ void read_lfm2(const HParamReader& keys, ModelHParams& hp) {
   }
 }
 
+void read_lfm2(const HParamReader& keys, ModelHParams& hp) {
+  read_lfm2_layers(keys, hp, /*windowed=*/true);
+}
+
+void read_lfm2moe(const HParamReader& keys, ModelHParams& hp) {
+  read_lfm2_layers(keys, hp, /*windowed=*/false);
+  for (const char* key : {"expert_feed_forward_length", "expert_gating_func"}) keys.require(key);
+  hp.n_layer_dense_lead = keys.uint_or("leading_dense_block_count", 0);
+  read_expert_hparams(keys, hp, /*width_key=*/true, /*shared_expert=*/false);
+  hp.router.gating = read_expert_gating(keys, std::nullopt);
+  hp.router.normalize = true;
+  hp.router.scale = 0.0f;
+}
+
 // LFM2's shape in small: every third layer and the last attention
 // (LFM2-350M: 6 of 16), the others short convolutions of 3 taps.
-void write_lfm2(const ModelGeometry& g, std::vector<gguf::KeyValue>& keys) {
-  const std::string key = "lfm2.attention.head_count_kv";
+void write_lfm2_layers(const ModelGeometry& g, std::string_view arch,
+                       std::vector<gguf::KeyValue>& keys) {
+  const std::string p = std::string(arch) + ".";
   gguf::Array kv_heads = gguf::Array::of(gguf::ValueType::u32);
   for (int64_t il = 0; il < g.n_layer; ++il) {
     std::get<std::vector<uint32_t>>(kv_heads.items)
         .push_back(static_cast<uint32_t>(il % 3 == 2 || il == g.n_layer - 1 ? g.n_head_kv : 0));
   }
-  std::erase_if(keys, [&](const gguf::KeyValue& kv) { return kv.key == key; });
-  keys.push_back({key, gguf::Value(kv_heads)});
-  keys.push_back({"lfm2.shortconv.l_cache", u32_value(3)});
+  std::erase_if(keys,
+                [&](const gguf::KeyValue& kv) { return kv.key == p + "attention.head_count_kv"; });
+  keys.push_back({p + "attention.head_count_kv", gguf::Value(kv_heads)});
+  keys.push_back({p + "shortconv.l_cache", u32_value(3)});
+}
+
+void write_lfm2(const ModelGeometry& g, std::vector<gguf::KeyValue>& keys) {
+  write_lfm2_layers(g, "lfm2", keys);
+}
+
+// LFM2-8B-A1B's shape in small: LFM2's layers, the first FFN dense, the
+// others four experts (two per token) with sigmoid gating.
+void write_lfm2moe(const ModelGeometry& g, std::vector<gguf::KeyValue>& keys) {
+  write_lfm2_layers(g, "lfm2moe", keys);
+  keys.push_back({"lfm2moe.leading_dense_block_count", u32_value(1)});
+  keys.push_back({"lfm2moe.expert_feed_forward_length", u32_value(g.n_ff)});
+  write_expert_counts(g, "lfm2moe", keys);
+  keys.push_back({"lfm2moe.expert_gating_func", u32_value(2)});
 }
 
 }  // namespace
@@ -147,5 +194,14 @@ const Family kLfm2Family{.arch = "lfm2",
                          .write_hparams = write_lfm2,
                          .fixed_head_dim = true,
                          .layers_may_lack_parts = true};
+
+const Family kLfm2MoeFamily{.arch = "lfm2moe",
+                            .neox_rope = true,
+                            .make = make_model<Lfm2Model>,
+                            .read_hparams = read_lfm2moe,
+                            .tensors = tensors_of<Lfm2Weights>,
+                            .write_hparams = write_lfm2moe,
+                            .fixed_head_dim = true,
+                            .layers_may_lack_parts = true};
 
 }  // namespace cortiq
