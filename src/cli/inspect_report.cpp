@@ -353,6 +353,17 @@ std::string model_text(const gguf::GgufFile& file) {
                      static_cast<long long>(hp.rope.n_dims))
             : strfmt("%lld heads (%lld KV) x %lld", static_cast<long long>(s.n_head),
                      static_cast<long long>(s.n_head_kv), static_cast<long long>(s.head_dim_k));
+    if (s.state_width > 0 && hp.ssm.d_inner > 0) {
+      // A state space layer (Mamba-2): no keys or values, no FFN.
+      out += strfmt(
+          "  %-14s Mamba-2: inner %lld in %lld heads, state %lld, %lld group(s), %lld taps "
+          "(state %lld floats)\n",
+          layers.c_str(), static_cast<long long>(hp.ssm.d_inner),
+          static_cast<long long>(hp.ssm.n_head), static_cast<long long>(hp.ssm.d_state),
+          static_cast<long long>(hp.ssm.n_group), static_cast<long long>(hp.ssm.conv_taps),
+          static_cast<long long>(s.state_width));
+      continue;
+    }
     if (s.state_width > 0) {
       // A recurrent layer (LFM2's short convolution): no keys or values.
       out += strfmt("  %-14s short convolution of %lld taps (state %lld floats), %s\n",

@@ -95,6 +95,7 @@ constexpr const Family* kFamilies[] = {
     &kLagunaFamily,         // laguna.cpp
     &kLfm2Family,           // lfm2.cpp
     &kLfm2MoeFamily,        // lfm2.cpp
+    &kMamba2Family,         // mamba2.cpp
 };
 
 }  // namespace

@@ -297,14 +297,21 @@ ModelHParams ModelHParams::from_gguf(const gguf::GgufFile& file, const Family& f
       hp.n_head > 0 && hp.n_embd % hp.n_head == 0 ? hp.n_embd / hp.n_head : 0;
   hp.head_dim_k = keys.uint_or("attention.key_length", default_head_dim);
   hp.head_dim_v = keys.uint_or("attention.value_length", default_head_dim);
-  if (hp.head_dim_k <= 0 || hp.head_dim_v <= 0) {
+  // A model without attention (Mamba) has no heads to size or rotate.
+  const bool attends =
+      std::ranges::any_of(hp.layers, [](const LayerSpec& l) { return l.n_head > 0; });
+  if (attends && (hp.head_dim_k <= 0 || hp.head_dim_v <= 0)) {
     keys.invalid("the head size is neither given (attention.key_length) nor n_embd / n_head");
   }
   for (LayerSpec& layer : hp.layers) {
     layer.head_dim_k = hp.head_dim_k;
     layer.head_dim_v = hp.head_dim_v;
   }
-  hp.rope = read_rope(keys, hp, family.neox_rope);
+  if (attends) {
+    hp.rope = read_rope(keys, hp, family.neox_rope);
+  } else {
+    for (LayerSpec& layer : hp.layers) layer.rope = RopeSlot::none;
+  }
   hp.rope_local = hp.rope;
   hp.encoder = family.encoder;
   hp.causal_attention = keys.bool_or("attention.causal", true);

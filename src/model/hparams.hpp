@@ -191,6 +191,18 @@ struct ModelHParams {
   int64_t mla_head_dim_v = 0;
   // LFM2's short convolutions: the taps of each (ARCH.shortconv.l_cache); 0: none.
   int64_t shortconv_taps = 0;
+  // Mamba-2's selective state space layers (ARCH.ssm.*; 0: none): the
+  // convolution's taps, the inner width, the state per head dimension, the
+  // heads (time_step_rank) and the B/C groups.
+  struct Ssm {
+    int64_t conv_taps = 0;
+    int64_t d_inner = 0;
+    int64_t d_state = 0;
+    int64_t n_head = 0;
+    int64_t n_group = 0;
+    int64_t head_dim() const { return n_head > 0 ? d_inner / n_head : 0; }
+    int64_t conv_width() const { return d_inner + 2 * n_group * d_state; }
+  } ssm;
   // Gemma 4's per-layer input width (ARCH.embedding_length_per_layer_input; 0 = none).
   int64_t per_layer_embd = 0;
 

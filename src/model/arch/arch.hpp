@@ -37,6 +37,9 @@ extern const Family kLagunaFamily;
 extern const Family kLfm2Family;
 extern const Family kLfm2MoeFamily;
 
+// mamba2.cpp
+extern const Family kMamba2Family;
+
 // deepseek.cpp
 extern const Family kDeepseekFamily;
 extern const Family kDeepseek2Family;

@@ -1,0 +1,122 @@
+#include "model/blocks/mamba2.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/cpu/activations.hpp"
+#include "kernels/cpu/matmul.hpp"
+#include "kernels/cpu/norm.hpp"
+#include "model/tensor_table.hpp"
+#include "runtime/kv_cache.hpp"
+
+namespace cortiq {
+
+void Mamba2Weights::visit(TensorVisitor& v, const ModelHParams& hp, int64_t layer) {
+  const auto name = [&](std::string_view what) { return layer_tensor_name(layer, what); };
+  const auto& s = hp.ssm;
+  v.matrix(in_proj, name("ssm_in.weight"), hp.n_embd, s.d_inner + s.conv_width() + s.n_head);
+  v.table(conv, name("ssm_conv1d.weight"), s.conv_taps, s.conv_width(), TensorKind::conv);
+  v.vector(conv_bias, name("ssm_conv1d.bias"), s.conv_width(), TensorKind::bias);
+  v.vector(dt_bias, name("ssm_dt.bias"), s.n_head, TensorKind::bias);
+  // No ".weight" after these two (llama.cpp's names).
+  v.table(a, name("ssm_a"), 1, s.n_head, TensorKind::bias);
+  v.table(d, name("ssm_d"), 1, s.n_head, TensorKind::bias);
+  v.table(norm, name("ssm_norm.weight"), s.d_inner / s.n_group, s.n_group, TensorKind::norm);
+  v.matrix(out_proj, name("ssm_out.weight"), s.d_inner, hp.n_embd);
+  v.scale(in_scale, name("ssm_in.scale"));
+  v.scale(out_scale, name("ssm_out.scale"));
+  v.scale_without_effect(name("ssm_in.input_scale"));
+  v.scale_without_effect(name("ssm_out.input_scale"));
+}
+
+namespace {
+
+// xBC = silu(conv(xBC) + bias) in place, the sequence's convolution state
+// ([channel][taps - 1]) shifted by one input. Each channel's sum runs over
+// the taps in order from 0, as ggml_ssm_conv's.
+void convolve(const Mamba2Weights& w, size_t taps, std::span<float> xbc, std::span<float> state) {
+  const size_t held = taps - 1;
+  for (size_t ch = 0; ch < xbc.size(); ++ch) {
+    float* s = state.data() + ch * held;
+    const float* k = w.conv.data() + ch * taps;
+    const float input = xbc[ch];
+    float sum = 0.0f;
+    for (size_t i = 0; i < held; ++i) sum += s[i] * k[i];
+    sum += input * k[held];
+    xbc[ch] = kernels::silu(sum + w.conv_bias[ch]);
+    std::copy(s + 1, s + held, s);
+    s[held - 1] = input;
+  }
+}
+
+// The selective scan of one row (ggml_ssm_scan with one decay per head):
+// y [n_head][head_dim] from x, B, C and dt, the state advanced.
+void scan(const Mamba2Weights& w, const ModelHParams::Ssm& s, std::span<const float> xbc,
+          std::span<const float> dt, std::span<float> state, std::span<float> y) {
+  const auto head_dim = static_cast<size_t>(s.head_dim());
+  const auto d_state = static_cast<size_t>(s.d_state);
+  const auto heads_per_group = static_cast<size_t>(s.n_head / s.n_group);
+  const float* x = xbc.data();
+  const float* B = x + s.d_inner;
+  const float* C = B + s.n_group * s.d_state;
+  for (size_t h = 0; h < static_cast<size_t>(s.n_head); ++h) {
+    const float delta = kernels::softplus(dt[h] + w.dt_bias[h]);
+    const float decay = std::exp(delta * w.a[h]);
+    const size_t g = h / heads_per_group;
+    for (size_t i = 0; i < head_dim; ++i) {
+      const size_t ii = h * head_dim + i;
+      const float x_dt = x[ii] * delta;
+      float* row = state.data() + ii * d_state;
+      float sum = 0.0f;
+      for (size_t j = 0; j < d_state; ++j) {
+        const float next = row[j] * decay + B[g * d_state + j] * x_dt;
+        sum += next * C[g * d_state + j];
+        row[j] = next;
+      }
+      y[ii] = sum + x[ii] * w.d[h];
+    }
+  }
+}
+
+}  // namespace
+
+void mamba2(const Mamba2Weights& w, const ModelHParams& hp, int64_t layer,
+            std::span<const BatchRow> rows, KvCache& cache, ForwardContext& ctx,
+            std::span<const float> in, std::span<float> out) {
+  auto& buf = ctx.buffers;
+  const auto& s = hp.ssm;
+  const size_t n_rows = rows.size();
+  const auto n_embd = static_cast<size_t>(hp.n_embd);
+  const auto d_inner = static_cast<size_t>(s.d_inner);
+  const auto conv_width = static_cast<size_t>(s.conv_width());
+  const size_t proj_width = d_inner + conv_width + static_cast<size_t>(s.n_head);
+  const auto n = static_cast<int64_t>(n_rows);
+  const auto proj = ForwardBuffers::take(buf.qkv, n_rows * proj_width);
+  kernels::matmul(w.in_proj, in.first(n_rows * n_embd), n, proj, static_cast<int64_t>(proj_width),
+                  ctx.pool, buf.matmul);
+  if (w.in_scale != 1.0f) kernels::scale_inplace(proj, w.in_scale);
+  const auto y = ForwardBuffers::take(buf.attn_out, n_rows * d_inner);
+  const auto conv_state = static_cast<size_t>(s.conv_taps - 1) * conv_width;
+  for (size_t r = 0; r < n_rows; ++r) {
+    const auto row = proj.subspan(r * proj_width, proj_width);
+    const auto z = row.first(d_inner);
+    const auto xbc = row.subspan(d_inner, conv_width);
+    const auto dt = row.subspan(d_inner + conv_width);
+    const auto state = cache.state(layer, rows[r].seq);
+    const auto yr = y.subspan(r * d_inner, d_inner);
+    convolve(w, static_cast<size_t>(s.conv_taps), xbc, state.first(conv_state));
+    scan(w, s, xbc, dt, state.subspan(conv_state), yr);
+    kernels::swiglu(z, yr, yr);
+    const auto group = d_inner / static_cast<size_t>(s.n_group);
+    for (size_t g = 0; g < static_cast<size_t>(s.n_group); ++g) {
+      const auto part = yr.subspan(g * group, group);
+      kernels::rms_norm_rows(part, std::span<const float>(w.norm).subspan(g * group, group),
+                             hp.rms_eps, part, group);
+    }
+  }
+  const auto out_rows = out.first(n_rows * n_embd);
+  kernels::matmul(w.out_proj, y, n, out_rows, hp.n_embd, ctx.pool, buf.matmul);
+  if (w.out_scale != 1.0f) kernels::scale_inplace(out_rows, w.out_scale);
+}
+
+}  // namespace cortiq
