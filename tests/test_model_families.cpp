@@ -997,7 +997,8 @@ TEST_P(HybridState, ReusesOnlyAHistoryItExtends) {
   EXPECT_EQ(std::memcmp(after_cut.data(), expected.data(), expected.size() * sizeof(float)), 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, HybridState, ::testing::Values("lfm2", "mamba2"));
+INSTANTIATE_TEST_SUITE_P(Families, HybridState,
+                         ::testing::Values("lfm2", "mamba2", "granitehybrid"));
 
 TEST(LayerSpecs, InspectShowsEachLayersDescriptionAndTheKvMemory) {
   test::TempDir dir;

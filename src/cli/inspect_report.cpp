@@ -355,13 +355,15 @@ std::string model_text(const gguf::GgufFile& file) {
                      static_cast<long long>(s.n_head_kv), static_cast<long long>(s.head_dim_k));
     if (s.state_width > 0 && hp.ssm.d_inner > 0) {
       // A state space layer (Mamba-2): no keys or values, no FFN.
+      // Mamba-2 itself has no FFN; granitehybrid's layers have one.
+      const bool has_ffn = s.n_ff > 0 || hp.layer_has_experts(run.first);
       out += strfmt(
           "  %-14s Mamba-2: inner %lld in %lld heads, state %lld, %lld group(s), %lld taps "
-          "(state %lld floats)\n",
+          "(state %lld floats)%s%s\n",
           layers.c_str(), static_cast<long long>(hp.ssm.d_inner),
           static_cast<long long>(hp.ssm.n_head), static_cast<long long>(hp.ssm.d_state),
           static_cast<long long>(hp.ssm.n_group), static_cast<long long>(hp.ssm.conv_taps),
-          static_cast<long long>(s.state_width));
+          static_cast<long long>(s.state_width), has_ffn ? ", " : "", has_ffn ? ffn.c_str() : "");
       continue;
     }
     if (s.state_width > 0) {

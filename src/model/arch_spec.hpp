@@ -81,6 +81,11 @@ void write_expert_counts(const ModelGeometry& geometry, std::string_view arch,
 void write_half_rotary(const ModelGeometry& geometry, std::string_view arch,
                        std::vector<gguf::KeyValue>& keys);
 
+// gen-model's Mamba-2 layers: ARCH.ssm.* with an inner width of 2 n_embd in
+// heads of 16, a state of 16, one group, 4 taps.
+void write_mamba2_keys(const ModelGeometry& geometry, std::string_view arch,
+                       std::vector<gguf::KeyValue>& keys);
+
 // One multi-token-prediction layer after the trunk: block_count one more
 // than the geometry's layers, ARCH.nextn_predict_layers 1.
 void write_mtp_layer(const ModelGeometry& geometry, std::string_view arch,

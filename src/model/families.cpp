@@ -24,6 +24,7 @@ constexpr const Family* kFamilies[] = {
     &kSmolLm3Family,        // llama_variants.cpp
     &kGraniteFamily,        // granite.cpp
     &kGraniteMoeFamily,     // granite.cpp
+    &kGraniteHybridFamily,  // granite.cpp
     &kMinicpmFamily,        // granite.cpp
     &kOlmo2Family,          // olmo2.cpp
     &kExaone4Family,        // olmo2.cpp

@@ -63,6 +63,7 @@ extern const Family kSmolLm3Family;
 // granite.cpp
 extern const Family kGraniteFamily;
 extern const Family kGraniteMoeFamily;
+extern const Family kGraniteHybridFamily;
 extern const Family kMinicpmFamily;
 
 // olmo2.cpp

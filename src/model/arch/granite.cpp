@@ -35,6 +35,7 @@
 #include "model/blocks/attention.hpp"
 #include "model/blocks/embedding.hpp"
 #include "model/blocks/ffn.hpp"
+#include "model/blocks/mamba2.hpp"
 #include "model/blocks/moe.hpp"
 #include "model/decoder_model.hpp"
 #include "model/rope_setup.hpp"
@@ -47,6 +48,7 @@ namespace {
 struct GraniteLayer {
   std::vector<float> attn_norm;
   AttentionWeights attn;
+  Mamba2Weights ssm;  // granitehybrid's layers without KV heads, in attention's place
   std::vector<float> ffn_norm;
   FfnWeights ffn;  // or, with experts:
   MoeWeights moe;
@@ -67,7 +69,11 @@ struct GraniteWeights {
       GraniteLayer& layer = layers.emplace_back();
       v.vector(layer.attn_norm, layer_tensor_name(il, "attn_norm.weight"), hp.n_embd,
                TensorKind::norm);
-      layer.attn.visit(v, hp, il, {.output_bias = true});
+      if (hp.layer(il).state_width > 0) {
+        layer.ssm.visit(v, hp, il);
+      } else {
+        layer.attn.visit(v, hp, il, {.output_bias = true});
+      }
       v.vector(layer.ffn_norm, layer_tensor_name(il, "ffn_norm.weight"), hp.n_embd,
                TensorKind::norm);
       if (hp.n_expert > 0) {
@@ -95,7 +101,11 @@ class GraniteModel final : public FamilyModel<GraniteWeights> {
     for (int64_t il = 0; il < h.n_layer; ++il) {
       const GraniteLayer& layer = w_.layers[static_cast<size_t>(il)];
       rms_norm(h, x, layer.attn_norm, normed);
-      attention(layer.attn, h, il, pass, cache, ctx, normed, branch);
+      if (h.layer(il).state_width > 0) {
+        mamba2(layer.ssm, h, il, rows, cache, ctx, normed, branch);
+      } else {
+        attention(layer.attn, h, il, pass, cache, ctx, normed, branch);
+      }
       add_scaled(x, branch);
       rms_norm(h, x, layer.ffn_norm, normed);
       if (h.n_expert > 0) {
@@ -167,6 +177,26 @@ void read_granite(const HParamReader& keys, ModelHParams& hp) {
   }
 }
 
+// Granite 4.0 H (`granitehybrid`): granite's layers, those without KV heads
+// Mamba-2 layers (blocks/mamba2.hpp, an inner width of 2 n_embd, which
+// llama.cpp asserts) in attention's place; every multiplier optional.
+void read_granitehybrid(const HParamReader& keys, ModelHParams& hp) {
+  check_common(keys, hp);
+  read_ssm_hparams(keys, hp);
+  if (hp.ssm.d_inner != 2 * hp.n_embd) keys.invalid("ssm.inner_size must be 2 x embedding_length");
+  if (const float logit_scale = keys.float_or("logit_scale", 0.0f); logit_scale != 0.0f) {
+    set_logit_scale(keys, hp, logit_scale);
+  }
+  hp.residual_scale = keys.float_or("residual_scale", 0.0f);
+  hp.embedding_scale = keys.float_or("embedding_scale", 0.0f);
+  for (LayerSpec& layer : hp.layers) {
+    if (layer.n_head_kv == 0) layer.state_width = mamba2_state_width(hp);
+  }
+  if (!keys.bool_or("rope.scaling.finetuned", true)) {
+    for (LayerSpec& layer : hp.layers) layer.rope = RopeSlot::none;
+  }
+}
+
 void read_minicpm(const HParamReader& keys, ModelHParams& hp) {
   check_common(keys, hp);
   hp.embedding_scale = keys.float_or("embedding_scale", 12.0f);
@@ -205,6 +235,25 @@ void write_granitemoe(const ModelGeometry& g, std::vector<gguf::KeyValue>& keys)
   write_experts(g, "granitemoe", /*shared=*/true, keys);
 }
 
+// Granite-4.0-H-Tiny's shape in small: every layer Mamba-2 but every
+// third and the last (4 of 40 attend there), the state space layers as
+// mamba2's gen-model writes them, granite's multipliers, experts with a
+// shared one.
+void write_granitehybrid(const ModelGeometry& g, std::vector<gguf::KeyValue>& keys) {
+  const std::string p = "granitehybrid.";
+  gguf::Array kv_heads = gguf::Array::of(gguf::ValueType::u32);
+  for (int64_t il = 0; il < g.n_layer; ++il) {
+    std::get<std::vector<uint32_t>>(kv_heads.items)
+        .push_back(static_cast<uint32_t>(il % 3 == 2 || il == g.n_layer - 1 ? g.n_head_kv : 0));
+  }
+  std::erase_if(keys,
+                [&](const gguf::KeyValue& kv) { return kv.key == p + "attention.head_count_kv"; });
+  keys.push_back({p + "attention.head_count_kv", gguf::Value(kv_heads)});
+  write_mamba2_keys(g, "granitehybrid", keys);
+  write_granite_multipliers("granitehybrid", keys);
+  write_experts(g, "granitehybrid", /*shared=*/true, keys);
+}
+
 // What MiniCPM's converter writes (scale_emb, scale_depth / sqrt(n_layer),
 // dim_model_base / n_embd), MiniCPM-2B's values.
 void write_minicpm(const ModelGeometry& g, std::vector<gguf::KeyValue>& keys) {
@@ -235,6 +284,14 @@ const Family kGraniteMoeFamily{.arch = "granitemoe",
                                .tensors = tensors_of<GraniteWeights>,
                                .write_hparams = write_granitemoe,
                                .converted_optional = kGraniteConverted};
+const Family kGraniteHybridFamily{.arch = "granitehybrid",
+                                  .neox_rope = false,
+                                  .make = make_model<GraniteModel>,
+                                  .read_hparams = read_granitehybrid,
+                                  .tensors = tensors_of<GraniteWeights>,
+                                  .write_hparams = write_granitehybrid,
+                                  .layers_may_lack_parts = true,
+                                  .converted_optional = kGraniteConverted};
 const Family kMinicpmFamily{.arch = "minicpm",
                             .neox_rope = false,
                             .make = make_model<GraniteModel>,

@@ -70,18 +70,7 @@ class Mamba2Model final : public FamilyModel<Mamba2ModelWeights> {
 
 void read_mamba2(const HParamReader& keys, ModelHParams& hp) {
   keys.require("attention.layer_norm_rms_epsilon");
-  auto& s = hp.ssm;
-  s.conv_taps = keys.required_uint("ssm.conv_kernel");
-  s.d_inner = keys.required_uint("ssm.inner_size");
-  s.d_state = keys.required_uint("ssm.state_size");
-  s.n_head = keys.required_uint("ssm.time_step_rank");
-  s.n_group = keys.required_uint("ssm.group_count");
-  if (s.conv_taps < 2 || s.d_inner <= 0 || s.d_state <= 0 || s.n_head <= 0 || s.n_group <= 0) {
-    keys.invalid("every ssm size must be positive (ssm.conv_kernel at least 2)");
-  }
-  if (s.d_inner % s.n_head != 0 || s.n_head % s.n_group != 0) {
-    keys.invalid("ssm.inner_size must split into time_step_rank heads, and those into groups");
-  }
+  read_ssm_hparams(keys, hp);
   // head_count and feed_forward_length (0 from the converter) size nothing
   // here, as in llama.cpp's mamba2 graph.
   for (LayerSpec& layer : hp.layers) {
@@ -99,11 +88,7 @@ void write_mamba2(const ModelGeometry& g, std::vector<gguf::KeyValue>& keys) {
       kv.value = u32_value(0);
     }
   }
-  keys.push_back({p + "ssm.conv_kernel", u32_value(4)});
-  keys.push_back({p + "ssm.inner_size", u32_value(2 * g.n_embd)});
-  keys.push_back({p + "ssm.state_size", u32_value(16)});
-  keys.push_back({p + "ssm.time_step_rank", u32_value(2 * g.n_embd / 16)});
-  keys.push_back({p + "ssm.group_count", u32_value(1)});
+  write_mamba2_keys(g, "mamba2", keys);
 }
 
 }  // namespace

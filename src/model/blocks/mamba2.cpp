@@ -29,6 +29,21 @@ void Mamba2Weights::visit(TensorVisitor& v, const ModelHParams& hp, int64_t laye
   v.scale_without_effect(name("ssm_out.input_scale"));
 }
 
+void read_ssm_hparams(const HParamReader& keys, ModelHParams& hp) {
+  auto& s = hp.ssm;
+  s.conv_taps = keys.required_uint("ssm.conv_kernel");
+  s.d_inner = keys.required_uint("ssm.inner_size");
+  s.d_state = keys.required_uint("ssm.state_size");
+  s.n_head = keys.required_uint("ssm.time_step_rank");
+  s.n_group = keys.required_uint("ssm.group_count");
+  if (s.conv_taps < 2 || s.d_inner <= 0 || s.d_state <= 0 || s.n_head <= 0 || s.n_group <= 0) {
+    keys.invalid("every ssm size must be positive (ssm.conv_kernel at least 2)");
+  }
+  if (s.d_inner % s.n_head != 0 || s.n_head % s.n_group != 0) {
+    keys.invalid("ssm.inner_size must split into time_step_rank heads, and those into groups");
+  }
+}
+
 namespace {
 
 // xBC = silu(conv(xBC) + bias) in place, the sequence's convolution state

@@ -41,6 +41,12 @@ struct Mamba2Weights {
   void visit(TensorVisitor& v, const ModelHParams& hp, int64_t layer);
 };
 
+class HParamReader;
+
+// ARCH.ssm.{conv_kernel, inner_size, state_size, time_step_rank,
+// group_count} (all required, as llama.cpp reads them), checked.
+void read_ssm_hparams(const HParamReader& keys, ModelHParams& hp);
+
 // The state one Mamba-2 layer keeps per sequence, in floats: the
 // convolution's inputs, then the scan's [n_head][head_dim][d_state].
 inline int64_t mamba2_state_width(const ModelHParams& hp) {
