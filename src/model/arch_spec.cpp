@@ -85,6 +85,20 @@ void write_half_rotary(const ModelGeometry& g, std::string_view arch,
   }
 }
 
+void write_u32_per_layer(const std::string& key, int64_t n,
+                         const std::function<int64_t(int64_t)>& value_of,
+                         std::vector<gguf::KeyValue>& keys) {
+  gguf::Array values = gguf::Array::of(gguf::ValueType::u32);
+  auto& items = std::get<std::vector<uint32_t>>(values.items);
+  for (int64_t i = 0; i < n; ++i) items.push_back(static_cast<uint32_t>(value_of(i)));
+  const auto it = std::ranges::find(keys, key, &gguf::KeyValue::key);
+  if (it != keys.end()) {
+    it->value = gguf::Value(values);
+  } else {
+    keys.push_back({key, gguf::Value(values)});
+  }
+}
+
 void write_mamba2_keys(const ModelGeometry& g, std::string_view arch,
                        std::vector<gguf::KeyValue>& keys) {
   const std::string p = std::string(arch) + ".";

@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -80,6 +82,19 @@ void write_expert_counts(const ModelGeometry& geometry, std::string_view arch,
 // head when half would be 0), as GLM-4's partial_rotary_factor 0.5.
 void write_half_rotary(const ModelGeometry& geometry, std::string_view arch,
                        std::vector<gguf::KeyValue>& keys);
+
+// Sets the u32 array key `key` (in place of any value it had) to
+// value_of(i) for i in [0, n): the per-layer arrays converters write
+// (head counts, sliding-window patterns).
+void write_u32_per_layer(const std::string& key, int64_t n,
+                         const std::function<int64_t(int64_t)>& value_of,
+                         std::vector<gguf::KeyValue>& keys);
+
+// gen-model's hybrids: whether layer il attends (every third and the last;
+// the others are recurrent, with no KV heads).
+inline bool attends_in_small(const ModelGeometry& g, int64_t il) {
+  return il % 3 == 2 || il == g.n_layer - 1;
+}
 
 // gen-model's Mamba-2 layers: ARCH.ssm.* with an inner width of 2 n_embd in
 // heads of 16, a state of 16, one group, 4 taps.

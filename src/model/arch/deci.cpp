@@ -139,13 +139,8 @@ void read_deci(const HParamReader& keys, ModelHParams& hp) {
 // The layer kinds in turn, as the converter writes them (per-layer arrays,
 // the head size given): attention, linear, no attention, no FFN.
 void write_deci(const ModelGeometry& g, std::vector<gguf::KeyValue>& keys) {
-  const auto per_layer = [&](const std::string& key, auto value_of) {
-    gguf::Array values = gguf::Array::of(gguf::ValueType::u32);
-    auto& items = std::get<std::vector<uint32_t>>(values.items);
-    for (int64_t il = 0; il < g.n_layer; ++il) items.push_back(static_cast<uint32_t>(value_of(il)));
-    for (gguf::KeyValue& kv : keys) {
-      if (kv.key == "deci." + key) kv.value = gguf::Value(values);
-    }
+  const auto per_layer = [&](const std::string& key, const std::function<int64_t(int64_t)>& of) {
+    write_u32_per_layer("deci." + key, g.n_layer, of, keys);
   };
   per_layer("attention.head_count", [&](int64_t il) { return il % 4 == 2 ? 0 : g.n_head; });
   per_layer("attention.head_count_kv",

@@ -241,14 +241,9 @@ void write_granitemoe(const ModelGeometry& g, std::vector<gguf::KeyValue>& keys)
 // shared one.
 void write_granitehybrid(const ModelGeometry& g, std::vector<gguf::KeyValue>& keys) {
   const std::string p = "granitehybrid.";
-  gguf::Array kv_heads = gguf::Array::of(gguf::ValueType::u32);
-  for (int64_t il = 0; il < g.n_layer; ++il) {
-    std::get<std::vector<uint32_t>>(kv_heads.items)
-        .push_back(static_cast<uint32_t>(il % 3 == 2 || il == g.n_layer - 1 ? g.n_head_kv : 0));
-  }
-  std::erase_if(keys,
-                [&](const gguf::KeyValue& kv) { return kv.key == p + "attention.head_count_kv"; });
-  keys.push_back({p + "attention.head_count_kv", gguf::Value(kv_heads)});
+  write_u32_per_layer(
+      p + "attention.head_count_kv", g.n_layer,
+      [&](int64_t il) { return attends_in_small(g, il) ? g.n_head_kv : 0; }, keys);
   write_mamba2_keys(g, "granitehybrid", keys);
   write_granite_multipliers("granitehybrid", keys);
   write_experts(g, "granitehybrid", /*shared=*/true, keys);

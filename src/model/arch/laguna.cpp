@@ -135,15 +135,9 @@ void write_laguna(const ModelGeometry& g, std::vector<gguf::KeyValue>& keys) {
   const std::string p = "laguna.";
   const int64_t hd = g.resolved_head_dim();
   write_half_rotary(g, "laguna", keys);
-  gguf::Array heads = gguf::Array::of(gguf::ValueType::u32);
-  for (int64_t il = 0; il < g.n_layer; ++il) {
-    const bool sliding = il % 2 != 0;
-    std::get<std::vector<uint32_t>>(heads.items)
-        .push_back(static_cast<uint32_t>(sliding ? g.n_head + g.n_head_kv : g.n_head));
-  }
-  std::erase_if(keys,
-                [&](const gguf::KeyValue& kv) { return kv.key == p + "attention.head_count"; });
-  keys.push_back({p + "attention.head_count", gguf::Value(heads)});
+  write_u32_per_layer(
+      p + "attention.head_count", g.n_layer,
+      [&](int64_t il) { return il % 2 != 0 ? g.n_head + g.n_head_kv : g.n_head; }, keys);
   keys.push_back({p + "attention.key_length", u32_value(hd)});
   keys.push_back({p + "attention.value_length", u32_value(hd)});
   keys.push_back({p + "attention.sliding_window", u32_value(g.resolved_sliding_window())});

@@ -159,14 +159,9 @@ void read_lfm2moe(const HParamReader& keys, ModelHParams& hp) {
 void write_lfm2_layers(const ModelGeometry& g, std::string_view arch,
                        std::vector<gguf::KeyValue>& keys) {
   const std::string p = std::string(arch) + ".";
-  gguf::Array kv_heads = gguf::Array::of(gguf::ValueType::u32);
-  for (int64_t il = 0; il < g.n_layer; ++il) {
-    std::get<std::vector<uint32_t>>(kv_heads.items)
-        .push_back(static_cast<uint32_t>(il % 3 == 2 || il == g.n_layer - 1 ? g.n_head_kv : 0));
-  }
-  std::erase_if(keys,
-                [&](const gguf::KeyValue& kv) { return kv.key == p + "attention.head_count_kv"; });
-  keys.push_back({p + "attention.head_count_kv", gguf::Value(kv_heads)});
+  write_u32_per_layer(
+      p + "attention.head_count_kv", g.n_layer,
+      [&](int64_t il) { return attends_in_small(g, il) ? g.n_head_kv : 0; }, keys);
   keys.push_back({p + "shortconv.l_cache", u32_value(3)});
 }
 

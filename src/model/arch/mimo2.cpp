@@ -164,17 +164,6 @@ void read_mimo2(const HParamReader& keys, ModelHParams& hp) {
   hp.n_layer_dense_lead = dense_lead_from_routers(keys, hp.n_layer);
 }
 
-// Sets the u32 array `key` to one value per block.
-template <class ValueOf>
-void write_per_block(const std::string& key, int64_t n_blocks, ValueOf value_of,
-                     std::vector<gguf::KeyValue>& keys) {
-  gguf::Array values = gguf::Array::of(gguf::ValueType::u32);
-  auto& items = std::get<std::vector<uint32_t>>(values.items);
-  for (int64_t il = 0; il < n_blocks; ++il) items.push_back(static_cast<uint32_t>(value_of(il)));
-  std::erase_if(keys, [&](const gguf::KeyValue& kv) { return kv.key == key; });
-  keys.push_back({key, gguf::Value(values)});
-}
-
 // MiMo-V2-Flash's shape in small: sliding-window layers first, the last
 // trunk layer full with half the KV heads (when they divide), values half
 // as wide as keys, half of each head rotated, the sliding layers' RoPE base
@@ -188,11 +177,11 @@ void write_mimo2(const ModelGeometry& g, std::vector<gguf::KeyValue>& keys) {
   const int64_t n_blocks = g.n_layer + 1;
   const bool halve = g.n_head_kv % 2 == 0;
   const auto sliding = [&](int64_t il) { return il < g.n_layer - 1 || il >= g.n_layer; };
-  write_per_block(
+  write_u32_per_layer(
       p + "attention.head_count_kv", n_blocks,
       [&](int64_t il) { return sliding(il) || !halve ? g.n_head_kv : g.n_head_kv / 2; }, keys);
   // llama.cpp reads the pattern for the trunk's layers only.
-  write_per_block(
+  write_u32_per_layer(
       p + "attention.sliding_window_pattern", g.n_layer,
       [&](int64_t il) { return sliding(il) ? 1 : 0; }, keys);
   keys.push_back({p + "attention.sliding_window", u32_value(g.resolved_sliding_window())});

@@ -104,13 +104,8 @@ void read_openelm(const HParamReader& keys, ModelHParams& hp) {
 // layers) and FFN widths (growing by half the geometry's each layer), one
 // head size given.
 void write_openelm(const ModelGeometry& g, std::vector<gguf::KeyValue>& keys) {
-  const auto per_layer = [&](const std::string& key, auto value_of) {
-    gguf::Array values = gguf::Array::of(gguf::ValueType::u32);
-    auto& items = std::get<std::vector<uint32_t>>(values.items);
-    for (int64_t il = 0; il < g.n_layer; ++il) items.push_back(static_cast<uint32_t>(value_of(il)));
-    for (gguf::KeyValue& kv : keys) {
-      if (kv.key == "openelm." + key) kv.value = gguf::Value(values);
-    }
+  const auto per_layer = [&](const std::string& key, const std::function<int64_t(int64_t)>& of) {
+    write_u32_per_layer("openelm." + key, g.n_layer, of, keys);
   };
   const int64_t group = g.n_head / g.n_head_kv;
   const auto kv_heads = [&](int64_t il) { return g.n_head_kv + il % 2; };
