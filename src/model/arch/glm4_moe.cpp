@@ -142,17 +142,6 @@ struct Glm4MoeWeights {
   }
 };
 
-class Glm4MoeModel final : public FamilyModel<Glm4MoeWeights> {
- public:
-  using FamilyModel::FamilyModel;
-
- private:
-  void run_layers(std::span<const BatchRow> rows, std::span<const int32_t> cells, KvCache& cache,
-                  ForwardContext& ctx, std::span<float> logits) const override {
-    run_pre_norm_layers(w_, hparams_, rows, cells, cache, ctx, logits);
-  }
-};
-
 // Ling 2 (Ling-mini-2.0, Ling-flash-2.0, Ring): the expert_shared_count
 // shared experts expert_shared_feed_forward_length wide each (or as the
 // routed ones), the gating as the file says (required), the head's Q as
@@ -262,7 +251,7 @@ constexpr std::string_view kGlm4MoeOptional[] = {"attn_q.bias", "attn_k.bias", "
 
 const Family kGlm4MoeFamily{.arch = "glm4moe",
                             .neox_rope = true,
-                            .make = make_model<Glm4MoeModel>,
+                            .make = make_model<PreNormModel<Glm4MoeWeights>>,
                             .read_hparams = read_glm4moe,
                             .tensors = tensors_of<Glm4MoeWeights>,
                             .write_hparams = write_glm4moe,
@@ -273,7 +262,7 @@ const Family kGlm4MoeFamily{.arch = "glm4moe",
 // attn_output by n_embd: heads must tile n_embd.
 const Family kBailingMoe2Family{.arch = "bailingmoe2",
                                 .neox_rope = true,
-                                .make = make_model<Glm4MoeModel>,
+                                .make = make_model<PreNormModel<Glm4MoeWeights>>,
                                 .read_hparams = read_bailingmoe2,
                                 .tensors = tensors_of<Glm4MoeWeights>,
                                 .write_hparams = write_bailingmoe2,
@@ -282,7 +271,7 @@ const Family kBailingMoe2Family{.arch = "bailingmoe2",
 
 const Family kHyV3Family{.arch = "hy_v3",
                          .neox_rope = true,
-                         .make = make_model<Glm4MoeModel>,
+                         .make = make_model<PreNormModel<Glm4MoeWeights>>,
                          .read_hparams = read_hy_v3,
                          .tensors = tensors_of<Glm4MoeWeights>,
                          .write_hparams = write_hy_v3,

@@ -52,17 +52,6 @@ struct GptOssWeights {
   }
 };
 
-class GptOssModel final : public FamilyModel<GptOssWeights> {
- public:
-  using FamilyModel::FamilyModel;
-
- private:
-  void run_layers(std::span<const BatchRow> rows, std::span<const int32_t> cells, KvCache& cache,
-                  ForwardContext& ctx, std::span<float> logits) const override {
-    run_pre_norm_layers(w_, hparams_, rows, cells, cache, ctx, logits);
-  }
-};
-
 void read_gpt_oss(const HParamReader& keys, ModelHParams& hp) {
   for (const char* key : {"attention.layer_norm_rms_epsilon", "expert_feed_forward_length",
                           "attention.sliding_window"}) {
@@ -103,7 +92,7 @@ constexpr std::string_view kGptOssConverted[] = {"attn_q.bias", "attn_k.bias", "
 
 const Family kGptOssFamily{.arch = "gpt-oss",
                            .neox_rope = true,
-                           .make = make_model<GptOssModel>,
+                           .make = make_model<PreNormModel<GptOssWeights>>,
                            .read_hparams = read_gpt_oss,
                            .tensors = tensors_of<GptOssWeights>,
                            .write_hparams = write_gpt_oss,

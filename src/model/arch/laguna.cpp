@@ -67,17 +67,6 @@ struct LagunaWeights {
   }
 };
 
-class LagunaModel final : public FamilyModel<LagunaWeights> {
- public:
-  using FamilyModel::FamilyModel;
-
- private:
-  void run_layers(std::span<const BatchRow> rows, std::span<const int32_t> cells, KvCache& cache,
-                  ForwardContext& ctx, std::span<float> logits) const override {
-    run_pre_norm_layers(w_, hparams_, rows, cells, cache, ctx, logits);
-  }
-};
-
 // XS.2's sliding layers: the window, the pattern (one number, global
 // first), and their plain RoPE.
 void read_sliding_layers(const HParamReader& keys, ModelHParams& hp) {
@@ -160,7 +149,7 @@ void write_laguna(const ModelGeometry& g, std::vector<gguf::KeyValue>& keys) {
 
 const Family kLagunaFamily{.arch = "laguna",
                            .neox_rope = true,
-                           .make = make_model<LagunaModel>,
+                           .make = make_model<PreNormModel<LagunaWeights>>,
                            .read_hparams = read_laguna,
                            .tensors = tensors_of<LagunaWeights>,
                            .write_hparams = write_laguna};

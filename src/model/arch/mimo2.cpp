@@ -102,17 +102,6 @@ struct Mimo2Weights {
   }
 };
 
-class Mimo2Model final : public FamilyModel<Mimo2Weights> {
- public:
-  using FamilyModel::FamilyModel;
-
- private:
-  void run_layers(std::span<const BatchRow> rows, std::span<const int32_t> cells, KvCache& cache,
-                  ForwardContext& ctx, std::span<float> logits) const override {
-    run_pre_norm_layers(w_, hparams_, rows, cells, cache, ctx, logits);
-  }
-};
-
 // attention.sliding_window_pattern: one number for every layer (llama.cpp's
 // get_key_or_arr: non-zero makes them all sliding) or one per trunk layer.
 // The converter writes one per block (the MTP layers' too); llama.cpp
@@ -200,7 +189,7 @@ constexpr std::string_view kMimo2Converted[] = {"exp_probs_b.bias"};
 
 const Family kMimo2Family{.arch = "mimo2",
                           .neox_rope = true,
-                          .make = make_model<Mimo2Model>,
+                          .make = make_model<PreNormModel<Mimo2Weights>>,
                           .read_hparams = read_mimo2,
                           .tensors = tensors_of<Mimo2Weights>,
                           .write_hparams = write_mimo2,

@@ -139,17 +139,6 @@ struct MoeDecoderWeights {
   }
 };
 
-class MoeDecoderModel final : public FamilyModel<MoeDecoderWeights> {
- public:
-  using FamilyModel::FamilyModel;
-
- private:
-  void run_layers(std::span<const BatchRow> rows, std::span<const int32_t> cells, KvCache& cache,
-                  ForwardContext& ctx, std::span<float> logits) const override {
-    run_pre_norm_layers(w_, hparams_, rows, cells, cache, ctx, logits);
-  }
-};
-
 void read_qwen_moe(const HParamReader& keys, ModelHParams& hp) {
   keys.require("attention.layer_norm_rms_epsilon");
   read_expert_hparams(keys, hp, /*width_key=*/true, /*shared_expert=*/hp.arch == "qwen2moe");
@@ -290,7 +279,7 @@ constexpr std::string_view kQwen2MoeOptional[] = {"attn_q.bias", "attn_k.bias", 
 
 const Family kQwen2MoeFamily{.arch = "qwen2moe",
                              .neox_rope = true,
-                             .make = make_model<MoeDecoderModel>,
+                             .make = make_model<PreNormModel<MoeDecoderWeights>>,
                              .read_hparams = read_qwen_moe,
                              .tensors = tensors_of<MoeDecoderWeights>,
                              .write_hparams = write_qwen2moe,
@@ -298,13 +287,13 @@ const Family kQwen2MoeFamily{.arch = "qwen2moe",
                              .converted_optional = kQwen2MoeOptional};
 const Family kQwen3MoeFamily{.arch = "qwen3moe",
                              .neox_rope = true,
-                             .make = make_model<MoeDecoderModel>,
+                             .make = make_model<PreNormModel<MoeDecoderWeights>>,
                              .read_hparams = read_qwen_moe,
                              .tensors = tensors_of<MoeDecoderWeights>,
                              .write_hparams = write_qwen3moe};
 const Family kOlmoeFamily{.arch = "olmoe",
                           .neox_rope = true,
-                          .make = make_model<MoeDecoderModel>,
+                          .make = make_model<PreNormModel<MoeDecoderWeights>>,
                           .read_hparams = read_olmoe,
                           .tensors = tensors_of<MoeDecoderWeights>,
                           .write_hparams = write_olmoe,
@@ -312,27 +301,27 @@ const Family kOlmoeFamily{.arch = "olmoe",
 
 const Family kErnie45MoeFamily{.arch = "ernie4_5-moe",
                                .neox_rope = false,
-                               .make = make_model<MoeDecoderModel>,
+                               .make = make_model<PreNormModel<MoeDecoderWeights>>,
                                .read_hparams = read_ernie_moe,
                                .tensors = tensors_of<MoeDecoderWeights>,
                                .write_hparams = write_ernie_moe};
 const Family kHunyuanMoeFamily{.arch = "hunyuan-moe",
                                .neox_rope = true,
-                               .make = make_model<MoeDecoderModel>,
+                               .make = make_model<PreNormModel<MoeDecoderWeights>>,
                                .read_hparams = read_hunyuan_moe,
                                .tensors = tensors_of<MoeDecoderWeights>,
                                .write_hparams = write_hunyuan_moe};
 
 const Family kMinimaxM2Family{.arch = "minimax-m2",
                               .neox_rope = true,
-                              .make = make_model<MoeDecoderModel>,
+                              .make = make_model<PreNormModel<MoeDecoderWeights>>,
                               .read_hparams = read_minimax_m2,
                               .tensors = tensors_of<MoeDecoderWeights>,
                               .write_hparams = write_minimax_m2};
 
 const Family kSmallThinkerFamily{.arch = "smallthinker",
                                  .neox_rope = true,
-                                 .make = make_model<MoeDecoderModel>,
+                                 .make = make_model<PreNormModel<MoeDecoderWeights>>,
                                  .read_hparams = read_smallthinker,
                                  .tensors = tensors_of<MoeDecoderWeights>,
                                  .write_hparams = write_smallthinker};

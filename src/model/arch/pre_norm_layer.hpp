@@ -112,4 +112,18 @@ void run_pre_norm_layers(const Weights& w, const ModelHParams& h, std::span<cons
   w.head.apply(h, rows, s.x, ctx, logits);
 }
 
+// The model of a family whose forward is run_pre_norm_layers over its
+// Weights (its layers PreNormMoeLayer, or PreNormLayer without arguments).
+template <class Weights>
+class PreNormModel final : public FamilyModel<Weights> {
+ public:
+  using FamilyModel<Weights>::FamilyModel;
+
+ private:
+  void run_layers(std::span<const BatchRow> rows, std::span<const int32_t> cells, KvCache& cache,
+                  ForwardContext& ctx, std::span<float> logits) const override {
+    run_pre_norm_layers(this->w_, this->hparams_, rows, cells, cache, ctx, logits);
+  }
+};
+
 }  // namespace cortiq
