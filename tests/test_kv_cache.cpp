@@ -611,8 +611,8 @@ namespace {
 
 // Recurrent state (LFM2's short convolutions): a fixed block of floats per
 // sequence and layer, zero when the sequence is empty, never cut back (the
-// caller forwards again), never entering the prefix cache, restored as a
-// whole by a forward pass's rollback.
+// caller forwards again), never entering the prefix cache; a forward pass
+// that fails before its layers ran drops only the positions it appended.
 TEST(KvCacheState, HoldsEachSequencesStateAndNeverCutsIt) {
   KvCacheShape shape = small_shape(64, 2, 4);
   shape.layers[1].state_width = 6;
@@ -645,10 +645,9 @@ TEST(KvCacheState, HoldsEachSequencesStateAndNeverCutsIt) {
   }
   EXPECT_EQ(cache.length(0), 9);
 
-  const std::vector<float> before(cache.states(0).begin(), cache.states(0).end());
+  // A forward pass whose layers never ran drops what it appended only.
   cache.append(0, std::vector<TokenId>{10, 11});
-  std::ranges::fill(cache.state(1, 0), 7.0f);
-  cache.roll_back(0, 9, before);
+  cache.drop_appended(0, 9);
   EXPECT_EQ(cache.length(0), 9);
   EXPECT_TRUE(std::ranges::all_of(cache.state(1, 0), [](float v) { return v == 2.0f; }));
 

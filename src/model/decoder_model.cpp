@@ -80,39 +80,33 @@ void DecoderModel::forward(std::span<const BatchRow> rows, KvCache& cache, Forwa
   if (hparams_.encoder) check_encoder_rows(hparams_, rows, cache, ctx.output);
   auto& cells = ctx.buffers.row_cells;
   cells.resize(rows.size());
-  // Recurrent state cannot be cut back: the batch's sequences keep theirs
-  // to restore on failure.
-  const auto& batch_next = ctx.buffers.seq_next;
-  const auto state_width = static_cast<size_t>(cache.shape().state_width());
-  auto& saved = ctx.buffers.saved_states;
-  if (cache.has_state()) {
-    saved.resize(batch_next.size() * state_width);
-    for (size_t seq = 0; seq < batch_next.size(); ++seq) {
-      if (batch_next[seq] < 0) continue;
-      const auto states = cache.states(static_cast<int32_t>(seq));
-      std::ranges::copy(states, saved.begin() + static_cast<std::ptrdiff_t>(seq * state_width));
-    }
-  }
+  bool layers_ran = false;
   try {
     for (size_t i = 0; i < rows.size(); ++i) {
       cells[i] = cache.append(rows[i].seq, {&rows[i].token, 1})[0];
     }
+    layers_ran = true;
     run_layers(rows, cells, cache, ctx, logits);
     // Only now are the rows' keys and values written: the batch's full
     // blocks may enter the prefix cache. seq_next marks the batch's sequences.
+    const auto& batch_next = ctx.buffers.seq_next;
     for (size_t seq = 0; seq < batch_next.size(); ++seq) {
       if (batch_next[seq] >= 0) cache.commit(static_cast<int32_t>(seq));
     }
   } catch (...) {
     // Each sequence goes back to its first position in the batch (truncating
-    // to a later row's position first is a no-op or a partial cut).
+    // to a later row's position first is a no-op or a partial cut). A
+    // recurrent state the layers advanced part way cannot go back (keeping
+    // a copy of every state for that would cost a copy per pass): such a
+    // sequence starts over, empty, rather than half-advanced.
     for (const auto& row : rows) {
       if (!cache.has_state()) {
         cache.truncate(row.seq, row.pos);
-        continue;
+      } else if (layers_ran) {
+        cache.clear(row.seq);
+      } else {
+        cache.drop_appended(row.seq, row.pos);
       }
-      const auto at = static_cast<size_t>(row.seq) * state_width;
-      cache.roll_back(row.seq, row.pos, std::span<const float>(saved).subspan(at, state_width));
     }
     throw;
   }

@@ -41,10 +41,9 @@ struct ForwardBuffers {
   std::array<std::vector<float>, 2> rope;
   std::vector<std::vector<float>> scores;  // per thread: attention scores of one row
   kernels::MatmulScratch matmul;
-  std::vector<int32_t> token_ids;   // [rows]
-  std::vector<int32_t> row_cells;   // [rows]: each row's cache cell
-  std::vector<int64_t> seq_next;    // [sequences]: next position, while checking a batch
-  std::vector<float> saved_states;  // [sequences][state]: the batch's recurrent state before it
+  std::vector<int32_t> token_ids;  // [rows]
+  std::vector<int32_t> row_cells;  // [rows]: each row's cache cell
+  std::vector<int64_t> seq_next;   // [sequences]: next position, while checking a batch
 
   // Resizes v to at least n elements (never shrinks; no allocation when big enough).
   static std::span<float> take(std::vector<float>& v, size_t n) {

@@ -98,6 +98,9 @@ std::vector<float> random_tensor_values(const TensorSpec& spec, uint64_t model_s
     std_dev = kRandomScaleStd;
   }
   for (float& v : values) v = static_cast<float>(mean + std_dev * normal.next());
+  if (spec.kind == TensorKind::decay) {
+    for (float& v : values) v = -std::exp(v);
+  }
   return values;
 }
 

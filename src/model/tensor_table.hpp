@@ -22,6 +22,8 @@ enum class TensorKind {
            // (llama.cpp's converter and llama-quantize never quantize it)
   conv,    // a convolution kernel (LFM2's shortconv.conv): random normal, kept F32 (its
            // rows, one kernel per channel, are a few values wide)
+  decay,   // a state space layer's A (ssm_a): -exp(normal), negative as converters store
+           // it (A = -exp(A_log)), so a random model's state decays; F32
 };
 
 struct TensorSpec {

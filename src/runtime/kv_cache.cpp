@@ -307,16 +307,8 @@ std::span<float> KvCache::state(int64_t layer, int32_t seq) {
                                  static_cast<size_t>(shape_.layers[il].state_width));
 }
 
-std::span<const float> KvCache::states(int32_t seq) const {
-  const auto width = static_cast<size_t>(shape_.state_width());
-  return std::span<const float>(state_).subspan(index_of(seq) * width, width);
-}
-
-void KvCache::roll_back(int32_t seq, int64_t length, std::span<const float> states) {
-  const auto own = seq_states(seq);
-  if (states.size() != own.size()) throw Error("KV cache: a rollback's state has the wrong size");
+void KvCache::drop_appended(int32_t seq, int64_t length) {
   if (length < this->length(seq)) cut(seq, std::max<int64_t>(length, 0));
-  std::ranges::copy(states, own.begin());
 }
 
 void KvCache::cut(int32_t seq, int64_t length) {

@@ -154,12 +154,9 @@ class KvCache {
   // A sequence's recurrent state in one layer (state_width floats; empty
   // for a layer without), zero for an empty sequence.
   std::span<float> state(int64_t layer, int32_t seq);
-  // The sequence's state in every layer, for a forward pass's rollback.
-  std::span<const float> states(int32_t seq) const;
-  // A forward pass's rollback: the sequence back to `length` positions and
-  // to `states` (what states() gave at that length), which no truncate can
-  // restore.
-  void roll_back(int32_t seq, int64_t length, std::span<const float> states);
+  // A forward pass's rollback before its layers ran: the positions append()
+  // gave after `length` go, the state (which they never advanced) stays.
+  void drop_appended(int32_t seq, int64_t length);
   // Every sequence empty, every block free, the prefix cache forgotten.
   void clear_all();
 

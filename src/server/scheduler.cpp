@@ -320,14 +320,16 @@ bool Scheduler::admit(Pending& pending) {
   const int32_t slot = free_slot();
   if (slot < 0) return false;
   auto& job = std::get<GenerationJob>(pending.job);
+  auto& cache = engine_->cache;
   // The choices of one request share their prompt: the second waits until
-  // the first has read it, then attaches its blocks instead of recomputing.
+  // the first has read it, then attaches its blocks instead of recomputing
+  // (not with recurrent state, whose blocks are never shared).
   for (const auto& seq : active_) {
-    if (seq->stream == pending.stream && !seq->decoding && seq->job.prompt == job.prompt) {
+    if (!cache.has_state() && seq->stream == pending.stream && !seq->decoding &&
+        seq->job.prompt == job.prompt) {
       return false;
     }
   }
-  auto& cache = engine_->cache;
   // The last prompt token is always forwarded: its logits give the first token.
   const auto prompt = std::span<const TokenId>(job.prompt);
   const int64_t attached = cache.attach_prefix(slot, prompt.first(prompt.size() - 1));

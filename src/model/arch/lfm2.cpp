@@ -121,7 +121,9 @@ class Lfm2Model final : public FamilyModel<Lfm2Weights> {
 void read_lfm2_layers(const HParamReader& keys, ModelHParams& hp, bool windowed) {
   keys.require("attention.layer_norm_rms_epsilon");
   hp.shortconv_taps = keys.required_uint("shortconv.l_cache");
-  if (hp.shortconv_taps < 2) keys.invalid("shortconv.l_cache must be at least 2");
+  if (hp.shortconv_taps < 2 || hp.shortconv_taps > 1024) {
+    keys.invalid("shortconv.l_cache must be 2 to 1024");
+  }
   if (hp.head_dim_k != hp.head_dim_v) keys.invalid("key and value heads must be as wide");
   if (hp.n_ff <= 0) keys.invalid("feed_forward_length must be positive");
   hp.attention_scale = 0.0f;

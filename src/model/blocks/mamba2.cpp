@@ -19,7 +19,7 @@ void Mamba2Weights::visit(TensorVisitor& v, const ModelHParams& hp, int64_t laye
   v.vector(conv_bias, name("ssm_conv1d.bias"), s.conv_width(), TensorKind::bias);
   v.vector(dt_bias, name("ssm_dt.bias"), s.n_head, TensorKind::bias);
   // No ".weight" after these two (llama.cpp's names).
-  v.table(a, name("ssm_a"), 1, s.n_head, TensorKind::bias);
+  v.table(a, name("ssm_a"), 1, s.n_head, TensorKind::decay);
   v.table(d, name("ssm_d"), 1, s.n_head, TensorKind::bias);
   v.table(norm, name("ssm_norm.weight"), s.d_inner / s.n_group, s.n_group, TensorKind::norm);
   v.matrix(out_proj, name("ssm_out.weight"), s.d_inner, hp.n_embd);
@@ -38,6 +38,10 @@ void read_ssm_hparams(const HParamReader& keys, ModelHParams& hp) {
   s.n_group = keys.required_uint("ssm.group_count");
   if (s.conv_taps < 2 || s.d_inner <= 0 || s.d_state <= 0 || s.n_head <= 0 || s.n_group <= 0) {
     keys.invalid("every ssm size must be positive (ssm.conv_kernel at least 2)");
+  }
+  // Bounds that keep the state's size products far from overflow.
+  if (s.conv_taps > 1024 || s.d_inner > (int64_t{1} << 20) || s.d_state > 4096) {
+    keys.invalid("ssm.conv_kernel, inner_size or state_size is out of range");
   }
   if (s.d_inner % s.n_head != 0 || s.n_head % s.n_group != 0) {
     keys.invalid("ssm.inner_size must split into time_step_rank heads, and those into groups");
