@@ -153,15 +153,31 @@ void set_logit_scale(const HParamReader& keys, ModelHParams& hp, float logit_sca
   hp.logit_scale = 1.0f / logit_scale;  // as llama.cpp: ggml_scale by 1 / f_logit_scale
 }
 
-void read_granite(const HParamReader& keys, ModelHParams& hp) {
-  check_common(keys, hp);
-  if (!keys.has("logit_scale")) {
-    throw Error(keys.file().path() + ": missing key " + keys.key("logit_scale"));
+// Granite's multipliers (logit_scale required by granite's loader, optional
+// for granitehybrid's, where 0 is off as for the others) and its RoPE switch:
+// rope.scaling.finetuned = false turns RoPE off. attention.scale is the
+// common reader's (0: 1/sqrt(head_dim)), as in granite's graph.
+void read_granite_multipliers(const HParamReader& keys, ModelHParams& hp,
+                              bool logit_scale_required) {
+  const float logit_scale = keys.float_or("logit_scale", 0.0f);
+  if (logit_scale_required) {
+    if (!keys.has("logit_scale")) {
+      throw Error(keys.file().path() + ": missing key " + keys.key("logit_scale"));
+    }
+    set_logit_scale(keys, hp, logit_scale);
+  } else if (logit_scale != 0.0f) {  // granitehybrid's graph: 0 is no scale
+    set_logit_scale(keys, hp, logit_scale);
   }
-  set_logit_scale(keys, hp, keys.float_or("logit_scale", 0.0f));
   hp.residual_scale = keys.float_or("residual_scale", 0.0f);
   hp.embedding_scale = keys.float_or("embedding_scale", 0.0f);
-  // attention.scale is the common reader's (0: 1/sqrt(head_dim)), as in granite's graph.
+  if (!keys.bool_or("rope.scaling.finetuned", true)) {
+    for (LayerSpec& layer : hp.layers) layer.rope = RopeSlot::none;
+  }
+}
+
+void read_granite(const HParamReader& keys, ModelHParams& hp) {
+  check_common(keys, hp);
+  read_granite_multipliers(keys, hp, /*logit_scale_required=*/true);
   // Granite Vision's deepstack layers add image features to the residual:
   // refused unless the mapping names none (every entry negative).
   if (const gguf::Value* mapping = keys.file().find(keys.key("deepstack_mapping"))) {
@@ -170,10 +186,6 @@ void read_granite(const HParamReader& keys, ModelHParams& hp) {
     if (entries == nullptr || std::ranges::any_of(*entries, [](int32_t e) { return e >= 0; })) {
       keys.invalid("deepstack layers (Granite Vision) are not supported");
     }
-  }
-  // Granite switches RoPE off with rope.scaling.finetuned = false.
-  if (!keys.bool_or("rope.scaling.finetuned", true)) {
-    for (LayerSpec& layer : hp.layers) layer.rope = RopeSlot::none;
   }
 }
 
@@ -184,16 +196,9 @@ void read_granitehybrid(const HParamReader& keys, ModelHParams& hp) {
   check_common(keys, hp);
   read_ssm_hparams(keys, hp);
   if (hp.ssm.d_inner != 2 * hp.n_embd) keys.invalid("ssm.inner_size must be 2 x embedding_length");
-  if (const float logit_scale = keys.float_or("logit_scale", 0.0f); logit_scale != 0.0f) {
-    set_logit_scale(keys, hp, logit_scale);
-  }
-  hp.residual_scale = keys.float_or("residual_scale", 0.0f);
-  hp.embedding_scale = keys.float_or("embedding_scale", 0.0f);
+  read_granite_multipliers(keys, hp, /*logit_scale_required=*/false);
   for (LayerSpec& layer : hp.layers) {
     if (layer.n_head_kv == 0) layer.state_width = mamba2_state_width(hp);
-  }
-  if (!keys.bool_or("rope.scaling.finetuned", true)) {
-    for (LayerSpec& layer : hp.layers) layer.rope = RopeSlot::none;
   }
 }
 

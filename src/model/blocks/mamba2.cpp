@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "kernels/cpu/activations.hpp"
+#include "kernels/cpu/causal_conv.hpp"
 #include "kernels/cpu/matmul.hpp"
 #include "kernels/cpu/norm.hpp"
 #include "model/tensor_table.hpp"
@@ -51,20 +52,12 @@ void read_ssm_hparams(const HParamReader& keys, ModelHParams& hp) {
 namespace {
 
 // xBC = silu(conv(xBC) + bias) in place, the sequence's convolution state
-// ([channel][taps - 1]) shifted by one input. Each channel's sum runs over
-// the taps in order from 0, as ggml_ssm_conv's.
+// ([channel][taps - 1]) shifted by one input.
 void convolve(const Mamba2Weights& w, size_t taps, std::span<float> xbc, std::span<float> state) {
-  const size_t held = taps - 1;
   for (size_t ch = 0; ch < xbc.size(); ++ch) {
-    float* s = state.data() + ch * held;
-    const float* k = w.conv.data() + ch * taps;
-    const float input = xbc[ch];
-    float sum = 0.0f;
-    for (size_t i = 0; i < held; ++i) sum += s[i] * k[i];
-    sum += input * k[held];
+    const float sum = kernels::causal_conv_step(state.data() + ch * (taps - 1),
+                                                w.conv.data() + ch * taps, taps, xbc[ch]);
     xbc[ch] = kernels::silu(sum + w.conv_bias[ch]);
-    std::copy(s + 1, s + held, s);
-    s[held - 1] = input;
   }
 }
 

@@ -1,7 +1,6 @@
 #include "model/blocks/short_conv.hpp"
 
-#include <algorithm>
-
+#include "kernels/cpu/causal_conv.hpp"
 #include "kernels/cpu/matmul.hpp"
 #include "model/tensor_table.hpp"
 #include "runtime/kv_cache.hpp"
@@ -18,25 +17,16 @@ void ShortConvWeights::visit(TensorVisitor& v, const ModelHParams& hp, int64_t l
 namespace {
 
 // One row through the convolution: y = c * conv(b * x), the sequence's state
-// shifted by one input. Each channel's sum runs over the taps in order from
-// 0, as ggml_ssm_conv's.
+// shifted by one input.
 void convolve_row(std::span<const float> kernel, size_t taps, std::span<const float> bcx,
                   std::span<float> state, std::span<float> y) {
   const size_t n_embd = y.size();
-  const size_t held = taps - 1;
   const float* b = bcx.data();
   const float* c = b + n_embd;
   const float* x = c + n_embd;
   for (size_t ch = 0; ch < n_embd; ++ch) {
-    const float bx = b[ch] * x[ch];
-    float* s = state.data() + ch * held;
-    const float* k = kernel.data() + ch * taps;
-    float sum = 0.0f;
-    for (size_t i = 0; i < held; ++i) sum += s[i] * k[i];
-    sum += bx * k[held];
-    y[ch] = c[ch] * sum;
-    std::copy(s + 1, s + held, s);
-    s[held - 1] = bx;
+    y[ch] = c[ch] * kernels::causal_conv_step(state.data() + ch * (taps - 1),
+                                              kernel.data() + ch * taps, taps, b[ch] * x[ch]);
   }
 }
 
