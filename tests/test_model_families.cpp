@@ -89,6 +89,17 @@ std::string load_error(const std::filesystem::path& path) {
   return "";
 }
 
+// 64 ids walking over the test models' vocabulary.
+std::vector<TokenId> walk_ids() {
+  std::vector<TokenId> ids(64);
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<TokenId>(3 + (i * 37) % 600);
+  return ids;
+}
+
+bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
 TEST(FamilyTable, NamesEveryArchitectureOnceAndFindsThem) {
   std::vector<std::string_view> names;
   for (const Family* family : families()) {
@@ -942,6 +953,129 @@ TEST(ModelLoad, LagunaSlidingLayersAndAttentionGates) {
   EXPECT_NE(error.find("sliding_window_pattern must be one number"), std::string::npos) << error;
 }
 
+// Nemotron-H's layers are each one block, chosen by the per-layer head and
+// FFN counts: Mamba-2 (state, no KV), an FFN (neither), attention (KV).
+// Experts route alike in every layer: a per-layer top-k that varies
+// (Nemotron 3 Puzzle) is refused, a uniform one read; a gate on the
+// squared-ReLU experts is a tensor the family does not use.
+TEST(ModelLoad, NemotronHLayerKindsAndExperts) {
+  test::TempDir dir;
+  RandomModelOptions o = small_model("nemotron_h_moe");
+  o.geometry.n_layer = 3;
+  write_random_model(o, dir / "n.gguf");
+  const auto model = Model::load(dir / "n.gguf", {});
+  const ModelHParams& hp = model->decoder().hparams();
+  EXPECT_GT(hp.layer(0).state_width, 0);
+  EXPECT_EQ(hp.layer(0).n_head_kv, 0);
+  EXPECT_EQ(hp.layer(1).state_width, 0);
+  EXPECT_EQ(hp.layer(1).n_head_kv, 0);
+  EXPECT_GT(hp.layer(1).n_ff, 0);
+  EXPECT_GT(hp.layer(2).n_head_kv, 0);
+  EXPECT_EQ(hp.layer(2).rope, RopeSlot::none);
+  EXPECT_EQ(hp.router.gating, RouterGating::sigmoid);
+  EXPECT_EQ(hp.moe_latent_size, hp.n_embd / 2);
+
+  const auto per_layer_used = [&](std::vector<uint32_t> used) {
+    return [used](gguf::GgufWriter& w) {
+      gguf::Array values = gguf::Array::of(gguf::ValueType::u32);
+      std::get<std::vector<uint32_t>>(values.items) = used;
+      w.set("nemotron_h_moe.expert_used_count", gguf::Value(values));
+    };
+  };
+  rewrite(dir / "n.gguf", dir / "uniform.gguf", "", {}, per_layer_used({0, 2, 0}));
+  EXPECT_EQ(load_error(dir / "uniform.gguf"), "");
+  rewrite(dir / "n.gguf", dir / "puzzle.gguf", "", {}, per_layer_used({2, 3, 2}));
+  std::string error = load_error(dir / "puzzle.gguf");
+  EXPECT_NE(error.find("expert_used_count differs between layers"), std::string::npos) << error;
+  rewrite(dir / "n.gguf", dir / "gated.gguf", "",
+          {"blk.1.ffn_gate_exps.weight", {o.geometry.n_embd / 2, o.geometry.n_ff, 4}});
+  error = load_error(dir / "gated.gguf");
+  EXPECT_NE(error.find("blk.1.ffn_gate_exps.weight"), std::string::npos) << error;
+  rewrite(dir / "n.gguf", dir / "no_latent_up.gguf", "blk.1.ffn_latent_up.weight");
+  error = load_error(dir / "no_latent_up.gguf");
+  EXPECT_NE(error.find("blk.1.ffn_latent_up.weight"), std::string::npos) << error;
+}
+
+// Qwen3-Next's older files carry one fused ssm_in (per key head: q, k, its
+// value heads' v, then their z) instead of attn_qkv and attn_gate: the same
+// rows in another order, so the same logits, bit for bit. Which layers are
+// Gated DeltaNet follows attention.recurrent_layers when the file has it.
+TEST(ModelLoad, Qwen3NextFusedSsmInAndRecurrentLayers) {
+  test::TempDir dir;
+  RandomModelOptions o = small_model("qwen3next");
+  o.geometry.n_embd = 256;  // two key heads of two value heads each
+  o.geometry.n_layer = 3;
+  write_random_model(o, dir / "q.gguf");
+  const auto model = Model::load(dir / "q.gguf", {});
+  const ModelHParams& hp = model->decoder().hparams();
+  EXPECT_GT(hp.layer(0).state_width, 0);
+  EXPECT_GT(hp.layer(1).state_width, 0);
+  EXPECT_EQ(hp.layer(1).n_head_kv, 0);
+  EXPECT_EQ(hp.layer(2).state_width, 0);
+  EXPECT_GT(hp.layer(2).n_head_kv, 0);
+  ASSERT_EQ(hp.ssm.n_group, 2);
+  ASSERT_EQ(hp.ssm.n_head, 4);
+
+  const auto dk = static_cast<size_t>(hp.ssm.d_state);
+  const auto n_k = static_cast<size_t>(hp.ssm.n_group);
+  const size_t dv = static_cast<size_t>(hp.ssm.d_inner) / n_k;
+  const auto row = static_cast<size_t>(hp.n_embd);
+  const gguf::GgufFile file = gguf::GgufFile::open(dir / "q.gguf");
+  gguf::GgufWriter writer;
+  for (const gguf::KeyValue& kv : file.metadata()) writer.set(kv.key, kv.value);
+  std::vector<std::vector<float>> data;
+  for (const gguf::TensorInfo& t : file.tensors()) {
+    const std::string name = t.name;
+    if (name.ends_with("attn_gate.weight")) continue;
+    std::vector<float> values(static_cast<size_t>(t.n_elements()));
+    std::memcpy(values.data(), t.data.data(), t.n_bytes);
+    if (!name.ends_with("attn_qkv.weight")) {
+      writer.add_tensor(name, t.type, t.shape);
+      data.push_back(std::move(values));
+      continue;
+    }
+    const std::string layer = name.substr(0, name.size() - std::string("attn_qkv.weight").size());
+    const gguf::TensorInfo* gate = file.find_tensor(layer + "attn_gate.weight");
+    ASSERT_NE(gate, nullptr);
+    const auto* z = reinterpret_cast<const float*>(gate->data.data());
+    std::vector<float> fused;
+    const auto rows = [&](const float* from, size_t first, size_t n) {
+      fused.insert(fused.end(), from + first * row, from + (first + n) * row);
+    };
+    for (size_t kh = 0; kh < n_k; ++kh) {
+      rows(values.data(), kh * dk, dk);                 // q
+      rows(values.data(), n_k * dk + kh * dk, dk);      // k
+      rows(values.data(), 2 * n_k * dk + kh * dv, dv);  // v
+      rows(z, kh * dv, dv);                             // z
+    }
+    writer.add_tensor(layer + "ssm_in.weight", GgmlType::F32,
+                      {hp.n_embd, static_cast<int64_t>(fused.size() / row)});
+    data.push_back(std::move(fused));
+  }
+  writer.begin(dir / "fused.gguf");
+  for (const auto& values : data) writer.write_tensor_data(std::as_bytes(std::span(values)));
+  writer.finish();
+  const auto fused_model = Model::load(dir / "fused.gguf", {});
+  const std::vector<TokenId> ids = {5, 9, 14, 3, 27, 8, 11, 40, 2, 19};
+  Session a(model), b(fused_model);
+  EXPECT_TRUE(bitwise_equal(a.evaluate(ids), b.evaluate(ids)));
+
+  const auto recurrent_layers = [](std::vector<uint32_t> flags) {
+    return [flags](gguf::GgufWriter& w) {
+      gguf::Array values = gguf::Array::of(gguf::ValueType::u32);
+      std::get<std::vector<uint32_t>>(values.items) = flags;
+      w.set("qwen3next.attention.recurrent_layers", gguf::Value(values));
+    };
+  };
+  // The interval's layers, stated: the same model.
+  rewrite(dir / "q.gguf", dir / "same.gguf", "", {}, recurrent_layers({1, 1, 0, 0}));
+  EXPECT_EQ(load_error(dir / "same.gguf"), "");
+  // Layer 1 attending: its Gated DeltaNet tensors are not the family's.
+  rewrite(dir / "q.gguf", dir / "other.gguf", "", {}, recurrent_layers({1, 0, 0, 0}));
+  const std::string error = load_error(dir / "other.gguf");
+  EXPECT_NE(error.find("blk.1."), std::string::npos) << error;
+}
+
 // LFM2's short convolutions and Mamba-2's layers keep a state per sequence
 // that cannot be cut back: a session reuses its history only when the new
 // prompt extends all of it, and otherwise forwards again from the start;
@@ -998,7 +1132,8 @@ TEST_P(HybridState, ReusesOnlyAHistoryItExtends) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, HybridState,
-                         ::testing::Values("lfm2", "mamba2", "granitehybrid"));
+                         ::testing::Values("lfm2", "mamba2", "granitehybrid", "nemotron_h",
+                                           "nemotron_h_moe", "qwen3next", "qwen35", "qwen35moe"));
 
 TEST(LayerSpecs, InspectShowsEachLayersDescriptionAndTheKvMemory) {
   test::TempDir dir;
@@ -1025,17 +1160,6 @@ TEST(LayerSpecs, InspectShowsEachLayersDescriptionAndTheKvMemory) {
                      "positions (window 16, chunk 512), not the context"),
             std::string::npos)
       << out;
-}
-
-// 64 ids walking over the test models' vocabulary.
-std::vector<TokenId> walk_ids() {
-  std::vector<TokenId> ids(64);
-  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<TokenId>(3 + (i * 37) % 600);
-  return ids;
-}
-
-bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
 // Every family: 64 positions (gen-model's 16-position windows crossed four

@@ -31,6 +31,8 @@ struct ForwardBuffers {
   // every slot [rows][k][n_embd], one expert's gathered rows and outputs,
   // and the slots that chose the expert at hand.
   std::vector<float> moe_scores, moe_weights, moe_slots, moe_in, moe_out;
+  std::vector<float> attn_gate;  // [rows][q width]: a gated query's gate (Qwen3-Next)
+  std::vector<float> moe_latent_in, moe_latent_out;  // [rows][latent width] (MoeTensors::latent)
   std::vector<float> moe_weighted_in;  // [rows * k][n_embd]: Llama 4's weighted inputs
   std::vector<int32_t> moe_chosen, moe_members;
   // A decode row's products that each read their own input: its experts'

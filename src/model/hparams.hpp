@@ -177,6 +177,7 @@ struct ModelHParams {
   int64_t n_expert_used = 0;
   int64_t n_ff_expert = 0;
   int64_t n_ff_shared_expert = 0;
+  int64_t moe_latent_size = 0;     // ARCH.moe_latent_size: the experts' width (MoeTensors::latent)
   RouterSpec router;               // the family's routing, from its keys
   int64_t n_layer_dense_lead = 0;  // ARCH.leading_dense_block_count: the first layers' FFN is dense
   // ARCH.interleave_moe_layer_step (Llama 4): past the dense lead, layer il

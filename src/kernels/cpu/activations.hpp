@@ -49,6 +49,11 @@ inline float softplus(float x) {
   return x > 20.0f ? x : std::log(1.0f + std::exp(x));
 }
 
+// ggml's sigmoid: 1 / (1 + e^-x) in float.
+inline float sigmoid(float x) {
+  return 1.0f / (1.0f + std::exp(-x));
+}
+
 // x[i] = softplus(x[i]) (ggml_softplus).
 void softplus_inplace(std::span<float> x);
 

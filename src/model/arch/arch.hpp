@@ -40,6 +40,15 @@ extern const Family kLfm2MoeFamily;
 // mamba2.cpp
 extern const Family kMamba2Family;
 
+// qwen3next.cpp
+extern const Family kQwen3NextFamily;
+extern const Family kQwen35Family;
+extern const Family kQwen35MoeFamily;
+
+// nemotron_h.cpp
+extern const Family kNemotronHFamily;
+extern const Family kNemotronHMoeFamily;
+
 // deepseek.cpp
 extern const Family kDeepseekFamily;
 extern const Family kDeepseek2Family;

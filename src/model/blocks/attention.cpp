@@ -23,10 +23,11 @@ void AttentionWeights::visit(TensorVisitor& v, const ModelHParams& hp, int64_t l
   // .input_scale), else Q/K/V with theirs. Families whose graph projects
   // without build_qkv (OLMo2) never read the fused one.
   const bool fused_readable = extra.qkv_biases_and_scales_applied || extra.unapplied_fused_qkv;
-  const bool fused =
-      extra.fused_qkv_required ||
-      (fused_readable && !extra.separate_qkv_with_biases && !extra.separate_qkv_without_biases &&
-       v.has(name("attn_qkv.weight"), extra.fused_qkv_written));
+  query_gate = extra.sigmoid_gated_query;
+  const bool fused = !query_gate && (extra.fused_qkv_required ||
+                                     (fused_readable && !extra.separate_qkv_with_biases &&
+                                      !extra.separate_qkv_without_biases &&
+                                      v.has(name("attn_qkv.weight"), extra.fused_qkv_written)));
   qk_norm_after_rope = extra.qk_norm_after_rope;
   qk_plain_norm_after_rope = extra.qk_plain_norm_after_rope;
   if (extra.sinks) v.vector(sinks, name("attn_sinks.weight"), l.n_head, TensorKind::bias);
@@ -98,12 +99,17 @@ void AttentionWeights::visit_separate_qkv(TensorVisitor& v, const ModelHParams& 
                                           AttentionTensors extra) {
   const LayerSpec& l = hp.layer(layer);
   const auto name = [&](std::string_view what) { return layer_tensor_name(layer, what); };
-  v.matrix(wq, name("attn_q.weight"), hp.n_embd, l.q_width());
+  const int64_t q_rows = query_gate ? 2 * l.q_width() : l.q_width();
+  v.matrix(wq, name("attn_q.weight"), hp.n_embd, q_rows);
   v.matrix(wk, name("attn_k.weight"), hp.n_embd, l.k_width());
   v.matrix(wv, name("attn_v.weight"), hp.n_embd, l.v_width());
   v.matrix(wo, name("attn_output.weight"), l.attn_out_width(), hp.n_embd);
   if (extra.separate_qkv_without_biases) {
     // none read
+  } else if (query_gate) {
+    v.without_effect(name("attn_q.bias"), q_rows, TensorKind::bias);
+    v.without_effect(name("attn_k.bias"), l.k_width(), TensorKind::bias);
+    v.without_effect(name("attn_v.bias"), l.v_width(), TensorKind::bias);
   } else if (extra.qkv_biases_and_scales_applied) {
     const bool required = extra.separate_qkv_with_biases;
     v.vector(bq, name("attn_q.bias"), l.q_width(), TensorKind::bias, required);
@@ -157,6 +163,23 @@ void layer_norm_heads(std::span<float> row, std::span<const float> weight, int64
   }
 }
 
+// Qwen3-Next's query product, per head [queries | gate], split into the
+// queries and ForwardBuffers::attn_gate (each row q_width wide).
+void split_query_gate(const LayerSpec& layer, std::span<const float> product, std::span<float> q,
+                      ForwardBuffers& buf) {
+  const auto qw = static_cast<size_t>(layer.q_width());
+  const auto dim = static_cast<size_t>(layer.head_dim_k);
+  const size_t rows = product.size() / (2 * qw);
+  const auto gate = ForwardBuffers::take(buf.attn_gate, rows * qw);
+  for (size_t r = 0; r < rows; ++r) {
+    for (size_t h = 0; h < static_cast<size_t>(layer.n_head); ++h) {
+      const float* src = product.data() + r * 2 * qw + h * 2 * dim;
+      std::copy_n(src, dim, q.data() + r * qw + h * dim);
+      std::copy_n(src + dim, dim, gate.data() + r * qw + h * dim);
+    }
+  }
+}
+
 // Projects the normed rows to queries, keys and values, with scales, biases,
 // Q/K norms and RoPE applied, in llama.cpp's order (build_qkv: matmul,
 // scale, bias).
@@ -186,10 +209,15 @@ void project_qkv(const AttentionWeights& w, const ModelHParams& hp, const LayerS
       for (size_t i = 0; i < vw; ++i) v[r * vw + i] = row[qw + kw + i];
     }
   } else {
+    // With a query gate, Q's product holds each head's queries and gate.
+    const int64_t q_rows = w.query_gate ? 2 * layer.q_width() : layer.q_width();
+    const auto q_product =
+        w.query_gate ? ForwardBuffers::take(buf.qkv, rows * static_cast<size_t>(q_rows)) : q;
     const kernels::MatmulOutput qkv[] = {
-        {&w.wq, q, layer.q_width()}, {&w.wk, k, layer.k_width()}, {&w.wv, v, layer.v_width()}};
+        {&w.wq, q_product, q_rows}, {&w.wk, k, layer.k_width()}, {&w.wv, v, layer.v_width()}};
     kernels::matmul_shared_input(qkv, normed, n, ctx.pool, buf.matmul);
-    apply_scale(q, w.q_scale);
+    apply_scale(q_product, w.q_scale);
+    if (w.query_gate) split_query_gate(layer, q_product, q, buf);
     apply_scale(k, w.k_scale);
     apply_scale(v, w.v_scale);
     kernels::add_bias_rows(q, w.bq);
@@ -423,6 +451,11 @@ void attention(const AttentionWeights& w, const ModelHParams& hp, int64_t layer,
   }
   attend(hp, spec, layer, pass, cache, ctx, q, attn, w.sinks);
   if (!w.gate.empty()) apply_softplus_gate(w, hp, spec, ctx, in, attn);
+  if (w.query_gate) {
+    // llama.cpp's ggml_mul of the output by ggml_sigmoid(gate).
+    const auto gate = std::span(buf.attn_gate).first(attn.size());
+    for (size_t i = 0; i < attn.size(); ++i) attn[i] *= kernels::sigmoid(gate[i]);
+  }
   if (!w.sub_norm.empty()) {
     kernels::rms_norm_rows(attn, w.sub_norm, hp.rms_eps, attn, w.sub_norm.size());
   }

@@ -90,6 +90,12 @@ struct AttentionTensors {
   // Each rotated head of Q and K RMS-normed without a weight after RoPE
   // (Llama 4's L2 norm, rms_eps); the unrotated layers keep theirs.
   bool qk_plain_norm_after_rope = false;
+  // attn_q.weight is [n_embd, 2 * q_width]: each head's queries, then as
+  // many values of an output gate; the attention's output, before
+  // attn_output, times sigmoid(gate) (Qwen3-Next, Qwen3.5). Q/K/V are
+  // separate, their biases read but applied nowhere (llama.cpp's graph
+  // projects with the bare matrices), their scales applied.
+  bool sigmoid_gated_query = false;
 };
 
 struct AttentionWeights {
@@ -114,6 +120,7 @@ struct AttentionWeights {
   std::vector<float> sinks;               // attn_sinks (AttentionTensors::sinks), or empty
   kernels::WeightView gate;               // attn_gate (AttentionTensors::softplus_gate), or empty
   bool gate_per_head = false;             // gate has one row per head, else one per element
+  bool query_gate = false;                // AttentionTensors::sigmoid_gated_query
 
   // blk.N.attn_{q,k,v,output}.weight (or attn_qkv.weight instead of Q/K/V),
   // the optional Q/K/V biases and every scale, and what `extra` allows.

@@ -114,6 +114,8 @@ std::span<float> expert_activation(const MoeWeights& w, size_t e, std::span<floa
   if (w.gate.empty()) {
     if (w.activation == ExpertActivation::reglu) {
       for (float& v : up) v = v > 0.0f ? v : 0.0f;
+    } else if (w.activation == ExpertActivation::relu_sqr) {
+      kernels::relu_sqr_inplace(up);
     } else if (w.activation == ExpertActivation::geglu) {
       kernels::gelu_inplace(up);
     } else {
@@ -137,6 +139,8 @@ std::span<float> expert_activation(const MoeWeights& w, size_t e, std::span<floa
     case ExpertActivation::geglu:
       kernels::geglu(gate, up, gate);
       break;
+    case ExpertActivation::relu_sqr:
+      break;  // gateless only (MoeWeights::visit)
   }
   return gate;
 }
@@ -158,7 +162,7 @@ void one_row_experts(const MoeWeights& w, const ModelHParams& hp, ForwardContext
   auto& buf = ctx.buffers;
   const size_t k = chosen.size();
   const auto n_ff = static_cast<size_t>(hp.n_ff_expert);
-  const auto n_embd = static_cast<size_t>(hp.n_embd);
+  const auto n_embd = static_cast<size_t>(w.width);
   const auto gate = ForwardBuffers::take(buf.gate, k * n_ff);
   const auto up = ForwardBuffers::take(buf.up, k * n_ff);
   std::vector<kernels::MatmulOutput>& products = buf.moe_products;
@@ -178,7 +182,7 @@ void one_row_experts(const MoeWeights& w, const ModelHParams& hp, ForwardContext
     const auto e = static_cast<size_t>(chosen[j]);
     acts.push_back(
         expert_activation(w, e, gate.subspan(j * n_ff, n_ff), up.subspan(j * n_ff, n_ff), n_ff));
-    products.push_back({&w.down[e], slots.subspan(j * n_embd, n_embd), hp.n_embd});
+    products.push_back({&w.down[e], slots.subspan(j * n_embd, n_embd), w.width});
   }
   kernels::matmul_each_input(products, acts, ctx.pool, buf.matmul);
   for (size_t j = 0; j < k; ++j) {
@@ -199,7 +203,7 @@ void grouped_experts(const MoeWeights& w, const ModelHParams& hp, ForwardContext
                      std::span<const float> in, std::span<float> slots, bool input_per_slot) {
   auto& buf = ctx.buffers;
   const auto k = static_cast<size_t>(hp.n_expert_used);
-  const auto n_embd = static_cast<size_t>(hp.n_embd);
+  const auto n_embd = static_cast<size_t>(w.width);
   const auto n_ff = static_cast<size_t>(hp.n_ff_expert);
   auto& members = buf.moe_members;
   for (size_t e = 0; e < static_cast<size_t>(hp.n_expert); ++e) {
@@ -225,7 +229,7 @@ void grouped_experts(const MoeWeights& w, const ModelHParams& hp, ForwardContext
     }
     const auto act = expert_activation(w, e, gate, up, n_ff);
     const auto y = ForwardBuffers::take(buf.moe_out, m * n_embd);
-    kernels::matmul(w.down[e], act, n, y, hp.n_embd, ctx.pool, buf.matmul);
+    kernels::matmul(w.down[e], act, n, y, w.width, ctx.pool, buf.matmul);
     scale_down(w, e, y, n_embd);
     for (size_t i = 0; i < m; ++i) {
       const auto slot = static_cast<size_t>(members[i]);
@@ -274,10 +278,32 @@ void route(std::span<float> scores, const RouterSpec& spec, std::span<int32_t> e
   }
 }
 
+namespace {
+
+// A key llama.cpp reads as one value or one per layer (get_key_or_arr).
+// Cortiq routes every layer alike, so the layers' values other than 0 (the
+// layers without experts) must agree; Nemotron 3 Puzzle's, which differ,
+// are refused.
+int64_t one_value_for_all_layers(const HParamReader& keys, std::string_view name, int64_t n_layer) {
+  const std::vector<int64_t> values = keys.per_layer_uint(name, n_layer, 0);
+  int64_t value = 0;
+  for (const int64_t v : values) {
+    if (v == 0 || v == value) continue;
+    if (value != 0) {
+      keys.invalid(keys.key(name) + " differs between layers, which is not supported");
+    }
+    value = v;
+  }
+  return value;
+}
+
+}  // namespace
+
 void read_expert_hparams(const HParamReader& keys, ModelHParams& hp, bool width_key,
                          bool shared_expert) {
+  const auto n_layer = std::ssize(hp.layers);  // the MTP layers' too
   hp.n_expert = keys.uint_or("expert_count", 0);
-  hp.n_expert_used = keys.uint_or("expert_used_count", 0);
+  hp.n_expert_used = one_value_for_all_layers(keys, "expert_used_count", n_layer);
   if (hp.n_expert <= 0 || hp.n_expert_used <= 0) {
     keys.invalid("expert_count and expert_used_count must be positive for " + hp.arch);
   }
@@ -286,7 +312,8 @@ void read_expert_hparams(const HParamReader& keys, ModelHParams& hp, bool width_
                         static_cast<long long>(hp.n_expert_used),
                         static_cast<long long>(hp.n_expert), static_cast<long long>(kMaxExperts)));
   }
-  hp.n_ff_expert = width_key ? keys.uint_or("expert_feed_forward_length", 0) : 0;
+  hp.n_ff_expert =
+      width_key ? one_value_for_all_layers(keys, "expert_feed_forward_length", n_layer) : 0;
   if (hp.n_ff_expert == 0) hp.n_ff_expert = width_key ? hp.n_ff / hp.n_expert_used : hp.n_ff;
   if (hp.n_ff_expert <= 0) keys.invalid("the experts' feed-forward width is 0");
   if (shared_expert) {
@@ -345,6 +372,13 @@ void MoeWeights::visit(TensorVisitor& v, const ModelHParams& hp, int64_t layer, 
   v.router(router, name("ffn_gate_inp.weight"), hp.n_embd, n_expert);
   if (extra.router_bias)
     v.vector(router_bias, name("ffn_gate_inp.bias"), n_expert, TensorKind::bias);
+  width = extra.latent && hp.moe_latent_size > 0 ? hp.moe_latent_size : hp.n_embd;
+  // Both latent projections, or neither (only where the latent width is
+  // n_embd, which gen-model writes without them).
+  if (extra.latent && (width != hp.n_embd || v.has(name("ffn_latent_down.weight"), false))) {
+    v.matrix(latent_down, name("ffn_latent_down.weight"), hp.n_embd, width);
+    v.matrix(latent_up, name("ffn_latent_up.weight"), width, hp.n_embd);
+  }
   activation = extra.activation;
   router_input = extra.router_input;
   weights_before_experts = extra.weights_before_experts;
@@ -355,7 +389,7 @@ void MoeWeights::visit(TensorVisitor& v, const ModelHParams& hp, int64_t layer, 
   const bool fused = extra.fused_gate_up && v.has(gate_up, /*written=*/false);
   if (fused) {
     std::vector<kernels::WeightView> halves;
-    v.experts(halves, gate_up, hp.n_embd, 2 * n_ff, n_expert, true, /*n_parts=*/2);
+    v.experts(halves, gate_up, width, 2 * n_ff, n_expert, true, /*n_parts=*/2);
     gate.clear();
     up.clear();
     for (size_t e = 0; e < halves.size(); e += 2) {
@@ -363,18 +397,26 @@ void MoeWeights::visit(TensorVisitor& v, const ModelHParams& hp, int64_t layer, 
       up.push_back(halves[e + 1]);
     }
   } else {
-    v.experts(gate, name("ffn_gate_exps.weight"), hp.n_embd, n_ff, n_expert, !extra.gate_optional);
-    v.experts(up, name("ffn_up_exps.weight"), hp.n_embd, n_ff, n_expert);
+    // Squared-ReLU experts have no gate: a file with one is refused as
+    // carrying a tensor the family does not use.
+    if (extra.activation != ExpertActivation::relu_sqr) {
+      v.experts(gate, name("ffn_gate_exps.weight"), width, n_ff, n_expert, !extra.gate_optional);
+    }
+    v.experts(up, name("ffn_up_exps.weight"), width, n_ff, n_expert);
   }
-  v.experts(down, name("ffn_down_exps.weight"), n_ff, hp.n_embd, n_expert);
+  v.experts(down, name("ffn_down_exps.weight"), n_ff, width, n_expert);
+  const bool gateless = extra.activation == ExpertActivation::relu_sqr;
   for (const char* matrix : {"ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"}) {
     if (fused && matrix != std::string_view("ffn_down_exps")) continue;
+    if (gateless && matrix == std::string_view("ffn_gate_exps")) continue;
     const std::string scale = name(std::string(matrix) + ".scale");
     if (!extra.scales_applied) v.without_effect(scale, n_expert, TensorKind::scale);
     v.without_effect(name(std::string(matrix) + ".input_scale"), n_expert, TensorKind::scale);
   }
   if (extra.scales_applied && !fused) {
-    v.vector(gate_scale, name("ffn_gate_exps.scale"), n_expert, TensorKind::scale, false);
+    if (!gateless) {
+      v.vector(gate_scale, name("ffn_gate_exps.scale"), n_expert, TensorKind::scale, false);
+    }
     v.vector(up_scale, name("ffn_up_exps.scale"), n_expert, TensorKind::scale, false);
   }
   if (extra.scales_applied) {
@@ -383,7 +425,7 @@ void MoeWeights::visit(TensorVisitor& v, const ModelHParams& hp, int64_t layer, 
   if (extra.expert_biases) {
     v.table(gate_b, name("ffn_gate_exps.bias"), n_ff, n_expert, TensorKind::bias);
     v.table(up_b, name("ffn_up_exps.bias"), n_ff, n_expert, TensorKind::bias);
-    v.table(down_b, name("ffn_down_exps.bias"), hp.n_embd, n_expert, TensorKind::bias);
+    v.table(down_b, name("ffn_down_exps.bias"), width, n_expert, TensorKind::bias);
   }
   if (extra.selection_bias || extra.selection_bias_required) {
     v.vector(selection_bias, name(extra.selection_bias_name), n_expert, TensorKind::router,
@@ -395,7 +437,8 @@ void MoeWeights::visit(TensorVisitor& v, const ModelHParams& hp, int64_t layer, 
   }
   if (shared_expert != SharedExpert::none) {
     shared.visit(v, hp, layer,
-                 {.scales_applied = extra.shared_scales_applied,
+                 {.gated = extra.activation != ExpertActivation::relu_sqr,
+                  .scales_applied = extra.shared_scales_applied,
                   .suffix = "_shexp",
                   .width = hp.n_ff_shared_expert});
   }
@@ -422,39 +465,53 @@ void moe_ffn(const MoeWeights& w, const ModelHParams& hp, int64_t layer, int64_t
           weights.subspan(r * k, k), w.selection_bias);
   }
 
+  // Nemotron 3 Super's experts read and sum in a latent width.
+  const bool latent = !w.latent_down.empty();
+  const auto width = static_cast<size_t>(w.width);
+  std::span<const float> expert_in = in;
+  if (latent) {
+    const auto down = ForwardBuffers::take(buf.moe_latent_in, rows * width);
+    kernels::matmul(w.latent_down, in, n_rows, down, w.width, ctx.pool, buf.matmul);
+    expert_in = down;
+  }
   // Slot r * k + j gets weight r * k + j times row r's output of its j-th
   // expert.
-  const auto slots = ForwardBuffers::take(buf.moe_slots, rows * k * n_embd);
+  const auto slots = ForwardBuffers::take(buf.moe_slots, rows * k * width);
   if (w.weights_before_experts) {
     // Llama 4 (llama.cpp's weight_before_ffn): each slot's expert reads
     // its row times its weight, and its output is not weighed again.
-    const auto inputs = ForwardBuffers::take(buf.moe_weighted_in, rows * k * n_embd);
+    const auto inputs = ForwardBuffers::take(buf.moe_weighted_in, rows * k * width);
     for (size_t slot = 0; slot < rows * k; ++slot) {
-      const float* src = in.data() + (slot / k) * n_embd;
-      float* dst = inputs.data() + slot * n_embd;
-      for (size_t c = 0; c < n_embd; ++c) dst[c] = src[c] * weights[slot];
+      const float* src = expert_in.data() + (slot / k) * width;
+      float* dst = inputs.data() + slot * width;
+      for (size_t c = 0; c < width; ++c) dst[c] = src[c] * weights[slot];
     }
     std::fill(weights.begin(), weights.end(), 1.0f);
     grouped_experts(w, hp, ctx, chosen, weights, inputs, slots, /*input_per_slot=*/true);
   } else if (rows == 1) {
-    one_row_experts(w, hp, ctx, chosen, weights, in, slots);
+    one_row_experts(w, hp, ctx, chosen, weights, expert_in, slots);
   } else {
-    grouped_experts(w, hp, ctx, chosen, weights, in, slots, /*input_per_slot=*/false);
+    grouped_experts(w, hp, ctx, chosen, weights, expert_in, slots, /*input_per_slot=*/false);
   }
   // The slots in order, as llama.cpp folds them: ((s0 + s1) + s2) + ...
+  const auto sums =
+      latent ? ForwardBuffers::take(buf.moe_latent_out, rows * width) : out.first(rows * n_embd);
   for (size_t r = 0; r < rows; ++r) {
-    const auto o = out.subspan(r * n_embd, n_embd);
-    const float* first = slots.data() + r * k * n_embd;
-    for (size_t c = 0; c < n_embd; ++c) o[c] = first[c];
+    const auto o = sums.subspan(r * width, width);
+    const float* first = slots.data() + r * k * width;
+    for (size_t c = 0; c < width; ++c) o[c] = first[c];
     for (size_t j = 1; j < k; ++j) {
-      kernels::add_inplace(o, slots.subspan((r * k + j) * n_embd, n_embd));
+      kernels::add_inplace(o, slots.subspan((r * k + j) * width, width));
     }
   }
+  if (latent) kernels::matmul(w.latent_up, sums, n_rows, out, hp.n_embd, ctx.pool, buf.matmul);
 
   if (w.shared_expert == SharedExpert::none) return;
   // out += shared_ffn(x), gated (Qwen2-MoE) by sigmoid(shared_router . x).
   const auto shared = ForwardBuffers::take(buf.moe_out, rows * n_embd);
-  ffn(w.shared, FfnActivation::swiglu, hp, layer, n_rows, ctx, in, shared);
+  const FfnActivation shared_activation =
+      w.activation == ExpertActivation::relu_sqr ? FfnActivation::relu_sqr : FfnActivation::swiglu;
+  ffn(w.shared, shared_activation, hp, layer, n_rows, ctx, in, shared);
   for (size_t r = 0; r < rows; ++r) {
     float* o = out.data() + r * n_embd;
     const float* s = shared.data() + r * n_embd;

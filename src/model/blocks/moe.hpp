@@ -53,6 +53,7 @@ enum class ExpertActivation : uint8_t {
   swiglu_oai,  // GPT-OSS: kernels::swiglu_oai with alpha 1.702, limit 7
   reglu,       // relu(gate) * up; relu(up) without a gate (SmallThinker)
   geglu,       // gelu_tanh(gate) * up; gelu_tanh(up) without a gate (Grok)
+  relu_sqr,    // relu(up)^2, gateless only (Nemotron-H; its shared expert too)
 };
 
 // What the router scores: the FFN's normed input, or the layer's input
@@ -85,6 +86,11 @@ struct MoeTensors {
   // Each chosen expert reads its input times its weight and adds its output
   // unweighted (Llama 4; llama.cpp's weight_before_ffn).
   bool weights_before_experts = false;
+  // ffn_latent_down [n_embd -> hp.moe_latent_size] before the experts and
+  // ffn_latent_up back after their sum (Nemotron 3 Super): the experts work
+  // in the latent width. Optional, as llama.cpp reads them, when that width
+  // is n_embd.
+  bool latent = false;
 };
 
 struct MoeWeights {
@@ -97,6 +103,8 @@ struct MoeWeights {
   ExpertActivation activation = ExpertActivation::swiglu;
   RouterInput router_input = RouterInput::ffn_input;
   bool weights_before_experts = false;
+  kernels::WeightView latent_down, latent_up;  // MoeTensors::latent, or empty
+  int64_t width = 0;  // the experts' input and output width: n_embd, or the latent one
   SharedExpert shared_expert = SharedExpert::none;
   std::vector<float> shared_router;  // ffn_gate_inp_shexp [n_embd] (gated)
   FfnWeights shared;                 // ffn_{gate,up,down}_shexp

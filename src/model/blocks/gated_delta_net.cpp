@@ -1,0 +1,241 @@
+#include "model/blocks/gated_delta_net.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include "kernels/cpu/activations.hpp"
+#include "kernels/cpu/causal_conv.hpp"
+#include "kernels/cpu/matmul.hpp"
+#include "kernels/cpu/norm.hpp"
+#include "model/blocks/mamba2.hpp"
+#include "model/tensor_table.hpp"
+#include "runtime/kv_cache.hpp"
+
+namespace cortiq {
+
+void GatedDeltaNetWeights::visit(TensorVisitor& v, const ModelHParams& hp, int64_t layer,
+                                 GatedDeltaNetTensors extra) {
+  const auto name = [&](std::string_view what) { return layer_tensor_name(layer, what); };
+  const auto& s = hp.ssm;
+  const int64_t value_dim = s.d_inner;
+  tiled_key_heads = extra.qwen35;
+  // A scale llama.cpp's graph applies (Qwen3.5) or only loads (Qwen3-Next).
+  const auto scale = [&](float& value, const std::string& tensor) {
+    if (extra.qwen35) {
+      v.scale(value, tensor);
+    } else {
+      v.scale_without_effect(tensor);
+    }
+  };
+  // Qwen3-Next's older converters wrote ssm_in instead of attn_qkv and
+  // attn_gate. llama.cpp loads whichever the file has, both when it has
+  // both, and then runs attn_qkv: ssm_in beside it is bound and unused.
+  if (!extra.qwen35) {
+    const bool qkv_in_file = v.has(name("attn_qkv.weight"), true);
+    v.matrix(qkvz, name("ssm_in.weight"), hp.n_embd, s.conv_width() + value_dim, !qkv_in_file);
+    v.scale_without_effect(name("ssm_in.scale"));
+    v.scale_without_effect(name("ssm_in.input_scale"));
+    if (qkv_in_file) unused_qkvz = std::exchange(qkvz, {});
+  }
+  if (qkvz.empty()) {
+    v.matrix(qkv, name("attn_qkv.weight"), hp.n_embd, s.conv_width());
+    v.matrix(z, name("attn_gate.weight"), hp.n_embd, value_dim);
+    scale(qkv_scale, name("attn_qkv.scale"));
+    scale(z_scale, name("attn_gate.scale"));
+    v.scale_without_effect(name("attn_qkv.input_scale"));
+    v.scale_without_effect(name("attn_gate.input_scale"));
+  }
+  v.table(conv, name("ssm_conv1d.weight"), s.conv_taps, s.conv_width(), TensorKind::conv);
+  v.vector(dt_bias, name("ssm_dt.bias"), s.n_head, TensorKind::bias);
+  v.vector(a, name("ssm_a"), s.n_head, TensorKind::decay);  // no ".weight" (llama.cpp's name)
+  if (extra.qwen35) {
+    v.matrix(beta, name("ssm_beta.weight"), hp.n_embd, s.n_head);
+    v.matrix(alpha, name("ssm_alpha.weight"), hp.n_embd, s.n_head);
+    scale(beta_scale, name("ssm_beta.scale"));
+    scale(alpha_scale, name("ssm_alpha.scale"));
+    v.scale_without_effect(name("ssm_beta.input_scale"));
+    v.scale_without_effect(name("ssm_alpha.input_scale"));
+  } else {
+    v.matrix(beta_alpha, name("ssm_ba.weight"), hp.n_embd, 2 * s.n_head);
+  }
+  v.vector(norm, name("ssm_norm.weight"), s.d_state, TensorKind::norm);
+  v.matrix(out, name("ssm_out.weight"), value_dim, hp.n_embd);
+  scale(out_scale, name("ssm_out.scale"));
+  v.scale_without_effect(name("ssm_out.input_scale"));
+}
+
+void read_gated_delta_net_hparams(const HParamReader& keys, ModelHParams& hp) {
+  read_ssm_hparams(keys, hp);
+  const auto& s = hp.ssm;
+  if (s.d_inner != s.d_state * s.n_head) {
+    keys.invalid(
+        "ssm.inner_size must be ssm.state_size x ssm.time_step_rank (value heads as wide "
+        "as key heads)");
+  }
+}
+
+namespace {
+
+// One row's projections, in the order the layer reads them.
+struct RowInputs {
+  std::span<float> qkv;         // [conv_width]: q | k | v, convolved in place
+  std::span<float> z;           // [d_inner]
+  std::span<float> beta, gate;  // [H_v]: sigmoid(b), softplus(a + dt_bias) * A
+};
+
+// Qwen3-Next's fused ssm_in row (per key head: q, k, its value heads' v,
+// their z) rearranged into q | k | v and z, as llama.cpp's legacy path.
+void split_qkvz(const ModelHParams::Ssm& s, std::span<const float> fused, std::span<float> qkv,
+                std::span<float> z) {
+  const auto dk = static_cast<size_t>(s.d_state);
+  const auto n_k = static_cast<size_t>(s.n_group);
+  const size_t dv = static_cast<size_t>(s.d_inner) / n_k;  // a key head's values
+  const size_t group = 2 * dk + 2 * dv;
+  for (size_t kh = 0; kh < n_k; ++kh) {
+    const float* src = fused.data() + kh * group;
+    std::copy_n(src, dk, qkv.data() + kh * dk);
+    std::copy_n(src + dk, dk, qkv.data() + n_k * dk + kh * dk);
+    std::copy_n(src + 2 * dk, dv, qkv.data() + 2 * n_k * dk + kh * dv);
+    std::copy_n(src + 2 * dk + dv, dv, z.data() + kh * dv);
+  }
+}
+
+// x / max(|x|, eps) (ggml_l2_norm), the sum of squares in double as there.
+void l2_norm(std::span<float> x, float eps) {
+  double sum = 0.0;
+  for (const float v : x) sum += static_cast<double>(v * v);
+  const float scale = 1.0f / std::fmax(std::sqrt(static_cast<float>(sum)), eps);
+  for (float& v : x) v *= scale;
+}
+
+// The delta rule for one value head over one row: S [d][d] (value j, key
+// i) decays, learns v - S k at rate beta, then o = S q / sqrt(d).
+void delta_rule_step(std::span<float> S, const float* q, const float* k, const float* v, float beta,
+                     float gate, float* o, size_t d) {
+  const float decay = std::exp(gate);
+  for (float& x : S) x *= decay;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  for (size_t j = 0; j < d; ++j) {
+    float* row = S.data() + j * d;
+    const float delta = (v[j] - kernels::dot_f32(row, k, static_cast<int64_t>(d))) * beta;
+    for (size_t i = 0; i < d; ++i) row[i] += k[i] * delta;
+    o[j] = kernels::dot_f32(row, q, static_cast<int64_t>(d)) * scale;
+  }
+}
+
+// One row through the convolution, the norms and the delta rule: y [d_inner].
+void advance_row(const GatedDeltaNetWeights& w, const ModelHParams& hp, const RowInputs& in,
+                 std::span<float> state, std::span<float> y) {
+  const auto& s = hp.ssm;
+  const auto taps = static_cast<size_t>(s.conv_taps);
+  const auto width = static_cast<size_t>(s.conv_width());
+  const auto d = static_cast<size_t>(s.d_state);
+  const auto n_k = static_cast<size_t>(s.n_group);
+  const auto n_v = static_cast<size_t>(s.n_head);
+  float* conv_state = state.data();
+  for (size_t ch = 0; ch < width; ++ch) {
+    const float sum = kernels::causal_conv_step(conv_state + ch * (taps - 1),
+                                                w.conv.data() + ch * taps, taps, in.qkv[ch]);
+    in.qkv[ch] = kernels::silu(sum);
+  }
+  float* q = in.qkv.data();
+  float* k = q + n_k * d;
+  const float* v = k + n_k * d;
+  for (size_t kh = 0; kh < n_k; ++kh) {
+    l2_norm({q + kh * d, d}, hp.rms_eps);
+    l2_norm({k + kh * d, d}, hp.rms_eps);
+  }
+  const std::span<float> matrices = state.subspan((taps - 1) * width);
+  const size_t per_key_head = n_v / n_k;
+  for (size_t h = 0; h < n_v; ++h) {
+    const size_t kh = w.tiled_key_heads ? h % n_k : h / per_key_head;
+    delta_rule_step(matrices.subspan(h * d * d, d * d), q + kh * d, k + kh * d, v + h * d,
+                    in.beta[h], in.gate[h], y.data() + h * d, d);
+  }
+  // y = rms_norm(o) * ssm_norm * silu(z), per value head.
+  kernels::rms_norm_rows(y, w.norm, hp.rms_eps, y, d);
+  for (size_t i = 0; i < y.size(); ++i) y[i] *= kernels::silu(in.z[i]);
+}
+
+// beta and the decay's log for every row: [rows][H_v] each.
+void beta_and_gate(const GatedDeltaNetWeights& w, const ModelHParams& hp, std::span<const float> in,
+                   int64_t n, ForwardContext& ctx, std::span<float> beta, std::span<float> gate) {
+  auto& buf = ctx.buffers;
+  const auto& s = hp.ssm;
+  const auto n_v = static_cast<size_t>(s.n_head);
+  const auto rows = static_cast<size_t>(n);
+  if (!w.beta_alpha.empty()) {
+    // Per key head: its value heads' b, then their a.
+    const auto ba = ForwardBuffers::take(buf.latent_a, rows * 2 * n_v);
+    kernels::matmul(w.beta_alpha, in, n, ba, 2 * s.n_head, ctx.pool, buf.matmul);
+    const size_t per_key_head = n_v / static_cast<size_t>(s.n_group);
+    for (size_t r = 0; r < rows; ++r) {
+      for (size_t h = 0; h < n_v; ++h) {
+        const size_t kh = h / per_key_head, j = h % per_key_head;
+        const float* group = ba.data() + r * 2 * n_v + kh * 2 * per_key_head;
+        beta[r * n_v + h] = group[j];
+        gate[r * n_v + h] = group[per_key_head + j];
+      }
+    }
+  } else {
+    const kernels::MatmulOutput products[] = {{&w.beta, beta, s.n_head},
+                                              {&w.alpha, gate, s.n_head}};
+    kernels::matmul_shared_input(products, in, n, ctx.pool, buf.matmul);
+    if (w.beta_scale != 1.0f) kernels::scale_inplace(beta, w.beta_scale);
+    if (w.alpha_scale != 1.0f) kernels::scale_inplace(gate, w.alpha_scale);
+  }
+  for (size_t r = 0; r < rows; ++r) {
+    for (size_t h = 0; h < n_v; ++h) {
+      float& b = beta[r * n_v + h];
+      b = kernels::sigmoid(b);
+      float& g = gate[r * n_v + h];
+      g = kernels::softplus(g + w.dt_bias[h]) * w.a[h];
+    }
+  }
+}
+
+}  // namespace
+
+void gated_delta_net(const GatedDeltaNetWeights& w, const ModelHParams& hp, int64_t layer,
+                     std::span<const BatchRow> rows, KvCache& cache, ForwardContext& ctx,
+                     std::span<const float> in, std::span<float> out) {
+  auto& buf = ctx.buffers;
+  const auto& s = hp.ssm;
+  const size_t n_rows = rows.size();
+  const auto n = static_cast<int64_t>(n_rows);
+  const auto n_embd = static_cast<size_t>(hp.n_embd);
+  const auto width = static_cast<size_t>(s.conv_width());
+  const auto d_inner = static_cast<size_t>(s.d_inner);
+  const auto n_v = static_cast<size_t>(s.n_head);
+  const auto x = in.first(n_rows * n_embd);
+  const auto qkv = ForwardBuffers::take(buf.qkv, n_rows * width);
+  const auto z = ForwardBuffers::take(buf.q, n_rows * d_inner);
+  if (!w.qkvz.empty()) {
+    const auto fused = ForwardBuffers::take(buf.latent_b, n_rows * (width + d_inner));
+    kernels::matmul(w.qkvz, x, n, fused, s.conv_width() + s.d_inner, ctx.pool, buf.matmul);
+    for (size_t r = 0; r < n_rows; ++r) {
+      split_qkvz(s, fused.subspan(r * (width + d_inner), width + d_inner),
+                 qkv.subspan(r * width, width), z.subspan(r * d_inner, d_inner));
+    }
+  } else {
+    const kernels::MatmulOutput products[] = {{&w.qkv, qkv, s.conv_width()}, {&w.z, z, s.d_inner}};
+    kernels::matmul_shared_input(products, x, n, ctx.pool, buf.matmul);
+    if (w.qkv_scale != 1.0f) kernels::scale_inplace(qkv, w.qkv_scale);
+    if (w.z_scale != 1.0f) kernels::scale_inplace(z, w.z_scale);
+  }
+  const auto beta = ForwardBuffers::take(buf.k, n_rows * n_v);
+  const auto gate = ForwardBuffers::take(buf.v, n_rows * n_v);
+  beta_and_gate(w, hp, x, n, ctx, beta, gate);
+  const auto y = ForwardBuffers::take(buf.attn_out, n_rows * d_inner);
+  for (size_t r = 0; r < n_rows; ++r) {
+    const RowInputs row{qkv.subspan(r * width, width), z.subspan(r * d_inner, d_inner),
+                        beta.subspan(r * n_v, n_v), gate.subspan(r * n_v, n_v)};
+    advance_row(w, hp, row, cache.state(layer, rows[r].seq), y.subspan(r * d_inner, d_inner));
+  }
+  const auto out_rows = out.first(n_rows * n_embd);
+  kernels::matmul(w.out, y, n, out_rows, hp.n_embd, ctx.pool, buf.matmul);
+  if (w.out_scale != 1.0f) kernels::scale_inplace(out_rows, w.out_scale);
+}
+
+}  // namespace cortiq
