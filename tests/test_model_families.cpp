@@ -1133,7 +1133,8 @@ TEST_P(HybridState, ReusesOnlyAHistoryItExtends) {
 
 INSTANTIATE_TEST_SUITE_P(Families, HybridState,
                          ::testing::Values("lfm2", "mamba2", "granitehybrid", "nemotron_h",
-                                           "nemotron_h_moe", "qwen3next", "qwen35", "qwen35moe"));
+                                           "nemotron_h_moe", "qwen3next", "qwen35", "qwen35moe",
+                                           "falcon-h1"));
 
 TEST(LayerSpecs, InspectShowsEachLayersDescriptionAndTheKvMemory) {
   test::TempDir dir;

@@ -45,6 +45,9 @@ extern const Family kQwen3NextFamily;
 extern const Family kQwen35Family;
 extern const Family kQwen35MoeFamily;
 
+// falcon_h1.cpp
+extern const Family kFalconH1Family;
+
 // nemotron_h.cpp
 extern const Family kNemotronHFamily;
 extern const Family kNemotronHMoeFamily;

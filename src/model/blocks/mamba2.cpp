@@ -12,7 +12,8 @@
 
 namespace cortiq {
 
-void Mamba2Weights::visit(TensorVisitor& v, const ModelHParams& hp, int64_t layer) {
+void Mamba2Weights::visit(TensorVisitor& v, const ModelHParams& hp, int64_t layer,
+                          bool norm_optional) {
   const auto name = [&](std::string_view what) { return layer_tensor_name(layer, what); };
   const auto& s = hp.ssm;
   v.matrix(in_proj, name("ssm_in.weight"), hp.n_embd, s.d_inner + s.conv_width() + s.n_head);
@@ -22,7 +23,8 @@ void Mamba2Weights::visit(TensorVisitor& v, const ModelHParams& hp, int64_t laye
   // No ".weight" after these two (llama.cpp's names).
   v.table(a, name("ssm_a"), 1, s.n_head, TensorKind::decay);
   v.table(d, name("ssm_d"), 1, s.n_head, TensorKind::bias);
-  v.table(norm, name("ssm_norm.weight"), s.d_inner / s.n_group, s.n_group, TensorKind::norm);
+  v.table(norm, name("ssm_norm.weight"), s.d_inner / s.n_group, s.n_group, TensorKind::norm,
+          !norm_optional);
   v.matrix(out_proj, name("ssm_out.weight"), s.d_inner, hp.n_embd);
   v.scale(in_scale, name("ssm_in.scale"));
   v.scale(out_scale, name("ssm_out.scale"));
@@ -119,6 +121,7 @@ void mamba2(const Mamba2Weights& w, const ModelHParams& hp, int64_t layer,
     convolve(w, static_cast<size_t>(s.conv_taps), xbc, state.first(conv_state));
     scan(w, s, xbc, dt, state.subspan(conv_state), yr);
     kernels::swiglu(z, yr, yr);
+    if (w.norm.empty()) continue;
     const auto group = d_inner / static_cast<size_t>(s.n_group);
     for (size_t g = 0; g < static_cast<size_t>(s.n_group); ++g) {
       const auto part = yr.subspan(g * group, group);

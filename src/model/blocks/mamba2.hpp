@@ -9,7 +9,7 @@
 //     Δ = softplus(dt[h] + dt_bias[h]),  a = exp(Δ · A[h])
 //     state[h][i][:] = state[h][i][:] · a + B[g] · (x[h][i] · Δ)
 //     y[h][i] = state[h][i] · C[g] + x[h][i] · D[h]
-//   y = rms_norm per group(silu(z) * y) * ssm_norm
+//   y = rms_norm per group(silu(z) * y) * ssm_norm   (silu(z) * y without ssm_norm)
 //   out = ssm_out · y
 //
 // Each sequence keeps the convolution's last conv_taps - 1 inputs and the
@@ -37,8 +37,10 @@ struct Mamba2Weights {
   std::vector<float> dt_bias, a, d;       // [n_head] each
   std::vector<float> norm;                // ssm_norm [n_group][d_inner / n_group]
 
-  // blk.N.ssm_{in, conv1d, dt, a, d, norm, out} as llama.cpp's mamba2 loader.
-  void visit(TensorVisitor& v, const ModelHParams& hp, int64_t layer);
+  // blk.N.ssm_{in, conv1d, dt, a, d, norm, out} as llama.cpp's mamba2
+  // loader; with `norm_optional`, a file without ssm_norm skips the grouped
+  // norm (Falcon-H1).
+  void visit(TensorVisitor& v, const ModelHParams& hp, int64_t layer, bool norm_optional = false);
 };
 
 class HParamReader;
