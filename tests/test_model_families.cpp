@@ -1134,7 +1134,41 @@ TEST_P(HybridState, ReusesOnlyAHistoryItExtends) {
 INSTANTIATE_TEST_SUITE_P(Families, HybridState,
                          ::testing::Values("lfm2", "mamba2", "granitehybrid", "nemotron_h",
                                            "nemotron_h_moe", "qwen3next", "qwen35", "qwen35moe",
-                                           "falcon-h1"));
+                                           "falcon-h1", "mamba", "jamba"));
+
+// inspect names each recurrent layer's block and shapes, what runs beside
+// it, and which layers have experts when the file decides (Jamba).
+TEST(LayerSpecs, InspectDescribesRecurrentLayers) {
+  test::TempDir dir;
+  const auto describe = [&](const char* arch) {
+    RandomModelOptions o = small_model(arch);
+    o.geometry.n_layer = 4;
+    write_random_model(o, dir / "m.gguf");
+    std::string out;
+    EXPECT_EQ(test::run_cli("inspect " + (dir / "m.gguf").string(), &out), 0) << out;
+    return out;
+  };
+  std::string out = describe("jamba");
+  EXPECT_NE(out.find("layer 0        Mamba: inner 128, state 16, dt rank 4, 4 taps (state 2432 "
+                     "floats), ff 96"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("layer 1        Mamba: inner 128, state 16, dt rank 4, 4 taps (state 2432 "
+                     "floats), 4 experts (2 per token) x ff 96"),
+            std::string::npos)
+      << out;
+  out = describe("falcon-h1");
+  EXPECT_NE(out.find("Mamba-2: inner 128 in 8 heads, state 16, 1 group(s), 4 taps (state 2528 "
+                     "floats), beside attention: 4 heads (2 KV) x 16"),
+            std::string::npos)
+      << out;
+  out = describe("nemotron_h_moe");
+  EXPECT_NE(out.find("layer 1        no attention, 4 experts"), std::string::npos) << out;
+  EXPECT_NE(out.find("layer 2        4 heads (2 KV) x 16, no FFN"), std::string::npos) << out;
+  out = describe("qwen35");
+  EXPECT_NE(out.find("Gated DeltaNet: 1 key heads, 2 value heads of 16, 4 taps"), std::string::npos)
+      << out;
+}
 
 TEST(LayerSpecs, InspectShowsEachLayersDescriptionAndTheKvMemory) {
   test::TempDir dir;

@@ -249,8 +249,8 @@ std::vector<LayerRun> layer_runs(const ModelHParams& hp) {
       if (p.n_head == s.n_head && p.n_head_kv == s.n_head_kv && p.head_dim_k == s.head_dim_k &&
           p.head_dim_v == s.head_dim_v && p.n_ff == s.n_ff && p.window == s.window &&
           p.chunk == s.chunk && p.rope == s.rope && p.values_in_keys == s.values_in_keys &&
-          p.state_width == s.state_width && runs.back().last == il - 1 &&
-          hp.layer_has_experts(il) == hp.layer_has_experts(il - 1)) {
+          p.state_width == s.state_width && p.recurrent == s.recurrent &&
+          runs.back().last == il - 1 && hp.layer_has_experts(il) == hp.layer_has_experts(il - 1)) {
         runs.back().last = il;
         continue;
       }
@@ -305,6 +305,29 @@ std::string kv_cache_text(const ModelHParams& hp) {
   return out;
 }
 
+// What a recurrent layer runs, with its shapes.
+std::string recurrent_text(const ModelHParams& hp, RecurrentKind kind) {
+  const auto& m = hp.ssm;
+  const auto ll = [](int64_t v) { return static_cast<long long>(v); };
+  switch (kind) {
+    case RecurrentKind::short_conv:
+      return strfmt("short convolution of %lld taps", ll(hp.shortconv_taps));
+    case RecurrentKind::mamba:
+      return strfmt("Mamba: inner %lld, state %lld, dt rank %lld, %lld taps%s", ll(m.d_inner),
+                    ll(m.d_state), ll(m.dt_rank), ll(m.conv_taps),
+                    m.dt_b_c_rms ? ", dt/B/C RMS-normed" : "");
+    case RecurrentKind::mamba2:
+      return strfmt("Mamba-2: inner %lld in %lld heads, state %lld, %lld group(s), %lld taps",
+                    ll(m.d_inner), ll(m.n_head), ll(m.d_state), ll(m.n_group), ll(m.conv_taps));
+    case RecurrentKind::gated_delta_net:
+      return strfmt("Gated DeltaNet: %lld key heads, %lld value heads of %lld, %lld taps",
+                    ll(m.n_group), ll(m.n_head), ll(m.d_state), ll(m.conv_taps));
+    case RecurrentKind::none:
+      break;
+  }
+  return "recurrent";
+}
+
 // How the engine reads the file: its family and each layer's description.
 std::string model_text(const gguf::GgufFile& file) {
   const Family* family = find_family(file.architecture());
@@ -353,24 +376,22 @@ std::string model_text(const gguf::GgufFile& file) {
                      static_cast<long long>(hp.rope.n_dims))
             : strfmt("%lld heads (%lld KV) x %lld", static_cast<long long>(s.n_head),
                      static_cast<long long>(s.n_head_kv), static_cast<long long>(s.head_dim_k));
-    if (s.state_width > 0 && hp.ssm.d_inner > 0) {
-      // A state space layer (Mamba-2): no keys or values, no FFN.
-      // Mamba-2 itself has no FFN; granitehybrid's layers have one.
-      const bool has_ffn = s.n_ff > 0 || hp.layer_has_experts(run.first);
-      out += strfmt(
-          "  %-14s Mamba-2: inner %lld in %lld heads, state %lld, %lld group(s), %lld taps "
-          "(state %lld floats)%s%s\n",
-          layers.c_str(), static_cast<long long>(hp.ssm.d_inner),
-          static_cast<long long>(hp.ssm.n_head), static_cast<long long>(hp.ssm.d_state),
-          static_cast<long long>(hp.ssm.n_group), static_cast<long long>(hp.ssm.conv_taps),
-          static_cast<long long>(s.state_width), has_ffn ? ", " : "", has_ffn ? ffn.c_str() : "");
+    // A layer without FFN (Nemotron-H's Mamba-2 and attention layers).
+    if (s.n_ff == 0 && !hp.layer_has_experts(run.first)) ffn = "no FFN";
+    if (s.state_width > 0) {
+      out += strfmt("  %-14s %s (state %lld floats)", layers.c_str(),
+                    recurrent_text(hp, s.recurrent).c_str(), static_cast<long long>(s.state_width));
+      // Falcon-H1's layers attend beside their Mamba-2 mixer.
+      if (s.n_head_kv > 0) {
+        out += strfmt(", beside attention: %s, %s, %s", heads.c_str(), window.c_str(),
+                      position.c_str());
+      }
+      out += ", " + ffn + "\n";
       continue;
     }
-    if (s.state_width > 0) {
-      // A recurrent layer (LFM2's short convolution): no keys or values.
-      out += strfmt("  %-14s short convolution of %lld taps (state %lld floats), %s\n",
-                    layers.c_str(), static_cast<long long>(hp.shortconv_taps),
-                    static_cast<long long>(s.state_width), ffn.c_str());
+    // An FFN-only layer (Nemotron-H's).
+    if (s.n_head == 0) {
+      out += strfmt("  %-14s no attention, %s\n", layers.c_str(), ffn.c_str());
       continue;
     }
     out += strfmt("  %-14s %s, %s, %s, %s\n", layers.c_str(), heads.c_str(), ffn.c_str(),

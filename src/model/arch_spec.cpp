@@ -109,6 +109,15 @@ void write_mamba2_keys(const ModelGeometry& g, std::string_view arch,
   keys.push_back({p + "ssm.group_count", u32_value(1)});
 }
 
+void write_mamba_keys(const ModelGeometry& g, std::string_view arch,
+                      std::vector<gguf::KeyValue>& keys) {
+  const std::string p = std::string(arch) + ".";
+  keys.push_back({p + "ssm.conv_kernel", u32_value(4)});
+  keys.push_back({p + "ssm.inner_size", u32_value(2 * g.n_embd)});
+  keys.push_back({p + "ssm.state_size", u32_value(16)});
+  keys.push_back({p + "ssm.time_step_rank", u32_value(std::max<int64_t>(1, g.n_embd / 16))});
+}
+
 void write_mtp_layer(const ModelGeometry& g, std::string_view arch,
                      std::vector<gguf::KeyValue>& keys) {
   const std::string p = std::string(arch) + ".";

@@ -101,6 +101,11 @@ inline bool attends_in_small(const ModelGeometry& g, int64_t il) {
 void write_mamba2_keys(const ModelGeometry& geometry, std::string_view arch,
                        std::vector<gguf::KeyValue>& keys);
 
+// gen-model's Mamba layers (mamba-130m's shape in small): ARCH.ssm.* with an
+// inner width of 2 n_embd, a state of 16, dt_rank n_embd / 16, 4 taps.
+void write_mamba_keys(const ModelGeometry& geometry, std::string_view arch,
+                      std::vector<gguf::KeyValue>& keys);
+
 // One multi-token-prediction layer after the trunk: block_count one more
 // than the geometry's layers, ARCH.nextn_predict_layers 1.
 void write_mtp_layer(const ModelGeometry& geometry, std::string_view arch,

@@ -97,6 +97,8 @@ constexpr const Family* kFamilies[] = {
     &kLfm2Family,           // lfm2.cpp
     &kLfm2MoeFamily,        // lfm2.cpp
     &kMamba2Family,         // mamba2.cpp
+    &kMambaFamily,          // mamba.cpp
+    &kJambaFamily,          // jamba.cpp
     &kFalconH1Family,       // falcon_h1.cpp
     &kNemotronHFamily,      // nemotron_h.cpp
     &kNemotronHMoeFamily,   // nemotron_h.cpp

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace cortiq::gguf {
@@ -78,6 +79,15 @@ enum class RopeSlot : uint8_t { global, local, none };
 inline constexpr int kRopeSlots = 2;  // tables: global, local
 
 // One layer's shape.
+// The recurrent block a layer with state runs (LayerSpec::recurrent).
+enum class RecurrentKind : uint8_t {
+  none,
+  short_conv,       // LFM2's gated short convolution
+  mamba,            // Mamba's selective scan (a decay per state element)
+  mamba2,           // Mamba-2's (a decay per head)
+  gated_delta_net,  // Qwen3-Next's and Qwen3.5's linear attention
+};
+
 struct LayerSpec {
   int64_t n_head = 0;
   int64_t n_head_kv = 0;
@@ -98,6 +108,7 @@ struct LayerSpec {
   // channel); 0: none. Such a state is not cut back, so a cache with it
   // re-forwards a sequence instead of truncating it (KvCache::can_truncate).
   int64_t state_width = 0;
+  RecurrentKind recurrent = RecurrentKind::none;  // which block keeps that state
 
   int64_t q_width() const { return n_head * head_dim_k; }
   int64_t k_width() const { return n_head_kv * head_dim_k; }
@@ -192,15 +203,21 @@ struct ModelHParams {
   int64_t mla_head_dim_v = 0;
   // LFM2's short convolutions: the taps of each (ARCH.shortconv.l_cache); 0: none.
   int64_t shortconv_taps = 0;
-  // Mamba-2's selective state space layers (ARCH.ssm.*; 0: none): the
-  // convolution's taps, the inner width, the state per head dimension, the
-  // heads (time_step_rank) and the B/C groups.
+  // Selective state space and linear attention layers (ARCH.ssm.*; 0:
+  // none): the convolution's taps, the inner width, the state per head
+  // dimension, the heads (time_step_rank: Mamba-2's heads, Gated DeltaNet's
+  // value heads) and the B/C groups (Gated DeltaNet's key heads). Mamba 1
+  // has no heads or groups: time_step_rank is its dt_rank, the width of the
+  // low-rank step projection, and its B and C may be RMS-normed
+  // (ssm.dt_b_c_rms: Falcon Mamba).
   struct Ssm {
     int64_t conv_taps = 0;
     int64_t d_inner = 0;
     int64_t d_state = 0;
     int64_t n_head = 0;
     int64_t n_group = 0;
+    int64_t dt_rank = 0;
+    bool dt_b_c_rms = false;
     int64_t head_dim() const { return n_head > 0 ? d_inner / n_head : 0; }
     int64_t conv_width() const { return d_inner + 2 * n_group * d_state; }
   } ssm;
@@ -231,11 +248,20 @@ struct ModelHParams {
   // tensors are checked, not run.
   std::vector<LayerSpec> mtp_layers;
 
+  // Which trunk layers have experts when no rule above says it (Jamba: the
+  // file's routers; Nemotron-H: its FFN layers); empty: the rule.
+  std::vector<bool> experts_in_layer;
+
   const LayerSpec& layer(int64_t il) const { return layers[static_cast<size_t>(il)]; }
-  // Whether layer il's FFN is a mixture of experts (n_expert,
-  // n_layer_dense_lead, n_moe_layer_step).
+  // Whether layer il's FFN is a mixture of experts (n_expert, and
+  // experts_in_layer or n_layer_dense_lead and n_moe_layer_step).
   bool layer_has_experts(int64_t il) const {
-    return n_expert > 0 && il >= n_layer_dense_lead && (il + 1) % n_moe_layer_step == 0;
+    if (n_expert <= 0) return false;
+    if (!experts_in_layer.empty()) {
+      return std::cmp_less(il, experts_in_layer.size()) &&
+             experts_in_layer[static_cast<size_t>(il)];
+    }
+    return il >= n_layer_dense_lead && (il + 1) % n_moe_layer_step == 0;
   }
   int64_t q_width() const { return n_head * head_dim_k; }
   int64_t k_width() const { return n_head_kv * head_dim_k; }

@@ -1,7 +1,8 @@
 # Sourced by make-logits-goldens.sh and make-embedding-goldens.sh: the loop
 # over a cases.tsv (columns: name arch type vocab embd layers heads kv ff
-# seed [tensors [experts]]: tensors "all" or "converted", experts "E/K" for
-# gen-model --experts E --experts-used K). For each case (or those ONLY, a regular expression,
+# seed, then optional fields told apart by their form: "all" or
+# "converted" for the tensors, "E/K" for gen-model --experts E
+# --experts-used K, "rel=X" for the test's bound only). For each case (or those ONLY, a regular expression,
 # matches) `cortiq gen-model` writes the model into $WORK and the caller's
 # `golden_case NAME MODEL IDS` runs llama.cpp on it; IDS is a fixed walk of
 # 64 ids over the model's vocabulary (the tests use the same formula).
@@ -14,9 +15,17 @@ sequence() {
 }
 
 each_case() {
-  local cases=$1 name arch type vocab embd layers heads kv ff seed tensors experts model n_vocab
-  grep -v '^#' "$cases" | while IFS=$'\t' read -r name arch type vocab embd layers heads kv ff seed tensors experts; do
+  local cases=$1 name arch type vocab embd layers heads kv ff seed rest field tensors experts model n_vocab
+  grep -v '^#' "$cases" | while IFS=$'\t' read -r name arch type vocab embd layers heads kv ff seed rest; do
     [ -n "$name" ] || continue
+    tensors="" experts=""
+    for field in $rest; do
+      case $field in
+        rel=*) ;;
+        */*) experts=$field ;;
+        *) tensors=$field ;;
+      esac
+    done
     [ -z "${ONLY:-}" ] || [[ $name =~ $ONLY ]] || continue
     model="$WORK/$name.gguf"
     local args=(--arch "$arch" --type "$type" --embd "$embd" --layers "$layers" --heads "$heads"

@@ -45,6 +45,12 @@ extern const Family kQwen3NextFamily;
 extern const Family kQwen35Family;
 extern const Family kQwen35MoeFamily;
 
+// mamba.cpp
+extern const Family kMambaFamily;
+
+// jamba.cpp
+extern const Family kJambaFamily;
+
 // falcon_h1.cpp
 extern const Family kFalconH1Family;
 

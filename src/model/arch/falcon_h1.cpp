@@ -99,7 +99,10 @@ void read_falcon_h1(const HParamReader& keys, ModelHParams& hp) {
   keys.require("attention.layer_norm_rms_epsilon");
   read_ssm_hparams(keys, hp);
   if (hp.head_dim_k != hp.head_dim_v) keys.invalid("key and value heads must be as wide");
-  for (LayerSpec& layer : hp.layers) layer.state_width = mamba2_state_width(hp);
+  for (LayerSpec& layer : hp.layers) {
+    layer.state_width = mamba2_state_width(hp);
+    layer.recurrent = RecurrentKind::mamba2;
+  }
 }
 
 // Falcon-H1-0.5B's shape in small: the Mamba-2 mixer as gen-model writes

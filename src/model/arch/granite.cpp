@@ -198,7 +198,10 @@ void read_granitehybrid(const HParamReader& keys, ModelHParams& hp) {
   if (hp.ssm.d_inner != 2 * hp.n_embd) keys.invalid("ssm.inner_size must be 2 x embedding_length");
   read_granite_multipliers(keys, hp, /*logit_scale_required=*/false);
   for (LayerSpec& layer : hp.layers) {
-    if (layer.n_head_kv == 0) layer.state_width = mamba2_state_width(hp);
+    if (layer.n_head_kv == 0) {
+      layer.state_width = mamba2_state_width(hp);
+      layer.recurrent = RecurrentKind::mamba2;
+    }
   }
 }
 

@@ -133,6 +133,7 @@ void read_lfm2_layers(const HParamReader& keys, ModelHParams& hp, bool windowed)
     layer.n_ff = hp.n_ff;
     if (layer.n_head_kv == 0) {
       layer.state_width = short_conv_state_width(hp);
+      layer.recurrent = RecurrentKind::short_conv;
       continue;
     }
     if (layer.q_width() != hp.n_embd) {

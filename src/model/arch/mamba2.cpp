@@ -74,7 +74,9 @@ void read_mamba2(const HParamReader& keys, ModelHParams& hp) {
   // head_count and feed_forward_length (0 from the converter) size nothing
   // here, as in llama.cpp's mamba2 graph.
   for (LayerSpec& layer : hp.layers) {
-    layer = LayerSpec{.rope = RopeSlot::none, .state_width = mamba2_state_width(hp)};
+    layer = LayerSpec{.rope = RopeSlot::none,
+                      .state_width = mamba2_state_width(hp),
+                      .recurrent = RecurrentKind::mamba2};
   }
 }
 

@@ -153,6 +153,7 @@ void read_nemotron_h(const HParamReader& keys, ModelHParams& hp) {
       std::ranges::find_if(hp.layers, [](const LayerSpec& l) { return l.n_ff > 0; });
   hp.n_ff = ffn_layer != hp.layers.end() ? ffn_layer->n_ff : 0;
   read_nemotron_h_experts(keys, hp);
+  for (const LayerSpec& layer : hp.layers) hp.experts_in_layer.push_back(layer.n_ff > 0);
   for (LayerSpec& layer : hp.layers) {
     layer.rope = RopeSlot::none;
     if (layer.n_ff > 0) {  // an FFN layer: no attention, whatever its head counts
@@ -160,6 +161,7 @@ void read_nemotron_h(const HParamReader& keys, ModelHParams& hp) {
       layer.n_head_kv = 0;
     } else if (layer.n_head_kv == 0) {
       layer.state_width = mamba2_state_width(hp);
+      layer.recurrent = RecurrentKind::mamba2;
     } else if (layer.head_dim_k != layer.head_dim_v) {
       keys.invalid("key and value heads must be as wide");
     }

@@ -186,6 +186,7 @@ void read_qwen3next_layers(const HParamReader& keys, ModelHParams& hp) {
     layer.n_head_kv = 0;
     layer.rope = RopeSlot::none;
     layer.state_width = gated_delta_net_state_width(hp);
+    layer.recurrent = RecurrentKind::gated_delta_net;
   }
 }
 

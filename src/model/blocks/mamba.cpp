@@ -1,0 +1,150 @@
+#include "model/blocks/mamba.hpp"
+
+#include <cmath>
+
+#include "kernels/cpu/activations.hpp"
+#include "kernels/cpu/causal_conv.hpp"
+#include "kernels/cpu/matmul.hpp"
+#include "kernels/cpu/norm.hpp"
+#include "model/tensor_table.hpp"
+#include "runtime/kv_cache.hpp"
+
+namespace cortiq {
+
+void MambaWeights::visit(TensorVisitor& v, const ModelHParams& hp, int64_t layer, bool bcdt_norms) {
+  const auto name = [&](std::string_view what) { return layer_tensor_name(layer, what); };
+  const auto& s = hp.ssm;
+  v.matrix(in_proj, name("ssm_in.weight"), hp.n_embd, 2 * s.d_inner);
+  v.table(conv, name("ssm_conv1d.weight"), s.conv_taps, s.d_inner, TensorKind::conv);
+  v.vector(conv_bias, name("ssm_conv1d.bias"), s.d_inner, TensorKind::bias);
+  v.matrix(x_proj, name("ssm_x.weight"), s.d_inner, s.dt_rank + 2 * s.d_state);
+  if (bcdt_norms) v.vector(dt_norm, name("ssm_dt_norm.weight"), s.dt_rank, TensorKind::norm);
+  v.matrix(dt_proj, name("ssm_dt.weight"), s.dt_rank, s.d_inner);
+  v.vector(dt_bias, name("ssm_dt.bias"), s.d_inner, TensorKind::bias);
+  if (bcdt_norms) {
+    v.vector(b_norm, name("ssm_b_norm.weight"), s.d_state, TensorKind::norm);
+    v.vector(c_norm, name("ssm_c_norm.weight"), s.d_state, TensorKind::norm);
+  }
+  // No ".weight" after these two (llama.cpp's names).
+  v.table(a, name("ssm_a"), s.d_state, s.d_inner, TensorKind::decay);
+  v.vector(d, name("ssm_d"), s.d_inner, TensorKind::bias);
+  v.matrix(out_proj, name("ssm_out.weight"), s.d_inner, hp.n_embd);
+  v.scale(in_scale, name("ssm_in.scale"));
+  v.scale(out_scale, name("ssm_out.scale"));
+  v.scale_without_effect(name("ssm_in.input_scale"));
+  v.scale_without_effect(name("ssm_out.input_scale"));
+}
+
+void read_mamba_hparams(const HParamReader& keys, ModelHParams& hp) {
+  auto& s = hp.ssm;
+  s.conv_taps = keys.required_uint("ssm.conv_kernel");
+  s.d_inner = keys.required_uint("ssm.inner_size");
+  s.d_state = keys.required_uint("ssm.state_size");
+  s.dt_rank = keys.required_uint("ssm.time_step_rank");
+  s.dt_b_c_rms = keys.bool_or("ssm.dt_b_c_rms", false);
+  if (s.conv_taps < 2 || s.d_state <= 0 || s.dt_rank <= 0) {
+    keys.invalid("every ssm size must be positive (ssm.conv_kernel at least 2)");
+  }
+  if (s.conv_taps > 1024 || s.d_state > 4096 || s.dt_rank > (int64_t{1} << 16)) {
+    keys.invalid("ssm.conv_kernel, state_size or time_step_rank is out of range");
+  }
+  // llama.cpp's loader: "only an expansion factor of 2 is supported for now".
+  if (s.d_inner != 2 * hp.n_embd) keys.invalid("ssm.inner_size must be 2 x embedding_length");
+}
+
+namespace {
+
+// x = silu(conv(x) + bias) in place, the sequence's convolution state
+// ([channel][taps - 1]) shifted by one input.
+void convolve(const MambaWeights& w, size_t taps, std::span<float> x, std::span<float> state) {
+  for (size_t ch = 0; ch < x.size(); ++ch) {
+    const float sum = kernels::causal_conv_step(state.data() + ch * (taps - 1),
+                                                w.conv.data() + ch * taps, taps, x[ch]);
+    x[ch] = kernels::silu(sum + w.conv_bias[ch]);
+  }
+}
+
+// An RMS norm of `x` in place, times `weight` when there is one.
+void rms_norm_in_place(std::span<float> x, const std::vector<float>& weight, float eps) {
+  kernels::rms_norm_rows(x, weight, eps, x, x.size());
+}
+
+// The scan of one row (ggml_ssm_scan with a decay per state element).
+void scan(const MambaWeights& w, const ModelHParams::Ssm& s, std::span<const float> x,
+          std::span<const float> dt, const float* B, const float* C, std::span<float> state,
+          std::span<float> y) {
+  const auto d_state = static_cast<size_t>(s.d_state);
+  for (size_t i = 0; i < x.size(); ++i) {
+    const float delta = kernels::softplus(dt[i]);
+    const float x_dt = x[i] * delta;
+    float* row = state.data() + i * d_state;
+    const float* a = w.a.data() + i * d_state;
+    float sum = 0.0f;
+    for (size_t j = 0; j < d_state; ++j) {
+      const float next = row[j] * std::exp(delta * a[j]) + B[j] * x_dt;
+      sum += next * C[j];
+      row[j] = next;
+    }
+    y[i] = sum + x[i] * w.d[i];
+  }
+}
+
+}  // namespace
+
+void mamba(const MambaWeights& w, const ModelHParams& hp, int64_t layer,
+           std::span<const BatchRow> rows, KvCache& cache, ForwardContext& ctx,
+           std::span<const float> in, std::span<float> out) {
+  auto& buf = ctx.buffers;
+  const auto& s = hp.ssm;
+  const size_t n_rows = rows.size();
+  const auto n = static_cast<int64_t>(n_rows);
+  const auto n_embd = static_cast<size_t>(hp.n_embd);
+  const auto d_inner = static_cast<size_t>(s.d_inner);
+  const auto d_state = static_cast<size_t>(s.d_state);
+  const auto dt_rank = static_cast<size_t>(s.dt_rank);
+  const auto taps = static_cast<size_t>(s.conv_taps);
+  const size_t conv_state = (taps - 1) * d_inner;
+
+  const auto xz = ForwardBuffers::take(buf.qkv, n_rows * 2 * d_inner);
+  kernels::matmul(w.in_proj, in.first(n_rows * n_embd), n, xz, 2 * s.d_inner, ctx.pool, buf.matmul);
+  if (w.in_scale != 1.0f) kernels::scale_inplace(xz, w.in_scale);
+  // The convolution, row by row through each sequence's state.
+  const auto x = ForwardBuffers::take(buf.q, n_rows * d_inner);
+  for (size_t r = 0; r < n_rows; ++r) {
+    const auto xr = x.subspan(r * d_inner, d_inner);
+    std::copy_n(xz.begin() + static_cast<std::ptrdiff_t>(r * 2 * d_inner), d_inner, xr.begin());
+    convolve(w, taps, xr, cache.state(layer, rows[r].seq).first(conv_state));
+  }
+  // dt | B | C of every row, dt normed and widened.
+  const size_t dbc_width = dt_rank + 2 * d_state;
+  const auto dbc = ForwardBuffers::take(buf.k, n_rows * dbc_width);
+  kernels::matmul(w.x_proj, x, n, dbc, static_cast<int64_t>(dbc_width), ctx.pool, buf.matmul);
+  const bool normed = s.dt_b_c_rms || !w.dt_norm.empty();
+  const auto dt_low = ForwardBuffers::take(buf.latent_a, n_rows * dt_rank);
+  for (size_t r = 0; r < n_rows; ++r) {
+    const auto row = dbc.subspan(r * dbc_width, dbc_width);
+    if (normed) {
+      rms_norm_in_place(row.first(dt_rank), w.dt_norm, hp.rms_eps);
+      rms_norm_in_place(row.subspan(dt_rank, d_state), w.b_norm, hp.rms_eps);
+      rms_norm_in_place(row.subspan(dt_rank + d_state, d_state), w.c_norm, hp.rms_eps);
+    }
+    std::copy_n(row.begin(), dt_rank, dt_low.begin() + static_cast<std::ptrdiff_t>(r * dt_rank));
+  }
+  const auto dt = ForwardBuffers::take(buf.v, n_rows * d_inner);
+  kernels::matmul(w.dt_proj, dt_low, n, dt, s.d_inner, ctx.pool, buf.matmul);
+  kernels::add_bias_rows(dt, w.dt_bias);
+  // The scan, row by row; then y * silu(z).
+  const auto y = ForwardBuffers::take(buf.attn_out, n_rows * d_inner);
+  for (size_t r = 0; r < n_rows; ++r) {
+    const float* bc = dbc.data() + r * dbc_width + dt_rank;
+    const auto yr = y.subspan(r * d_inner, d_inner);
+    scan(w, s, x.subspan(r * d_inner, d_inner), dt.subspan(r * d_inner, d_inner), bc, bc + d_state,
+         cache.state(layer, rows[r].seq).subspan(conv_state), yr);
+    kernels::swiglu(xz.subspan(r * 2 * d_inner + d_inner, d_inner), yr, yr);
+  }
+  const auto out_rows = out.first(n_rows * n_embd);
+  kernels::matmul(w.out_proj, y, n, out_rows, hp.n_embd, ctx.pool, buf.matmul);
+  if (w.out_scale != 1.0f) kernels::scale_inplace(out_rows, w.out_scale);
+}
+
+}  // namespace cortiq
