@@ -1131,10 +1131,47 @@ TEST_P(HybridState, ReusesOnlyAHistoryItExtends) {
   EXPECT_EQ(std::memcmp(after_cut.data(), expected.data(), expected.size() * sizeof(float)), 0);
 }
 
+// A turn's prompt leaves a state snapshot before its last token: the next
+// turn that keeps the prompt but revises the reply (or regenerates the
+// same prompt) resumes there instead of forwarding everything again, and
+// gives a fresh session's tokens and logits, bit for bit.
+TEST_P(HybridState, ResumesFromTheSnapshotAtTheEndOfAPrompt) {
+  test::TempDir dir;
+  RandomModelOptions o = small_model(GetParam());
+  o.geometry.n_layer = 3;
+  write_random_model(o, dir / "model.gguf");
+  LoadOptions load;
+  load.kv_type = KvType::f32;
+  const auto model = Model::load(dir / "model.gguf", load);
+  GenerateOptions greedy;
+  greedy.sampling.temperature = 0;
+  greedy.max_tokens = 6;
+  greedy.ignore_eos = true;
+  std::vector<TokenId> prompt;
+  for (int i = 0; i < 20; ++i) prompt.push_back(3 + 7 * i % 97);
+  Session chat(model);
+  chat.generate(std::span<const TokenId>(prompt), greedy);
+  std::vector<TokenId> revised = prompt;
+  for (const TokenId id : {11, 12, 13, 14, 15, 16, 17}) revised.push_back(id);
+  const auto resumed = chat.generate(std::span<const TokenId>(revised), greedy);
+  EXPECT_EQ(resumed.cached_tokens, 19);
+  Session fresh(model);
+  EXPECT_EQ(resumed.tokens, fresh.generate(std::span<const TokenId>(revised), greedy).tokens);
+  const std::vector<TokenId> next = {21, 22, 23};
+  EXPECT_TRUE(bitwise_equal(chat.evaluate(next), fresh.evaluate(next)));
+
+  // The same prompt again: from its own snapshot, one token forwarded.
+  Session again(model);
+  const auto first = again.generate(std::span<const TokenId>(prompt), greedy);
+  const auto second = again.generate(std::span<const TokenId>(prompt), greedy);
+  EXPECT_EQ(second.cached_tokens, 19);
+  EXPECT_EQ(second.tokens, first.tokens);
+}
+
 INSTANTIATE_TEST_SUITE_P(Families, HybridState,
                          ::testing::Values("lfm2", "mamba2", "granitehybrid", "nemotron_h",
                                            "nemotron_h_moe", "qwen3next", "qwen35", "qwen35moe",
-                                           "falcon-h1", "mamba", "jamba"));
+                                           "falcon-h1", "mamba", "jamba", "plamo2"));
 
 // inspect names each recurrent layer's block and shapes, what runs beside
 // it, and which layers have experts when the file decides (Jamba).

@@ -221,9 +221,15 @@ class Session {
   size_t chunk_rows(int64_t requested) const;
   // Forwards ids after the history in chunks; the logits of the rows from
   // first_row on land in *logits (when given), those of the last row in
-  // last_logits_. Returns false when cancelled between chunks.
+  // last_logits_ (unless !last_logits: none computed then). Returns false
+  // when cancelled between chunks.
   bool prefill(std::span<const TokenId> ids, int64_t chunk_size, size_t first_row,
-               std::vector<float>* logits);
+               std::vector<float>* logits, bool last_logits = true);
+  // generate()'s prompt after the reused history: with recurrent state, a
+  // snapshot before the last token (KvCache::save_state_snapshot), where a
+  // next turn that repeats or extends this prompt resumes. Returns false
+  // when cancelled.
+  bool prefill_prompt(std::span<const TokenId> ids);
   // evaluate() and append(): checked, chunked, cancellable; throws when
   // cancelled. Returns the logits of rows [first_row, ids.size()) when
   // want_logits, else nothing.

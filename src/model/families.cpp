@@ -100,6 +100,7 @@ constexpr const Family* kFamilies[] = {
     &kMambaFamily,          // mamba.cpp
     &kJambaFamily,          // jamba.cpp
     &kFalconH1Family,       // falcon_h1.cpp
+    &kPlamo2Family,         // plamo2.cpp
     &kNemotronHFamily,      // nemotron_h.cpp
     &kNemotronHMoeFamily,   // nemotron_h.cpp
     &kQwen3NextFamily,      // qwen3next.cpp

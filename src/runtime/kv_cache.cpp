@@ -272,9 +272,42 @@ int64_t KvCache::cached_prefix_length(std::span<const TokenId> tokens) const {
 }
 
 bool KvCache::can_truncate(int32_t seq, int64_t length) const {
-  index_of(seq);
-  if (has_state() && length > 0 && length < this->length(seq)) return false;
+  const Sequence& s = sequences_[index_of(seq)];
+  if (has_state() && length > 0 && length < this->length(seq) &&
+      std::ranges::none_of(s.snapshots,
+                           [&](const StateSnapshot& snap) { return snap.length == length; })) {
+    return false;
+  }
   return !window_ || window_->can_truncate(seq, length);
+}
+
+int64_t KvCache::nearest_truncation(int32_t seq, int64_t length) const {
+  if (can_truncate(seq, length)) return length;
+  int64_t best = 0;
+  for (const StateSnapshot& snap : sequences_[index_of(seq)].snapshots) {
+    if (snap.length <= length && snap.length > best && can_truncate(seq, snap.length)) {
+      best = snap.length;
+    }
+  }
+  return best;
+}
+
+void KvCache::save_state_snapshot(int32_t seq) {
+  if (!has_state()) return;
+  Sequence& s = sequences_[index_of(seq)];
+  const int64_t length = this->length(seq);
+  std::erase_if(s.snapshots, [&](const StateSnapshot& snap) { return snap.length == length; });
+  if (s.snapshots.size() >= kMaxStateSnapshots) s.snapshots.erase(s.snapshots.begin());
+  const auto state = seq_states(seq);
+  s.snapshots.push_back({length, std::vector<float>(state.begin(), state.end())});
+}
+
+std::vector<int64_t> KvCache::state_snapshot_lengths(int32_t seq) const {
+  std::vector<int64_t> lengths;
+  for (const StateSnapshot& snap : sequences_[index_of(seq)].snapshots) {
+    lengths.push_back(snap.length);
+  }
+  return lengths;
 }
 
 void KvCache::truncate(int32_t seq, int64_t length) {
@@ -293,7 +326,14 @@ void KvCache::truncate(int32_t seq, int64_t length) {
         seq, static_cast<long long>(length), static_cast<long long>(window_->first_held(seq))));
   }
   cut(seq, kept);
-  if (kept == 0) std::ranges::fill(seq_states(seq), 0.0f);
+  if (kept == 0) {
+    std::ranges::fill(seq_states(seq), 0.0f);
+  } else if (has_state()) {
+    // can_truncate found a snapshot at exactly `kept`.
+    for (const StateSnapshot& snap : sequences_[index_of(seq)].snapshots) {
+      if (snap.length == kept) std::ranges::copy(snap.state, seq_states(seq).begin());
+    }
+  }
 }
 
 std::span<float> KvCache::seq_states(int32_t seq) {
@@ -328,6 +368,9 @@ void KvCache::cut(int32_t seq, int64_t length) {
   release_blocks_from(s, kept_blocks);
   s.tokens.resize(kept);
   s.cells.resize(kept);
+  // A snapshot past the cut holds positions the sequence no longer has.
+  std::erase_if(s.snapshots,
+                [&](const StateSnapshot& snap) { return snap.length > static_cast<int64_t>(kept); });
   s.chain.resize(std::min(s.chain.size(), kept / per_block));
   if (copy) {
     replace_last_block_with_copy(s, rows_in_cut_block);
@@ -380,6 +423,7 @@ void KvCache::clear_all() {
     s.cells.clear();
     s.blocks.clear();
     s.chain.clear();
+    s.snapshots.clear();
   }
   pool_.reset();
   if (window_) window_->clear_all();

@@ -140,14 +140,29 @@ class KvCache {
   int64_t cached_prefix_length(std::span<const TokenId> tokens) const;
   // Whether truncate(seq, length) can keep every row the positions after
   // the cut will see: false when bounded window layers released them, and
-  // with recurrent state for any cut but to 0 (the state holds every
-  // position; the caller forwards the sequence again instead).
+  // with recurrent state for any cut but to 0 or to a length with a state
+  // snapshot (the state holds every position; the caller forwards the
+  // sequence again instead).
   bool can_truncate(int32_t seq, int64_t length) const;
+  // The longest cut at or below `length` that can_truncate allows: length
+  // itself, a snapshot's length, or 0.
+  int64_t nearest_truncation(int32_t seq, int64_t length) const;
   // Cuts the sequence back to its first `length` positions (to 0: its
-  // recurrent state zeroed too). A cut inside a shared block copies that
-  // block, and throws cortiq::Error, changing nothing, when no block is
-  // available for the copy or when !can_truncate(seq, length).
+  // recurrent state zeroed; to a snapshot's length: its state restored from
+  // it). A cut inside a shared block copies that block, and throws
+  // cortiq::Error, changing nothing, when no block is available for the
+  // copy or when !can_truncate(seq, length).
   void truncate(int32_t seq, int64_t length);
+  // Keeps a copy of the sequence's recurrent state at its current length
+  // (no-op without state), so that a later truncate() back to that length
+  // restores it instead of forwarding again: the end of a turn's prompt,
+  // where the next turn's prompt usually departs from this one's history.
+  // A sequence keeps its kMaxStateSnapshots latest; a cut below a snapshot
+  // drops it.
+  void save_state_snapshot(int32_t seq);
+  static constexpr size_t kMaxStateSnapshots = 4;
+  // The sequence's snapshot lengths, oldest first.
+  std::vector<int64_t> state_snapshot_lengths(int32_t seq) const;
   void clear(int32_t seq) { truncate(seq, 0); }
   // Whether the layers keep recurrent state (KvLayerShape::state_width).
   bool has_state() const { return !state_.empty(); }
@@ -178,11 +193,18 @@ class KvCache {
     uint64_t prefix_id = KvBlockPool::kEmptyPrefixId;
   };
 
+  // A sequence's recurrent state (every layer's) at an earlier length.
+  struct StateSnapshot {
+    int64_t length = 0;
+    std::vector<float> state;
+  };
+
   struct Sequence {
     std::vector<TokenId> tokens;
     std::vector<int32_t> cells;
     std::vector<int32_t> blocks;
     std::vector<ChainLink> chain;  // the first chain.size() blocks are committed
+    std::vector<StateSnapshot> snapshots;  // oldest first, lengths distinct
   };
 
   // The index of a sequence; throws cortiq::Error when it is out of range.

@@ -94,8 +94,10 @@ size_t Session::reuse_prefix(std::span<const TokenId> prompt) {
   // The last prompt token is always forwarded: its logits start the reply.
   if (common == prompt.size()) --common;
   // Sliding-window layers may no longer hold what the rows after a deep cut
-  // see: the prompt is forwarded again from the start.
-  if (!cache_->can_truncate(0, static_cast<int64_t>(common))) common = 0;
+  // see, and recurrent state holds every position: the prompt is forwarded
+  // again from the nearest point the cache can go back to (a state
+  // snapshot, or the start).
+  common = static_cast<size_t>(cache_->nearest_truncation(0, static_cast<int64_t>(common)));
   cache_->truncate(0, static_cast<int64_t>(common));
   return common;
 }
@@ -105,11 +107,13 @@ void Session::cut_history(int64_t rows) {
     cache_->truncate(0, rows);
     return;
   }
-  // Sliding-window layers released rows the positions after the cut see:
-  // the kept history is forwarded again.
+  // Sliding-window layers released rows the positions after the cut see,
+  // or recurrent state holds them: the kept history is forwarded again from
+  // the nearest point the cache can go back to.
   const std::vector<TokenId> kept(history().begin(), history().begin() + rows);
-  reset();
-  prefill(kept, 0, kept.size(), nullptr);
+  const int64_t from = cache_->nearest_truncation(0, rows);
+  cache_->truncate(0, from);
+  prefill(std::span(kept).subspan(static_cast<size_t>(from)), 0, kept.size(), nullptr);
 }
 
 void Session::forward_rows(std::span<const TokenId> ids, size_t first_wanted,
@@ -131,7 +135,7 @@ size_t Session::chunk_rows(int64_t requested) const {
 }
 
 bool Session::prefill(std::span<const TokenId> ids, int64_t chunk_size, size_t first_row,
-                      std::vector<float>* logits) {
+                      std::vector<float>* logits, bool last_logits) {
   const auto n_vocab = static_cast<size_t>(model_->n_vocab());
   const size_t chunk = chunk_rows(chunk_size);
   for (size_t start = 0; start < ids.size(); start += chunk) {
@@ -143,7 +147,7 @@ bool Session::prefill(std::span<const TokenId> ids, int64_t chunk_size, size_t f
       forward_rows(
           part, from - start,
           std::span<float>(*logits).subspan((from - first_row) * n_vocab, (end - from) * n_vocab));
-    } else if (end == ids.size()) {
+    } else if (end == ids.size() && last_logits) {
       forward_rows(part, part.size() - 1, last_logits_);
     } else {
       forward_rows(part, part.size(), {});
@@ -154,6 +158,14 @@ bool Session::prefill(std::span<const TokenId> ids, int64_t chunk_size, size_t f
                 last_logits_.begin());
   }
   return true;
+}
+
+bool Session::prefill_prompt(std::span<const TokenId> ids) {
+  if (!cache_->has_state() || ids.size() < 2) return prefill(ids, 0, 0, nullptr);
+  // Forwarding in two parts gives the same bits (batch invariance).
+  if (!prefill(ids.first(ids.size() - 1), 0, 0, nullptr, /*last_logits=*/false)) return false;
+  cache_->save_state_snapshot(0);
+  return prefill(ids.last(1), 0, 0, nullptr);
 }
 
 void Session::check_extension(std::span<const TokenId> ids) const {
@@ -283,7 +295,7 @@ GenerateResult Session::generate(std::span<const TokenId> prompt, const Generate
     const size_t reused = reuse_prefix(prompt);
     result.cached_tokens = static_cast<int64_t>(reused);
     const size_t before = history().size();
-    const bool prefilled = prefill(prompt.subspan(reused), 0, 0, nullptr);
+    const bool prefilled = prefill_prompt(prompt.subspan(reused));
     result.timings.prefill_tokens = static_cast<int64_t>(history().size() - before);
     result.timings.prefill_seconds = prefill_timer.seconds();
     if (!prefilled) {

@@ -51,6 +51,9 @@ extern const Family kMambaFamily;
 // jamba.cpp
 extern const Family kJambaFamily;
 
+// plamo2.cpp
+extern const Family kPlamo2Family;
+
 // falcon_h1.cpp
 extern const Family kFalconH1Family;
 

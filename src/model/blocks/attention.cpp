@@ -70,8 +70,10 @@ void AttentionWeights::visit(TensorVisitor& v, const ModelHParams& hp, int64_t l
     v.vector(k_norm, name("attn_k_norm.weight"), l.k_width(), TensorKind::norm, false);
     v.vector(k_norm_b, name("attn_k_norm.bias"), l.k_width(), TensorKind::bias, false);
   }
-  if (extra.qk_norm != QkNorm::none && extra.qk_layer_norm_per_head) {
-    qk_norm_kind = QkNormKind::layer_per_head;
+  if (extra.qk_norm != QkNorm::none &&
+      (extra.qk_layer_norm_per_head || extra.qk_rms_norm_per_head)) {
+    qk_norm_kind =
+        extra.qk_rms_norm_per_head ? QkNormKind::rms_per_head : QkNormKind::layer_per_head;
     const bool required = extra.qk_norm == QkNorm::required;
     v.table(q_norm, name("attn_q_norm.weight"), l.head_dim_k, l.n_head, TensorKind::norm, required);
     v.table(k_norm, name("attn_k_norm.weight"), l.head_dim_k, l.n_head_kv, TensorKind::norm,
@@ -149,6 +151,17 @@ void apply_scale(std::span<float> rows, float scale) {
 // projection (a weight as wide as the row), in place.
 void norm_heads(std::span<float> row, std::span<const float> weight, float eps) {
   if (!weight.empty()) kernels::rms_norm_rows(row, weight, eps, row, weight.size());
+}
+
+// RMS norm of each head_dim-wide head of `row`, each head with its own
+// weight row (`weight` as wide as the row), in place.
+void rms_norm_heads(std::span<float> row, std::span<const float> weight, int64_t head_dim,
+                    float eps) {
+  const auto width = static_cast<size_t>(head_dim);
+  for (size_t start = 0; start < row.size(); start += width) {
+    const auto head = row.subspan(start, width);
+    kernels::rms_norm_rows(head, weight.subspan(start, width), eps, head, width);
+  }
 }
 
 // Layer norm of each head_dim-wide head of `row` (no bias), each head with
@@ -234,7 +247,10 @@ void project_qkv(const AttentionWeights& w, const ModelHParams& hp, const LayerS
   for (size_t r = 0; r < rows; ++r) {
     auto q_row = q.subspan(r * qw, qw);
     auto k_row = k.subspan(r * kw, kw);
-    if (w.qk_norm_kind == AttentionWeights::QkNormKind::layer_per_head) {
+    if (w.qk_norm_kind == AttentionWeights::QkNormKind::rms_per_head) {
+      rms_norm_heads(q_row, w.q_norm, layer.head_dim_k, hp.rms_eps);
+      rms_norm_heads(k_row, w.k_norm, layer.head_dim_k, hp.rms_eps);
+    } else if (w.qk_norm_kind == AttentionWeights::QkNormKind::layer_per_head) {
       layer_norm_heads(q_row, w.q_norm, layer.head_dim_k, hp.norm_eps);
       layer_norm_heads(k_row, w.k_norm, layer.head_dim_k, hp.norm_eps);
     } else if (w.qk_norm_kind == AttentionWeights::QkNormKind::layer_whole) {

@@ -45,6 +45,9 @@ struct AttentionTensors {
   // weight row per head: [head_dim, n_head] and [head_dim, n_head_kv]
   // (StableLM 2 12B, Command R+).
   bool qk_layer_norm_per_head = false;
+  // attn_{q,k}_norm are RMS norms with one weight row per head, [head_dim,
+  // n_head] and [head_dim, n_head_kv] (PLaMo-2).
+  bool qk_rms_norm_per_head = false;
   // false: Q/K/V biases and scales are read but applied nowhere (OLMo2's
   // graph projects Q/K/V without build_qkv).
   bool qkv_biases_and_scales_applied = true;
@@ -108,10 +111,11 @@ struct AttentionWeights {
   std::vector<float> bqkv;
   float qkv_scale = 1;
   std::vector<float> q_norm, k_norm;  // RMS norm weights (per head or whole row), or empty
-  // How q_norm / k_norm apply: RMS norms (per head, or over the whole row),
+  // How q_norm / k_norm apply: RMS norms (per head, or over the whole row,
+  // or per head with a weight row per head),
   // layer norms with a weight row per head (StableLM 2 12B, Command R+), or
   // layer norms over the whole projection with optional biases (MPT).
-  enum class QkNormKind : uint8_t { rms, layer_per_head, layer_whole };
+  enum class QkNormKind : uint8_t { rms, rms_per_head, layer_per_head, layer_whole };
   QkNormKind qk_norm_kind = QkNormKind::rms;
   std::vector<float> q_norm_b, k_norm_b;  // layer_whole's biases, or empty
   bool qk_norm_after_rope = false;        // AttentionTensors::qk_norm_after_rope

@@ -1,0 +1,155 @@
+#include "model/blocks/plamo2_mamba.hpp"
+
+#include <cmath>
+
+#include "kernels/cpu/activations.hpp"
+#include "kernels/cpu/causal_conv.hpp"
+#include "kernels/cpu/matmul.hpp"
+#include "kernels/cpu/norm.hpp"
+#include "model/tensor_table.hpp"
+#include "runtime/kv_cache.hpp"
+
+namespace cortiq {
+
+void Plamo2MambaWeights::visit(TensorVisitor& v, const ModelHParams& hp, int64_t layer) {
+  const auto name = [&](std::string_view what) { return layer_tensor_name(layer, what); };
+  const auto& s = hp.ssm;
+  const int64_t dt_dim = plamo2_dt_dim(hp);
+  v.matrix(in_proj, name("ssm_in.weight"), hp.n_embd, 2 * s.d_inner);
+  v.table(conv, name("ssm_conv1d.weight"), s.conv_taps, s.d_inner, TensorKind::conv);
+  v.matrix(x_proj, name("ssm_x.weight"), s.d_inner, dt_dim + 2 * s.d_state);
+  v.matrix(dt_proj, name("ssm_dt.weight"), dt_dim, s.n_head);
+  v.vector(dt_bias, name("ssm_dt.bias"), s.n_head, TensorKind::bias);
+  // No ".weight" after these (llama.cpp's names).
+  v.vector(a, name("ssm_a"), s.n_head, TensorKind::decay);
+  v.vector(d, name("ssm_d"), s.n_head, TensorKind::bias);
+  v.matrix(out_proj, name("ssm_out.weight"), s.d_inner, hp.n_embd);
+  v.vector(dt_norm, name("ssm_dt_norm"), dt_dim, TensorKind::norm);
+  v.vector(b_norm, name("ssm_b_norm"), s.d_state, TensorKind::norm);
+  v.vector(c_norm, name("ssm_c_norm"), s.d_state, TensorKind::norm);
+  // Loaded by llama.cpp's generic pass, passed to no product by its graph.
+  for (const char* matrix : {"ssm_in", "ssm_out"}) {
+    v.scale_without_effect(name(std::string(matrix) + ".scale"));
+    v.scale_without_effect(name(std::string(matrix) + ".input_scale"));
+  }
+}
+
+void read_plamo2_ssm_hparams(const HParamReader& keys, ModelHParams& hp) {
+  auto& s = hp.ssm;
+  s.conv_taps = keys.required_uint("ssm.conv_kernel");
+  s.d_inner = keys.required_uint("ssm.inner_size");
+  s.d_state = keys.required_uint("ssm.state_size");
+  s.n_head = keys.required_uint("ssm.time_step_rank");
+  s.n_group = keys.required_uint("ssm.group_count");
+  if (s.conv_taps < 2 || s.d_inner <= 0 || s.d_state <= 0 || s.n_head <= 0) {
+    keys.invalid("every ssm size must be positive (ssm.conv_kernel at least 2)");
+  }
+  if (s.conv_taps > 1024 || s.d_inner > (int64_t{1} << 20) || s.d_state > 4096) {
+    keys.invalid("ssm.conv_kernel, inner_size or state_size is out of range");
+  }
+  if (s.n_group != 0) keys.invalid("ssm.group_count must be 0 (one B and C for every head)");
+  if (s.d_inner % s.n_head != 0)
+    keys.invalid("ssm.inner_size must split into time_step_rank heads");
+}
+
+namespace {
+
+// RMS norm in place, times `weight`.
+void rms_norm_in_place(std::span<float> x, const std::vector<float>& weight, float eps) {
+  kernels::rms_norm_rows(x, weight, eps, x, x.size());
+}
+
+// The scan of one row: y [n_head][head_dim] from x, B, C and dt, the state
+// advanced (ggml_ssm_scan with one decay per head and one group).
+void scan(const Plamo2MambaWeights& w, const ModelHParams::Ssm& s, std::span<const float> x,
+          std::span<const float> dt, const float* B, const float* C, std::span<float> state,
+          std::span<float> y) {
+  const auto head_dim = static_cast<size_t>(s.head_dim());
+  const auto d_state = static_cast<size_t>(s.d_state);
+  for (size_t h = 0; h < static_cast<size_t>(s.n_head); ++h) {
+    const float delta = kernels::softplus(dt[h]);
+    const float decay = std::exp(delta * w.a[h]);
+    for (size_t i = 0; i < head_dim; ++i) {
+      const size_t ii = h * head_dim + i;
+      const float x_dt = x[ii] * delta;
+      float* row = state.data() + ii * d_state;
+      float sum = 0.0f;
+      for (size_t j = 0; j < d_state; ++j) {
+        const float next = row[j] * decay + B[j] * x_dt;
+        sum += next * C[j];
+        row[j] = next;
+      }
+      y[ii] = sum + x[ii] * w.d[h];
+    }
+  }
+}
+
+}  // namespace
+
+void plamo2_mamba(const Plamo2MambaWeights& w, const ModelHParams& hp, int64_t layer,
+                  std::span<const BatchRow> rows, KvCache& cache, ForwardContext& ctx,
+                  std::span<const float> in, std::span<float> out) {
+  auto& buf = ctx.buffers;
+  const auto& s = hp.ssm;
+  const size_t n_rows = rows.size();
+  const auto n = static_cast<int64_t>(n_rows);
+  const auto n_embd = static_cast<size_t>(hp.n_embd);
+  const auto d_inner = static_cast<size_t>(s.d_inner);
+  const auto d_state = static_cast<size_t>(s.d_state);
+  const auto n_head = static_cast<size_t>(s.n_head);
+  const auto head_dim = static_cast<size_t>(s.head_dim());
+  const auto dt_dim = static_cast<size_t>(plamo2_dt_dim(hp));
+  const auto taps = static_cast<size_t>(s.conv_taps);
+  const size_t conv_state = (taps - 1) * d_inner;
+
+  const auto zx = ForwardBuffers::take(buf.qkv, n_rows * 2 * d_inner);
+  kernels::matmul(w.in_proj, in.first(n_rows * n_embd), n, zx, 2 * s.d_inner, ctx.pool, buf.matmul);
+  // Each head's x, convolved row by row through each sequence's state.
+  const auto x = ForwardBuffers::take(buf.q, n_rows * d_inner);
+  for (size_t r = 0; r < n_rows; ++r) {
+    float* xr = x.data() + r * d_inner;
+    const float* zxr = zx.data() + r * 2 * d_inner;
+    for (size_t h = 0; h < n_head; ++h) {
+      std::copy_n(zxr + h * 2 * head_dim + head_dim, head_dim, xr + h * head_dim);
+    }
+    float* state = cache.state(layer, rows[r].seq).data();
+    for (size_t ch = 0; ch < d_inner; ++ch) {
+      const float sum = kernels::causal_conv_step(state + ch * (taps - 1),
+                                                  w.conv.data() + ch * taps, taps, xr[ch]);
+      xr[ch] = kernels::silu(sum);
+    }
+  }
+  // B | C | dt of every row, normed; dt widened to one per head.
+  const size_t bcdt_width = 2 * d_state + dt_dim;
+  const auto bcdt = ForwardBuffers::take(buf.k, n_rows * bcdt_width);
+  kernels::matmul(w.x_proj, x, n, bcdt, static_cast<int64_t>(bcdt_width), ctx.pool, buf.matmul);
+  const auto dt_low = ForwardBuffers::take(buf.latent_a, n_rows * dt_dim);
+  for (size_t r = 0; r < n_rows; ++r) {
+    const auto row = bcdt.subspan(r * bcdt_width, bcdt_width);
+    rms_norm_in_place(row.first(d_state), w.b_norm, hp.rms_eps);
+    rms_norm_in_place(row.subspan(d_state, d_state), w.c_norm, hp.rms_eps);
+    rms_norm_in_place(row.subspan(2 * d_state, dt_dim), w.dt_norm, hp.rms_eps);
+    std::copy_n(row.begin() + static_cast<std::ptrdiff_t>(2 * d_state), dt_dim,
+                dt_low.begin() + static_cast<std::ptrdiff_t>(r * dt_dim));
+  }
+  const auto dt = ForwardBuffers::take(buf.v, n_rows * n_head);
+  kernels::matmul(w.dt_proj, dt_low, n, dt, s.n_head, ctx.pool, buf.matmul);
+  kernels::add_bias_rows(dt, w.dt_bias);
+  // The scan, row by row; then y * silu(z), z each head's first half.
+  const auto y = ForwardBuffers::take(buf.attn_out, n_rows * d_inner);
+  for (size_t r = 0; r < n_rows; ++r) {
+    const float* bc = bcdt.data() + r * bcdt_width;
+    const auto yr = y.subspan(r * d_inner, d_inner);
+    scan(w, s, x.subspan(r * d_inner, d_inner), dt.subspan(r * n_head, n_head), bc, bc + d_state,
+         cache.state(layer, rows[r].seq).subspan(conv_state), yr);
+    const float* zxr = zx.data() + r * 2 * d_inner;
+    for (size_t h = 0; h < n_head; ++h) {
+      const auto z = std::span<const float>(zxr + h * 2 * head_dim, head_dim);
+      const auto yh = yr.subspan(h * head_dim, head_dim);
+      kernels::swiglu(z, yh, yh);
+    }
+  }
+  kernels::matmul(w.out_proj, y, n, out.first(n_rows * n_embd), hp.n_embd, ctx.pool, buf.matmul);
+}
+
+}  // namespace cortiq
