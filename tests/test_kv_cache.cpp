@@ -658,5 +658,46 @@ TEST(KvCacheState, HoldsEachSequencesStateAndNeverCutsIt) {
   EXPECT_TRUE(std::ranges::all_of(cache.state(1, 0), [](float v) { return v == 0.0f; }));
 }
 
+// A state snapshot makes its length a cut the cache can take: the cut
+// restores that state exactly; a cut below drops the snapshot; a sequence
+// keeps its kMaxStateSnapshots latest.
+TEST(KvCacheState, SnapshotsAreCutsThatRestoreTheirState) {
+  KvCacheShape shape = small_shape(64, 2, 4);
+  shape.layers[1].state_width = 3;
+  KvCache cache(shape);
+  const auto fill = [&](float v) { std::ranges::fill(cache.state(1, 0), v); };
+  const auto holds = [&](float v) {
+    return std::ranges::all_of(cache.state(1, 0), [v](float x) { return x == v; });
+  };
+  cache.append(0, std::vector<TokenId>{1, 2, 3, 4, 5});
+  fill(5.0f);
+  cache.save_state_snapshot(0);
+  cache.append(0, std::vector<TokenId>{6, 7, 8});
+  fill(8.0f);
+  EXPECT_TRUE(cache.can_truncate(0, 5));
+  EXPECT_FALSE(cache.can_truncate(0, 6));
+  EXPECT_EQ(cache.nearest_truncation(0, 7), 5);
+  EXPECT_EQ(cache.nearest_truncation(0, 4), 0);
+  cache.truncate(0, 5);
+  EXPECT_EQ(cache.length(0), 5);
+  EXPECT_TRUE(holds(5.0f));
+  // The snapshot stays for another try; a cut below it drops it.
+  cache.append(0, std::vector<TokenId>{9});
+  fill(9.0f);
+  cache.truncate(0, 5);
+  EXPECT_TRUE(holds(5.0f));
+  cache.truncate(0, 0);
+  EXPECT_TRUE(cache.state_snapshot_lengths(0).empty());
+  EXPECT_TRUE(holds(0.0f));
+  // The latest four are kept, oldest evicted first.
+  for (int i = 1; i <= 6; ++i) {
+    cache.append(0, std::vector<TokenId>{i});
+    cache.save_state_snapshot(0);
+  }
+  EXPECT_EQ(cache.state_snapshot_lengths(0), (std::vector<int64_t>{3, 4, 5, 6}));
+  cache.clear_all();
+  EXPECT_TRUE(cache.state_snapshot_lengths(0).empty());
+}
+
 }  // namespace
 }  // namespace cortiq

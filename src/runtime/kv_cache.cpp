@@ -369,8 +369,9 @@ void KvCache::cut(int32_t seq, int64_t length) {
   s.tokens.resize(kept);
   s.cells.resize(kept);
   // A snapshot past the cut holds positions the sequence no longer has.
-  std::erase_if(s.snapshots,
-                [&](const StateSnapshot& snap) { return snap.length > static_cast<int64_t>(kept); });
+  std::erase_if(s.snapshots, [&](const StateSnapshot& snap) {
+    return snap.length > static_cast<int64_t>(kept);
+  });
   s.chain.resize(std::min(s.chain.size(), kept / per_block));
   if (copy) {
     replace_last_block_with_copy(s, rows_in_cut_block);

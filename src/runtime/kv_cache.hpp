@@ -203,7 +203,7 @@ class KvCache {
     std::vector<TokenId> tokens;
     std::vector<int32_t> cells;
     std::vector<int32_t> blocks;
-    std::vector<ChainLink> chain;  // the first chain.size() blocks are committed
+    std::vector<ChainLink> chain;          // the first chain.size() blocks are committed
     std::vector<StateSnapshot> snapshots;  // oldest first, lengths distinct
   };
 
