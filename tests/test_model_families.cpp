@@ -1168,6 +1168,28 @@ TEST_P(HybridState, ResumesFromTheSnapshotAtTheEndOfAPrompt) {
   EXPECT_EQ(second.tokens, first.tokens);
 }
 
+// The recurrent blocks split their convolutions by channel and their scans
+// by head (or channel) across threads: 1, 2 and 3 threads give the same bits.
+TEST_P(HybridState, ThreadCountChangesNoBits) {
+  test::TempDir dir;
+  RandomModelOptions o = small_model(GetParam());
+  o.geometry.n_layer = 3;
+  write_random_model(o, dir / "model.gguf");
+  std::vector<float> reference;
+  for (const int threads : {1, 2, 3}) {
+    LoadOptions load;
+    load.threads = threads;
+    const auto model = Model::load(dir / "model.gguf", load);
+    Session session(model);
+    const auto logits = session.evaluate(walk_ids(), 16);
+    if (reference.empty()) {
+      reference = logits;
+    } else {
+      EXPECT_TRUE(bitwise_equal(logits, reference)) << threads << " threads";
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Families, HybridState,
                          ::testing::Values("lfm2", "mamba2", "granitehybrid", "nemotron_h",
                                            "nemotron_h_moe", "qwen3next", "qwen35", "qwen35moe",

@@ -55,6 +55,10 @@ ArgParser gen_model_parser() {
               "mixture-of-experts families' experts (default: 4; llama: Mixtral-style "
               "layers only when given)")
       .option("--experts-used", "K", "experts per token (default: 2)")
+      .option("--ssm-state", "N", "Gated DeltaNet families' head size (default: 16)")
+      .option("--ssm-heads", "N", "Gated DeltaNet families' value heads (default: embd / 64)")
+      .option("--ssm-groups", "N",
+              "Gated DeltaNet families' key heads, dividing the value heads (default: half)")
       .flag("--tied", "no output.weight: the token embedding doubles as the output matrix")
       .flag("--untied", "write a separate output.weight (default)")
       .flag("--all-tensors",
@@ -80,6 +84,9 @@ ModelGeometry geometry_from(const ParsedArgs& args) {
     g.sliding_window = args.get_int("sliding-window", 1, kMaxDim * 16);
   if (args.has("experts")) g.n_expert = args.get_int("experts", 1, 1024);
   if (args.has("experts-used")) g.n_expert_used = args.get_int("experts-used", 1, 1024);
+  if (args.has("ssm-state")) g.ssm_state = args.get_int("ssm-state", 1, 4096);
+  if (args.has("ssm-heads")) g.ssm_heads = args.get_int("ssm-heads", 1, 4096);
+  if (args.has("ssm-groups")) g.ssm_groups = args.get_int("ssm-groups", 1, 4096);
   if (args.has("tied") && args.has("untied"))
     throw UsageError("--tied and --untied exclude each other");
   g.tied = args.has("tied");

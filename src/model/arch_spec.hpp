@@ -40,6 +40,12 @@ struct ModelGeometry {
   // when n_expert is given.
   int64_t n_expert = 0;
   int64_t n_expert_used = 0;
+  // Gated DeltaNet families' linear attention (Qwen3-Next, Qwen3.5): the
+  // head size, the value heads and the key heads; 0: the family's small
+  // default (16; n_embd / 64; half the value heads).
+  int64_t ssm_state = 0;
+  int64_t ssm_heads = 0;
+  int64_t ssm_groups = 0;
 
   int64_t resolved_head_dim() const { return head_dim != 0 ? head_dim : n_embd / n_head; }
   int64_t resolved_sliding_window() const {

@@ -240,13 +240,16 @@ void read_qwen35moe(const HParamReader& keys, ModelHParams& hp) {
 void write_qwen3next_layers(const ModelGeometry& g, std::string_view arch,
                             std::vector<gguf::KeyValue>& keys) {
   const std::string p = std::string(arch) + ".";
-  const int64_t n_key_heads = std::max<int64_t>(1, g.n_embd / 128);
-  const int64_t d_state = 16;
+  const int64_t n_value_heads =
+      g.ssm_heads > 0 ? g.ssm_heads : 2 * std::max<int64_t>(1, g.n_embd / 128);
+  const int64_t n_key_heads =
+      g.ssm_groups > 0 ? g.ssm_groups : std::max<int64_t>(1, n_value_heads / 2);
+  const int64_t d_state = g.ssm_state > 0 ? g.ssm_state : 16;
   keys.push_back({p + "ssm.conv_kernel", u32_value(4)});
   keys.push_back({p + "ssm.state_size", u32_value(d_state)});
   keys.push_back({p + "ssm.group_count", u32_value(n_key_heads)});
-  keys.push_back({p + "ssm.time_step_rank", u32_value(2 * n_key_heads)});
-  keys.push_back({p + "ssm.inner_size", u32_value(2 * n_key_heads * d_state)});
+  keys.push_back({p + "ssm.time_step_rank", u32_value(n_value_heads)});
+  keys.push_back({p + "ssm.inner_size", u32_value(n_value_heads * d_state)});
   keys.push_back({p + "full_attention_interval", u32_value(3)});
   const int64_t head_dim = g.resolved_head_dim();
   for (gguf::KeyValue& kv : keys) {

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <utility>
 
+#include "base/thread_pool.hpp"
 #include "kernels/cpu/activations.hpp"
 #include "kernels/cpu/causal_conv.hpp"
 #include "kernels/cpu/matmul.hpp"
@@ -77,12 +78,8 @@ void read_gated_delta_net_hparams(const HParamReader& keys, ModelHParams& hp) {
 
 namespace {
 
-// One row's projections, in the order the layer reads them.
-struct RowInputs {
-  std::span<float> qkv;         // [conv_width]: q | k | v, convolved in place
-  std::span<float> z;           // [d_inner]
-  std::span<float> beta, gate;  // [H_v]: sigmoid(b), softplus(a + dt_bias) * A
-};
+// Channels per thread's share of the convolution.
+constexpr int64_t kConvGrain = 64;
 
 // Qwen3-Next's fused ssm_in row (per key head: q, k, its value heads' v,
 // their z) rearranged into q | k | v and z, as llama.cpp's legacy path.
@@ -124,38 +121,66 @@ void delta_rule_step(std::span<float> S, const float* q, const float* k, const f
   }
 }
 
-// One row through the convolution, the norms and the delta rule: y [d_inner].
-void advance_row(const GatedDeltaNetWeights& w, const ModelHParams& hp, const RowInputs& in,
-                 std::span<float> state, std::span<float> y) {
+// The convolution of every row in order, each through its sequence's
+// state, channels in parallel; then each key head's q and k L2-normed.
+void convolve_rows(const GatedDeltaNetWeights& w, const ModelHParams& hp,
+                   std::span<const BatchRow> rows, int64_t layer, KvCache& cache, ThreadPool& pool,
+                   std::span<float> qkv) {
   const auto& s = hp.ssm;
   const auto taps = static_cast<size_t>(s.conv_taps);
   const auto width = static_cast<size_t>(s.conv_width());
   const auto d = static_cast<size_t>(s.d_state);
   const auto n_k = static_cast<size_t>(s.n_group);
+  pool.parallel_for(
+      static_cast<int64_t>(width),
+      [&](int64_t begin, int64_t end) {
+        for (size_t r = 0; r < rows.size(); ++r) {
+          float* conv_state = cache.state(layer, rows[r].seq).data();
+          float* in = qkv.data() + r * width;
+          for (auto ch = static_cast<size_t>(begin); ch < static_cast<size_t>(end); ++ch) {
+            const float sum = kernels::causal_conv_step(conv_state + ch * (taps - 1),
+                                                        w.conv.data() + ch * taps, taps, in[ch]);
+            in[ch] = kernels::silu(sum);
+          }
+        }
+      },
+      kConvGrain);
+  for (size_t r = 0; r < rows.size(); ++r) {
+    float* q = qkv.data() + r * width;
+    float* k = q + n_k * d;
+    for (size_t kh = 0; kh < n_k; ++kh) {
+      l2_norm({q + kh * d, d}, hp.rms_eps);
+      l2_norm({k + kh * d, d}, hp.rms_eps);
+    }
+  }
+}
+
+// The delta rule of every row in order, value heads in parallel (each
+// head's matrices its own): o [rows][d_inner].
+void delta_rule_rows(const GatedDeltaNetWeights& w, const ModelHParams& hp,
+                     std::span<const BatchRow> rows, int64_t layer, KvCache& cache,
+                     ThreadPool& pool, std::span<const float> qkv, std::span<const float> beta,
+                     std::span<const float> gate, std::span<float> o) {
+  const auto& s = hp.ssm;
+  const auto width = static_cast<size_t>(s.conv_width());
+  const auto conv_floats = static_cast<size_t>(s.conv_taps - 1) * width;
+  const auto d = static_cast<size_t>(s.d_state);
+  const auto n_k = static_cast<size_t>(s.n_group);
   const auto n_v = static_cast<size_t>(s.n_head);
-  float* conv_state = state.data();
-  for (size_t ch = 0; ch < width; ++ch) {
-    const float sum = kernels::causal_conv_step(conv_state + ch * (taps - 1),
-                                                w.conv.data() + ch * taps, taps, in.qkv[ch]);
-    in.qkv[ch] = kernels::silu(sum);
-  }
-  float* q = in.qkv.data();
-  float* k = q + n_k * d;
-  const float* v = k + n_k * d;
-  for (size_t kh = 0; kh < n_k; ++kh) {
-    l2_norm({q + kh * d, d}, hp.rms_eps);
-    l2_norm({k + kh * d, d}, hp.rms_eps);
-  }
-  const std::span<float> matrices = state.subspan((taps - 1) * width);
   const size_t per_key_head = n_v / n_k;
-  for (size_t h = 0; h < n_v; ++h) {
-    const size_t kh = w.tiled_key_heads ? h % n_k : h / per_key_head;
-    delta_rule_step(matrices.subspan(h * d * d, d * d), q + kh * d, k + kh * d, v + h * d,
-                    in.beta[h], in.gate[h], y.data() + h * d, d);
-  }
-  // y = rms_norm(o) * ssm_norm * silu(z), per value head.
-  kernels::rms_norm_rows(y, w.norm, hp.rms_eps, y, d);
-  for (size_t i = 0; i < y.size(); ++i) y[i] *= kernels::silu(in.z[i]);
+  pool.parallel_for(static_cast<int64_t>(n_v), [&](int64_t begin, int64_t end) {
+    for (size_t r = 0; r < rows.size(); ++r) {
+      const auto matrices = cache.state(layer, rows[r].seq).subspan(conv_floats);
+      const float* q = qkv.data() + r * width;
+      const float* k = q + n_k * d;
+      const float* v = k + n_k * d;
+      for (auto h = static_cast<size_t>(begin); h < static_cast<size_t>(end); ++h) {
+        const size_t kh = w.tiled_key_heads ? h % n_k : h / per_key_head;
+        delta_rule_step(matrices.subspan(h * d * d, d * d), q + kh * d, k + kh * d, v + h * d,
+                        beta[r * n_v + h], gate[r * n_v + h], o.data() + r * n_v * d + h * d, d);
+      }
+    }
+  });
 }
 
 // beta and the decay's log for every row: [rows][H_v] each.
@@ -227,12 +252,12 @@ void gated_delta_net(const GatedDeltaNetWeights& w, const ModelHParams& hp, int6
   const auto beta = ForwardBuffers::take(buf.k, n_rows * n_v);
   const auto gate = ForwardBuffers::take(buf.v, n_rows * n_v);
   beta_and_gate(w, hp, x, n, ctx, beta, gate);
+  convolve_rows(w, hp, rows, layer, cache, ctx.pool, qkv);
   const auto y = ForwardBuffers::take(buf.attn_out, n_rows * d_inner);
-  for (size_t r = 0; r < n_rows; ++r) {
-    const RowInputs row{qkv.subspan(r * width, width), z.subspan(r * d_inner, d_inner),
-                        beta.subspan(r * n_v, n_v), gate.subspan(r * n_v, n_v)};
-    advance_row(w, hp, row, cache.state(layer, rows[r].seq), y.subspan(r * d_inner, d_inner));
-  }
+  delta_rule_rows(w, hp, rows, layer, cache, ctx.pool, qkv, beta, gate, y);
+  // y = rms_norm(o) * ssm_norm * silu(z), per value head.
+  kernels::rms_norm_rows(y, w.norm, hp.rms_eps, y, static_cast<size_t>(s.d_state));
+  for (size_t i = 0; i < y.size(); ++i) y[i] *= kernels::silu(z[i]);
   const auto out_rows = out.first(n_rows * n_embd);
   kernels::matmul(w.out, y, n, out_rows, hp.n_embd, ctx.pool, buf.matmul);
   if (w.out_scale != 1.0f) kernels::scale_inplace(out_rows, w.out_scale);

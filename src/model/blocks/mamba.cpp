@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "base/thread_pool.hpp"
 #include "kernels/cpu/activations.hpp"
 #include "kernels/cpu/causal_conv.hpp"
 #include "kernels/cpu/matmul.hpp"
@@ -54,12 +55,15 @@ void read_mamba_hparams(const HParamReader& keys, ModelHParams& hp) {
 
 namespace {
 
-// x = silu(conv(x) + bias) in place, the sequence's convolution state
-// ([channel][taps - 1]) shifted by one input.
-void convolve(const MambaWeights& w, size_t taps, std::span<float> x, std::span<float> state) {
-  for (size_t ch = 0; ch < x.size(); ++ch) {
-    const float sum = kernels::causal_conv_step(state.data() + ch * (taps - 1),
-                                                w.conv.data() + ch * taps, taps, x[ch]);
+// Channels per thread's share of the convolution and the scan.
+constexpr int64_t kChannelGrain = 64;
+
+// x = silu(conv(x) + bias) in place for channels [c0, c1) of one row, the
+// sequence's convolution state ([channel][taps - 1]) shifted by one input.
+void convolve(const MambaWeights& w, size_t taps, float* x, float* state, size_t c0, size_t c1) {
+  for (size_t ch = c0; ch < c1; ++ch) {
+    const float sum =
+        kernels::causal_conv_step(state + ch * (taps - 1), w.conv.data() + ch * taps, taps, x[ch]);
     x[ch] = kernels::silu(sum + w.conv_bias[ch]);
   }
 }
@@ -69,15 +73,15 @@ void rms_norm_in_place(std::span<float> x, const std::vector<float>& weight, flo
   kernels::rms_norm_rows(x, weight, eps, x, x.size());
 }
 
-// The scan of one row (ggml_ssm_scan with a decay per state element).
-void scan(const MambaWeights& w, const ModelHParams::Ssm& s, std::span<const float> x,
-          std::span<const float> dt, const float* B, const float* C, std::span<float> state,
-          std::span<float> y) {
+// The scan (ggml_ssm_scan with a decay per state element) of channels
+// [c0, c1) of one row.
+void scan(const MambaWeights& w, const ModelHParams::Ssm& s, const float* x, const float* dt,
+          const float* B, const float* C, float* state, float* y, size_t c0, size_t c1) {
   const auto d_state = static_cast<size_t>(s.d_state);
-  for (size_t i = 0; i < x.size(); ++i) {
+  for (size_t i = c0; i < c1; ++i) {
     const float delta = kernels::softplus(dt[i]);
     const float x_dt = x[i] * delta;
-    float* row = state.data() + i * d_state;
+    float* row = state + i * d_state;
     const float* a = w.a.data() + i * d_state;
     float sum = 0.0f;
     for (size_t j = 0; j < d_state; ++j) {
@@ -108,13 +112,22 @@ void mamba(const MambaWeights& w, const ModelHParams& hp, int64_t layer,
   const auto xz = ForwardBuffers::take(buf.qkv, n_rows * 2 * d_inner);
   kernels::matmul(w.in_proj, in.first(n_rows * n_embd), n, xz, 2 * s.d_inner, ctx.pool, buf.matmul);
   if (w.in_scale != 1.0f) kernels::scale_inplace(xz, w.in_scale);
-  // The convolution, row by row through each sequence's state.
+  // The convolution of every row in order through each sequence's state,
+  // channels in parallel.
   const auto x = ForwardBuffers::take(buf.q, n_rows * d_inner);
   for (size_t r = 0; r < n_rows; ++r) {
-    const auto xr = x.subspan(r * d_inner, d_inner);
-    std::copy_n(xz.begin() + static_cast<std::ptrdiff_t>(r * 2 * d_inner), d_inner, xr.begin());
-    convolve(w, taps, xr, cache.state(layer, rows[r].seq).first(conv_state));
+    std::copy_n(xz.begin() + static_cast<std::ptrdiff_t>(r * 2 * d_inner), d_inner,
+                x.begin() + static_cast<std::ptrdiff_t>(r * d_inner));
   }
+  ctx.pool.parallel_for(
+      s.d_inner,
+      [&](int64_t c0, int64_t c1) {
+        for (size_t r = 0; r < n_rows; ++r) {
+          convolve(w, taps, x.data() + r * d_inner, cache.state(layer, rows[r].seq).data(),
+                   static_cast<size_t>(c0), static_cast<size_t>(c1));
+        }
+      },
+      kChannelGrain);
   // dt | B | C of every row, dt normed and widened.
   const size_t dbc_width = dt_rank + 2 * d_state;
   const auto dbc = ForwardBuffers::take(buf.k, n_rows * dbc_width);
@@ -133,13 +146,21 @@ void mamba(const MambaWeights& w, const ModelHParams& hp, int64_t layer,
   const auto dt = ForwardBuffers::take(buf.v, n_rows * d_inner);
   kernels::matmul(w.dt_proj, dt_low, n, dt, s.d_inner, ctx.pool, buf.matmul);
   kernels::add_bias_rows(dt, w.dt_bias);
-  // The scan, row by row; then y * silu(z).
+  // The scan of every row in order, channels in parallel; then y * silu(z).
   const auto y = ForwardBuffers::take(buf.attn_out, n_rows * d_inner);
+  ctx.pool.parallel_for(
+      s.d_inner,
+      [&](int64_t c0, int64_t c1) {
+        for (size_t r = 0; r < n_rows; ++r) {
+          const float* bc = dbc.data() + r * dbc_width + dt_rank;
+          scan(w, s, x.data() + r * d_inner, dt.data() + r * d_inner, bc, bc + d_state,
+               cache.state(layer, rows[r].seq).data() + conv_state, y.data() + r * d_inner,
+               static_cast<size_t>(c0), static_cast<size_t>(c1));
+        }
+      },
+      kChannelGrain);
   for (size_t r = 0; r < n_rows; ++r) {
-    const float* bc = dbc.data() + r * dbc_width + dt_rank;
     const auto yr = y.subspan(r * d_inner, d_inner);
-    scan(w, s, x.subspan(r * d_inner, d_inner), dt.subspan(r * d_inner, d_inner), bc, bc + d_state,
-         cache.state(layer, rows[r].seq).subspan(conv_state), yr);
     kernels::swiglu(xz.subspan(r * 2 * d_inner + d_inner, d_inner), yr, yr);
   }
   const auto out_rows = out.first(n_rows * n_embd);

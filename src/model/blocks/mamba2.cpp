@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "base/thread_pool.hpp"
 #include "kernels/cpu/activations.hpp"
 #include "kernels/cpu/causal_conv.hpp"
 #include "kernels/cpu/matmul.hpp"
@@ -53,34 +54,51 @@ void read_ssm_hparams(const HParamReader& keys, ModelHParams& hp) {
 
 namespace {
 
-// xBC = silu(conv(xBC) + bias) in place, the sequence's convolution state
-// ([channel][taps - 1]) shifted by one input.
-void convolve(const Mamba2Weights& w, size_t taps, std::span<float> xbc, std::span<float> state) {
-  for (size_t ch = 0; ch < xbc.size(); ++ch) {
-    const float sum = kernels::causal_conv_step(state.data() + ch * (taps - 1),
-                                                w.conv.data() + ch * taps, taps, xbc[ch]);
-    xbc[ch] = kernels::silu(sum + w.conv_bias[ch]);
-  }
+// Channels per thread's share of the convolution.
+constexpr int64_t kConvGrain = 64;
+
+// xBC = silu(conv(xBC) + bias) in place for every row in order, each
+// through its sequence's convolution state ([channel][taps - 1]), channels
+// in parallel.
+void convolve_rows(const Mamba2Weights& w, const ModelHParams::Ssm& s,
+                   std::span<const BatchRow> rows, int64_t layer, KvCache& cache, ThreadPool& pool,
+                   std::span<float> proj, size_t proj_width) {
+  const auto taps = static_cast<size_t>(s.conv_taps);
+  const auto d_inner = static_cast<size_t>(s.d_inner);
+  pool.parallel_for(
+      s.conv_width(),
+      [&](int64_t begin, int64_t end) {
+        for (size_t r = 0; r < rows.size(); ++r) {
+          float* state = cache.state(layer, rows[r].seq).data();
+          float* xbc = proj.data() + r * proj_width + d_inner;
+          for (auto ch = static_cast<size_t>(begin); ch < static_cast<size_t>(end); ++ch) {
+            const float sum = kernels::causal_conv_step(state + ch * (taps - 1),
+                                                        w.conv.data() + ch * taps, taps, xbc[ch]);
+            xbc[ch] = kernels::silu(sum + w.conv_bias[ch]);
+          }
+        }
+      },
+      kConvGrain);
 }
 
-// The selective scan of one row (ggml_ssm_scan with one decay per head):
-// y [n_head][head_dim] from x, B, C and dt, the state advanced.
-void scan(const Mamba2Weights& w, const ModelHParams::Ssm& s, std::span<const float> xbc,
-          std::span<const float> dt, std::span<float> state, std::span<float> y) {
+// The selective scan (ggml_ssm_scan with one decay per head) of heads
+// [h0, h1) of one row: y from x, B, C and dt, the state advanced.
+void scan_heads(const Mamba2Weights& w, const ModelHParams::Ssm& s, const float* xbc,
+                const float* dt, float* state, float* y, size_t h0, size_t h1) {
   const auto head_dim = static_cast<size_t>(s.head_dim());
   const auto d_state = static_cast<size_t>(s.d_state);
   const auto heads_per_group = static_cast<size_t>(s.n_head / s.n_group);
-  const float* x = xbc.data();
+  const float* x = xbc;
   const float* B = x + s.d_inner;
   const float* C = B + s.n_group * s.d_state;
-  for (size_t h = 0; h < static_cast<size_t>(s.n_head); ++h) {
+  for (size_t h = h0; h < h1; ++h) {
     const float delta = kernels::softplus(dt[h] + w.dt_bias[h]);
     const float decay = std::exp(delta * w.a[h]);
     const size_t g = h / heads_per_group;
     for (size_t i = 0; i < head_dim; ++i) {
       const size_t ii = h * head_dim + i;
       const float x_dt = x[ii] * delta;
-      float* row = state.data() + ii * d_state;
+      float* row = state + ii * d_state;
       float sum = 0.0f;
       for (size_t j = 0; j < d_state; ++j) {
         const float next = row[j] * decay + B[g * d_state + j] * x_dt;
@@ -90,6 +108,23 @@ void scan(const Mamba2Weights& w, const ModelHParams::Ssm& s, std::span<const fl
       y[ii] = sum + x[ii] * w.d[h];
     }
   }
+}
+
+// The scan of every row in order, heads in parallel (each its own state).
+void scan_rows(const Mamba2Weights& w, const ModelHParams::Ssm& s, std::span<const BatchRow> rows,
+               int64_t layer, KvCache& cache, ThreadPool& pool, std::span<const float> proj,
+               size_t proj_width, std::span<float> y) {
+  const auto d_inner = static_cast<size_t>(s.d_inner);
+  const auto conv_state =
+      static_cast<size_t>(s.conv_taps - 1) * static_cast<size_t>(s.conv_width());
+  pool.parallel_for(s.n_head, [&](int64_t begin, int64_t end) {
+    for (size_t r = 0; r < rows.size(); ++r) {
+      const float* row = proj.data() + r * proj_width;
+      scan_heads(w, s, row + d_inner, row + d_inner + static_cast<size_t>(s.conv_width()),
+                 cache.state(layer, rows[r].seq).data() + conv_state, y.data() + r * d_inner,
+                 static_cast<size_t>(begin), static_cast<size_t>(end));
+    }
+  });
 }
 
 }  // namespace
@@ -109,17 +144,12 @@ void mamba2(const Mamba2Weights& w, const ModelHParams& hp, int64_t layer,
   kernels::matmul(w.in_proj, in.first(n_rows * n_embd), n, proj, static_cast<int64_t>(proj_width),
                   ctx.pool, buf.matmul);
   if (w.in_scale != 1.0f) kernels::scale_inplace(proj, w.in_scale);
+  convolve_rows(w, s, rows, layer, cache, ctx.pool, proj, proj_width);
   const auto y = ForwardBuffers::take(buf.attn_out, n_rows * d_inner);
-  const auto conv_state = static_cast<size_t>(s.conv_taps - 1) * conv_width;
+  scan_rows(w, s, rows, layer, cache, ctx.pool, proj, proj_width, y);
   for (size_t r = 0; r < n_rows; ++r) {
-    const auto row = proj.subspan(r * proj_width, proj_width);
-    const auto z = row.first(d_inner);
-    const auto xbc = row.subspan(d_inner, conv_width);
-    const auto dt = row.subspan(d_inner + conv_width);
-    const auto state = cache.state(layer, rows[r].seq);
+    const auto z = proj.subspan(r * proj_width, d_inner);
     const auto yr = y.subspan(r * d_inner, d_inner);
-    convolve(w, static_cast<size_t>(s.conv_taps), xbc, state.first(conv_state));
-    scan(w, s, xbc, dt, state.subspan(conv_state), yr);
     kernels::swiglu(z, yr, yr);
     if (w.norm.empty()) continue;
     const auto group = d_inner / static_cast<size_t>(s.n_group);

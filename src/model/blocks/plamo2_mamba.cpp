@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "base/thread_pool.hpp"
 #include "kernels/cpu/activations.hpp"
 #include "kernels/cpu/causal_conv.hpp"
 #include "kernels/cpu/matmul.hpp"
@@ -54,25 +55,28 @@ void read_plamo2_ssm_hparams(const HParamReader& keys, ModelHParams& hp) {
 
 namespace {
 
+// Channels per thread's share of the convolution.
+constexpr int64_t kChannelGrain = 64;
+
 // RMS norm in place, times `weight`.
 void rms_norm_in_place(std::span<float> x, const std::vector<float>& weight, float eps) {
   kernels::rms_norm_rows(x, weight, eps, x, x.size());
 }
 
-// The scan of one row: y [n_head][head_dim] from x, B, C and dt, the state
-// advanced (ggml_ssm_scan with one decay per head and one group).
-void scan(const Plamo2MambaWeights& w, const ModelHParams::Ssm& s, std::span<const float> x,
-          std::span<const float> dt, const float* B, const float* C, std::span<float> state,
-          std::span<float> y) {
+// The scan of heads [h0, h1) of one row: y [n_head][head_dim] from x, B,
+// C and dt, the state advanced (ggml_ssm_scan with one decay per head and
+// one group).
+void scan(const Plamo2MambaWeights& w, const ModelHParams::Ssm& s, const float* x, const float* dt,
+          const float* B, const float* C, float* state, float* y, size_t h0, size_t h1) {
   const auto head_dim = static_cast<size_t>(s.head_dim());
   const auto d_state = static_cast<size_t>(s.d_state);
-  for (size_t h = 0; h < static_cast<size_t>(s.n_head); ++h) {
+  for (size_t h = h0; h < h1; ++h) {
     const float delta = kernels::softplus(dt[h]);
     const float decay = std::exp(delta * w.a[h]);
     for (size_t i = 0; i < head_dim; ++i) {
       const size_t ii = h * head_dim + i;
       const float x_dt = x[ii] * delta;
-      float* row = state.data() + ii * d_state;
+      float* row = state + ii * d_state;
       float sum = 0.0f;
       for (size_t j = 0; j < d_state; ++j) {
         const float next = row[j] * decay + B[j] * x_dt;
@@ -104,21 +108,30 @@ void plamo2_mamba(const Plamo2MambaWeights& w, const ModelHParams& hp, int64_t l
 
   const auto zx = ForwardBuffers::take(buf.qkv, n_rows * 2 * d_inner);
   kernels::matmul(w.in_proj, in.first(n_rows * n_embd), n, zx, 2 * s.d_inner, ctx.pool, buf.matmul);
-  // Each head's x, convolved row by row through each sequence's state.
+  // Each head's x, convolved in row order through each sequence's state,
+  // channels in parallel.
   const auto x = ForwardBuffers::take(buf.q, n_rows * d_inner);
   for (size_t r = 0; r < n_rows; ++r) {
-    float* xr = x.data() + r * d_inner;
     const float* zxr = zx.data() + r * 2 * d_inner;
     for (size_t h = 0; h < n_head; ++h) {
-      std::copy_n(zxr + h * 2 * head_dim + head_dim, head_dim, xr + h * head_dim);
-    }
-    float* state = cache.state(layer, rows[r].seq).data();
-    for (size_t ch = 0; ch < d_inner; ++ch) {
-      const float sum = kernels::causal_conv_step(state + ch * (taps - 1),
-                                                  w.conv.data() + ch * taps, taps, xr[ch]);
-      xr[ch] = kernels::silu(sum);
+      std::copy_n(zxr + h * 2 * head_dim + head_dim, head_dim,
+                  x.data() + r * d_inner + h * head_dim);
     }
   }
+  ctx.pool.parallel_for(
+      s.d_inner,
+      [&](int64_t c0, int64_t c1) {
+        for (size_t r = 0; r < n_rows; ++r) {
+          float* xr = x.data() + r * d_inner;
+          float* state = cache.state(layer, rows[r].seq).data();
+          for (auto ch = static_cast<size_t>(c0); ch < static_cast<size_t>(c1); ++ch) {
+            const float sum = kernels::causal_conv_step(state + ch * (taps - 1),
+                                                        w.conv.data() + ch * taps, taps, xr[ch]);
+            xr[ch] = kernels::silu(sum);
+          }
+        }
+      },
+      kChannelGrain);
   // B | C | dt of every row, normed; dt widened to one per head.
   const size_t bcdt_width = 2 * d_state + dt_dim;
   const auto bcdt = ForwardBuffers::take(buf.k, n_rows * bcdt_width);
@@ -135,17 +148,22 @@ void plamo2_mamba(const Plamo2MambaWeights& w, const ModelHParams& hp, int64_t l
   const auto dt = ForwardBuffers::take(buf.v, n_rows * n_head);
   kernels::matmul(w.dt_proj, dt_low, n, dt, s.n_head, ctx.pool, buf.matmul);
   kernels::add_bias_rows(dt, w.dt_bias);
-  // The scan, row by row; then y * silu(z), z each head's first half.
+  // The scan of every row in order, heads in parallel; then y * silu(z),
+  // z each head's first half.
   const auto y = ForwardBuffers::take(buf.attn_out, n_rows * d_inner);
+  ctx.pool.parallel_for(s.n_head, [&](int64_t h0, int64_t h1) {
+    for (size_t r = 0; r < n_rows; ++r) {
+      const float* bc = bcdt.data() + r * bcdt_width;
+      scan(w, s, x.data() + r * d_inner, dt.data() + r * n_head, bc, bc + d_state,
+           cache.state(layer, rows[r].seq).data() + conv_state, y.data() + r * d_inner,
+           static_cast<size_t>(h0), static_cast<size_t>(h1));
+    }
+  });
   for (size_t r = 0; r < n_rows; ++r) {
-    const float* bc = bcdt.data() + r * bcdt_width;
-    const auto yr = y.subspan(r * d_inner, d_inner);
-    scan(w, s, x.subspan(r * d_inner, d_inner), dt.subspan(r * n_head, n_head), bc, bc + d_state,
-         cache.state(layer, rows[r].seq).subspan(conv_state), yr);
     const float* zxr = zx.data() + r * 2 * d_inner;
     for (size_t h = 0; h < n_head; ++h) {
       const auto z = std::span<const float>(zxr + h * 2 * head_dim, head_dim);
-      const auto yh = yr.subspan(h * head_dim, head_dim);
+      const auto yh = y.subspan(r * d_inner + h * head_dim, head_dim);
       kernels::swiglu(z, yh, yh);
     }
   }
