@@ -7,6 +7,7 @@
 #include "base/thread_pool.hpp"
 #include "kernels/cpu/activations.hpp"
 #include "kernels/cpu/causal_conv.hpp"
+#include "kernels/cpu/delta_rule.hpp"
 #include "kernels/cpu/matmul.hpp"
 #include "kernels/cpu/norm.hpp"
 #include "model/blocks/mamba2.hpp"
@@ -106,21 +107,6 @@ void l2_norm(std::span<float> x, float eps) {
   for (float& v : x) v *= scale;
 }
 
-// The delta rule for one value head over one row: S [d][d] (value j, key
-// i) decays, learns v - S k at rate beta, then o = S q / sqrt(d).
-void delta_rule_step(std::span<float> S, const float* q, const float* k, const float* v, float beta,
-                     float gate, float* o, size_t d) {
-  const float decay = std::exp(gate);
-  for (float& x : S) x *= decay;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-  for (size_t j = 0; j < d; ++j) {
-    float* row = S.data() + j * d;
-    const float delta = (v[j] - kernels::dot_f32(row, k, static_cast<int64_t>(d))) * beta;
-    for (size_t i = 0; i < d; ++i) row[i] += k[i] * delta;
-    o[j] = kernels::dot_f32(row, q, static_cast<int64_t>(d)) * scale;
-  }
-}
-
 // The convolution of every row in order, each through its sequence's
 // state, channels in parallel; then each key head's q and k L2-normed.
 void convolve_rows(const GatedDeltaNetWeights& w, const ModelHParams& hp,
@@ -168,6 +154,7 @@ void delta_rule_rows(const GatedDeltaNetWeights& w, const ModelHParams& hp,
   const auto n_k = static_cast<size_t>(s.n_group);
   const auto n_v = static_cast<size_t>(s.n_head);
   const size_t per_key_head = n_v / n_k;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
   pool.parallel_for(static_cast<int64_t>(n_v), [&](int64_t begin, int64_t end) {
     for (size_t r = 0; r < rows.size(); ++r) {
       const auto matrices = cache.state(layer, rows[r].seq).subspan(conv_floats);
@@ -176,8 +163,9 @@ void delta_rule_rows(const GatedDeltaNetWeights& w, const ModelHParams& hp,
       const float* v = k + n_k * d;
       for (auto h = static_cast<size_t>(begin); h < static_cast<size_t>(end); ++h) {
         const size_t kh = w.tiled_key_heads ? h % n_k : h / per_key_head;
-        delta_rule_step(matrices.subspan(h * d * d, d * d), q + kh * d, k + kh * d, v + h * d,
-                        beta[r * n_v + h], gate[r * n_v + h], o.data() + r * n_v * d + h * d, d);
+        kernels::delta_rule_step(matrices.data() + h * d * d, q + kh * d, k + kh * d, v + h * d,
+                                 beta[r * n_v + h], std::exp(gate[r * n_v + h]), scale,
+                                 o.data() + r * n_v * d + h * d, static_cast<int64_t>(d));
       }
     }
   });
