@@ -96,7 +96,7 @@ constexpr const Family* kFamilies[] = {
     &kLagunaFamily,         // laguna.cpp
     &kLfm2Family,           // lfm2.cpp
     &kLfm2MoeFamily,        // lfm2.cpp
-    &kMamba2Family,         // mamba2.cpp
+    &kMamba2Family,         // mamba.cpp
     &kMambaFamily,          // mamba.cpp
     &kJambaFamily,          // jamba.cpp
     &kFalconH1Family,       // falcon_h1.cpp

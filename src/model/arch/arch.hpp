@@ -37,9 +37,6 @@ extern const Family kLagunaFamily;
 extern const Family kLfm2Family;
 extern const Family kLfm2MoeFamily;
 
-// mamba2.cpp
-extern const Family kMamba2Family;
-
 // qwen3next.cpp
 extern const Family kQwen3NextFamily;
 extern const Family kQwen35Family;
@@ -47,6 +44,7 @@ extern const Family kQwen35MoeFamily;
 
 // mamba.cpp
 extern const Family kMambaFamily;
+extern const Family kMamba2Family;
 
 // jamba.cpp
 extern const Family kJambaFamily;
