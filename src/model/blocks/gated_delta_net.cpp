@@ -6,10 +6,10 @@
 
 #include "base/thread_pool.hpp"
 #include "kernels/cpu/activations.hpp"
-#include "kernels/cpu/causal_conv.hpp"
 #include "kernels/cpu/delta_rule.hpp"
 #include "kernels/cpu/matmul.hpp"
 #include "kernels/cpu/norm.hpp"
+#include "model/blocks/causal_conv_rows.hpp"
 #include "model/blocks/mamba2.hpp"
 #include "model/tensor_table.hpp"
 #include "runtime/kv_cache.hpp"
@@ -79,9 +79,6 @@ void read_gated_delta_net_hparams(const HParamReader& keys, ModelHParams& hp) {
 
 namespace {
 
-// Channels per thread's share of the convolution.
-constexpr int64_t kConvGrain = 64;
-
 // Qwen3-Next's fused ssm_in row (per key head: q, k, its value heads' v,
 // their z) rearranged into q | k | v and z, as llama.cpp's legacy path.
 void split_qkvz(const ModelHParams::Ssm& s, std::span<const float> fused, std::span<float> qkv,
@@ -107,31 +104,13 @@ void l2_norm(std::span<float> x, float eps) {
   for (float& v : x) v *= scale;
 }
 
-// The convolution of every row in order, each through its sequence's
-// state, channels in parallel; then each key head's q and k L2-normed.
-void convolve_rows(const GatedDeltaNetWeights& w, const ModelHParams& hp,
-                   std::span<const BatchRow> rows, int64_t layer, KvCache& cache, ThreadPool& pool,
-                   std::span<float> qkv) {
+// Each key head's q and k of every row, L2-normed.
+void normalize_keys(const ModelHParams& hp, size_t n_rows, std::span<float> qkv) {
   const auto& s = hp.ssm;
-  const auto taps = static_cast<size_t>(s.conv_taps);
   const auto width = static_cast<size_t>(s.conv_width());
   const auto d = static_cast<size_t>(s.d_state);
   const auto n_k = static_cast<size_t>(s.n_group);
-  pool.parallel_for(
-      static_cast<int64_t>(width),
-      [&](int64_t begin, int64_t end) {
-        for (size_t r = 0; r < rows.size(); ++r) {
-          float* conv_state = cache.state(layer, rows[r].seq).data();
-          float* in = qkv.data() + r * width;
-          for (auto ch = static_cast<size_t>(begin); ch < static_cast<size_t>(end); ++ch) {
-            const float sum = kernels::causal_conv_step(conv_state + ch * (taps - 1),
-                                                        w.conv.data() + ch * taps, taps, in[ch]);
-            in[ch] = kernels::silu(sum);
-          }
-        }
-      },
-      kConvGrain);
-  for (size_t r = 0; r < rows.size(); ++r) {
+  for (size_t r = 0; r < n_rows; ++r) {
     float* q = qkv.data() + r * width;
     float* k = q + n_k * d;
     for (size_t kh = 0; kh < n_k; ++kh) {
@@ -240,7 +219,9 @@ void gated_delta_net(const GatedDeltaNetWeights& w, const ModelHParams& hp, int6
   const auto beta = ForwardBuffers::take(buf.k, n_rows * n_v);
   const auto gate = ForwardBuffers::take(buf.v, n_rows * n_v);
   beta_and_gate(w, hp, x, n, ctx, beta, gate);
-  convolve_rows(w, hp, rows, layer, cache, ctx.pool, qkv);
+  causal_conv_silu_rows({w.conv, {}, static_cast<size_t>(s.conv_taps), width}, rows, layer, cache,
+                        ctx.pool, qkv.data(), width);
+  normalize_keys(hp, n_rows, qkv);
   const auto y = ForwardBuffers::take(buf.attn_out, n_rows * d_inner);
   delta_rule_rows(w, hp, rows, layer, cache, ctx.pool, qkv, beta, gate, y);
   // y = rms_norm(o) * ssm_norm * silu(z), per value head.

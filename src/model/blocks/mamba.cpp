@@ -1,12 +1,13 @@
 #include "model/blocks/mamba.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "base/thread_pool.hpp"
 #include "kernels/cpu/activations.hpp"
-#include "kernels/cpu/causal_conv.hpp"
 #include "kernels/cpu/matmul.hpp"
 #include "kernels/cpu/norm.hpp"
+#include "model/blocks/causal_conv_rows.hpp"
 #include "model/tensor_table.hpp"
 #include "runtime/kv_cache.hpp"
 
@@ -55,18 +56,8 @@ void read_mamba_hparams(const HParamReader& keys, ModelHParams& hp) {
 
 namespace {
 
-// Channels per thread's share of the convolution and the scan.
+// Channels per thread's share of the scan.
 constexpr int64_t kChannelGrain = 64;
-
-// x = silu(conv(x) + bias) in place for channels [c0, c1) of one row, the
-// sequence's convolution state ([channel][taps - 1]) shifted by one input.
-void convolve(const MambaWeights& w, size_t taps, float* x, float* state, size_t c0, size_t c1) {
-  for (size_t ch = c0; ch < c1; ++ch) {
-    const float sum =
-        kernels::causal_conv_step(state + ch * (taps - 1), w.conv.data() + ch * taps, taps, x[ch]);
-    x[ch] = kernels::silu(sum + w.conv_bias[ch]);
-  }
-}
 
 // An RMS norm of `x` in place, times `weight` when there is one.
 void rms_norm_in_place(std::span<float> x, const std::vector<float>& weight, float eps) {
@@ -119,15 +110,8 @@ void mamba(const MambaWeights& w, const ModelHParams& hp, int64_t layer,
     std::copy_n(xz.begin() + static_cast<std::ptrdiff_t>(r * 2 * d_inner), d_inner,
                 x.begin() + static_cast<std::ptrdiff_t>(r * d_inner));
   }
-  ctx.pool.parallel_for(
-      s.d_inner,
-      [&](int64_t c0, int64_t c1) {
-        for (size_t r = 0; r < n_rows; ++r) {
-          convolve(w, taps, x.data() + r * d_inner, cache.state(layer, rows[r].seq).data(),
-                   static_cast<size_t>(c0), static_cast<size_t>(c1));
-        }
-      },
-      kChannelGrain);
+  causal_conv_silu_rows({w.conv, w.conv_bias, taps, d_inner}, rows, layer, cache, ctx.pool,
+                        x.data(), d_inner);
   // dt | B | C of every row, dt normed and widened.
   const size_t dbc_width = dt_rank + 2 * d_state;
   const auto dbc = ForwardBuffers::take(buf.k, n_rows * dbc_width);

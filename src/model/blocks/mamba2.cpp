@@ -5,9 +5,9 @@
 
 #include "base/thread_pool.hpp"
 #include "kernels/cpu/activations.hpp"
-#include "kernels/cpu/causal_conv.hpp"
 #include "kernels/cpu/matmul.hpp"
 #include "kernels/cpu/norm.hpp"
+#include "model/blocks/causal_conv_rows.hpp"
 #include "model/tensor_table.hpp"
 #include "runtime/kv_cache.hpp"
 
@@ -53,33 +53,6 @@ void read_ssm_hparams(const HParamReader& keys, ModelHParams& hp) {
 }
 
 namespace {
-
-// Channels per thread's share of the convolution.
-constexpr int64_t kConvGrain = 64;
-
-// xBC = silu(conv(xBC) + bias) in place for every row in order, each
-// through its sequence's convolution state ([channel][taps - 1]), channels
-// in parallel.
-void convolve_rows(const Mamba2Weights& w, const ModelHParams::Ssm& s,
-                   std::span<const BatchRow> rows, int64_t layer, KvCache& cache, ThreadPool& pool,
-                   std::span<float> proj, size_t proj_width) {
-  const auto taps = static_cast<size_t>(s.conv_taps);
-  const auto d_inner = static_cast<size_t>(s.d_inner);
-  pool.parallel_for(
-      s.conv_width(),
-      [&](int64_t begin, int64_t end) {
-        for (size_t r = 0; r < rows.size(); ++r) {
-          float* state = cache.state(layer, rows[r].seq).data();
-          float* xbc = proj.data() + r * proj_width + d_inner;
-          for (auto ch = static_cast<size_t>(begin); ch < static_cast<size_t>(end); ++ch) {
-            const float sum = kernels::causal_conv_step(state + ch * (taps - 1),
-                                                        w.conv.data() + ch * taps, taps, xbc[ch]);
-            xbc[ch] = kernels::silu(sum + w.conv_bias[ch]);
-          }
-        }
-      },
-      kConvGrain);
-}
 
 // The selective scan (ggml_ssm_scan with one decay per head) of heads
 // [h0, h1) of one row: y from x, B, C and dt, the state advanced.
@@ -144,7 +117,8 @@ void mamba2(const Mamba2Weights& w, const ModelHParams& hp, int64_t layer,
   kernels::matmul(w.in_proj, in.first(n_rows * n_embd), n, proj, static_cast<int64_t>(proj_width),
                   ctx.pool, buf.matmul);
   if (w.in_scale != 1.0f) kernels::scale_inplace(proj, w.in_scale);
-  convolve_rows(w, s, rows, layer, cache, ctx.pool, proj, proj_width);
+  causal_conv_silu_rows({w.conv, w.conv_bias, static_cast<size_t>(s.conv_taps), conv_width}, rows,
+                        layer, cache, ctx.pool, proj.data() + d_inner, proj_width);
   const auto y = ForwardBuffers::take(buf.attn_out, n_rows * d_inner);
   scan_rows(w, s, rows, layer, cache, ctx.pool, proj, proj_width, y);
   for (size_t r = 0; r < n_rows; ++r) {

@@ -1,12 +1,13 @@
 #include "model/blocks/plamo2_mamba.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "base/thread_pool.hpp"
 #include "kernels/cpu/activations.hpp"
-#include "kernels/cpu/causal_conv.hpp"
 #include "kernels/cpu/matmul.hpp"
 #include "kernels/cpu/norm.hpp"
+#include "model/blocks/causal_conv_rows.hpp"
 #include "model/tensor_table.hpp"
 #include "runtime/kv_cache.hpp"
 
@@ -54,9 +55,6 @@ void read_plamo2_ssm_hparams(const HParamReader& keys, ModelHParams& hp) {
 }
 
 namespace {
-
-// Channels per thread's share of the convolution.
-constexpr int64_t kChannelGrain = 64;
 
 // RMS norm in place, times `weight`.
 void rms_norm_in_place(std::span<float> x, const std::vector<float>& weight, float eps) {
@@ -118,20 +116,8 @@ void plamo2_mamba(const Plamo2MambaWeights& w, const ModelHParams& hp, int64_t l
                   x.data() + r * d_inner + h * head_dim);
     }
   }
-  ctx.pool.parallel_for(
-      s.d_inner,
-      [&](int64_t c0, int64_t c1) {
-        for (size_t r = 0; r < n_rows; ++r) {
-          float* xr = x.data() + r * d_inner;
-          float* state = cache.state(layer, rows[r].seq).data();
-          for (auto ch = static_cast<size_t>(c0); ch < static_cast<size_t>(c1); ++ch) {
-            const float sum = kernels::causal_conv_step(state + ch * (taps - 1),
-                                                        w.conv.data() + ch * taps, taps, xr[ch]);
-            xr[ch] = kernels::silu(sum);
-          }
-        }
-      },
-      kChannelGrain);
+  causal_conv_silu_rows({w.conv, {}, taps, d_inner}, rows, layer, cache, ctx.pool, x.data(),
+                        d_inner);
   // B | C | dt of every row, normed; dt widened to one per head.
   const size_t bcdt_width = 2 * d_state + dt_dim;
   const auto bcdt = ForwardBuffers::take(buf.k, n_rows * bcdt_width);
