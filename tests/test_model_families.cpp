@@ -957,7 +957,8 @@ TEST(ModelLoad, LagunaSlidingLayersAndAttentionGates) {
 // FFN counts: Mamba-2 (state, no KV), an FFN (neither), attention (KV).
 // Experts route alike in every layer: a per-layer top-k that varies
 // (Nemotron 3 Puzzle) is refused, a uniform one read; a gate on the
-// squared-ReLU experts is a tensor the family does not use.
+// squared-ReLU experts is a tensor the family does not use. Nemotron 3's
+// multi-token-prediction block is bound and checked.
 TEST(ModelLoad, NemotronHLayerKindsAndExperts) {
   test::TempDir dir;
   RandomModelOptions o = small_model("nemotron_h_moe");
@@ -974,6 +975,10 @@ TEST(ModelLoad, NemotronHLayerKindsAndExperts) {
   EXPECT_EQ(hp.layer(2).rope, RopeSlot::none);
   EXPECT_EQ(hp.router.gating, RouterGating::sigmoid);
   EXPECT_EQ(hp.moe_latent_size, hp.n_embd / 2);
+  // Nemotron 3's MTP block, bound and checked: attention and latent-wide
+  // experts without projections of their own.
+  ASSERT_EQ(hp.mtp_layers.size(), 1u);
+  EXPECT_GT(hp.mtp_layers[0].n_head_kv, 0);
 
   const auto per_layer_used = [&](std::vector<uint32_t> used) {
     return [used](gguf::GgufWriter& w) {
@@ -982,9 +987,10 @@ TEST(ModelLoad, NemotronHLayerKindsAndExperts) {
       w.set("nemotron_h_moe.expert_used_count", gguf::Value(values));
     };
   };
-  rewrite(dir / "n.gguf", dir / "uniform.gguf", "", {}, per_layer_used({0, 2, 0}));
+  // One value per block: the three layers and the MTP layer.
+  rewrite(dir / "n.gguf", dir / "uniform.gguf", "", {}, per_layer_used({0, 2, 0, 2}));
   EXPECT_EQ(load_error(dir / "uniform.gguf"), "");
-  rewrite(dir / "n.gguf", dir / "puzzle.gguf", "", {}, per_layer_used({2, 3, 2}));
+  rewrite(dir / "n.gguf", dir / "puzzle.gguf", "", {}, per_layer_used({2, 3, 2, 2}));
   std::string error = load_error(dir / "puzzle.gguf");
   EXPECT_NE(error.find("expert_used_count differs between layers"), std::string::npos) << error;
   rewrite(dir / "n.gguf", dir / "gated.gguf", "",

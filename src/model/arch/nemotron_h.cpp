@@ -33,8 +33,10 @@
 #include "model/blocks/ffn.hpp"
 #include "model/blocks/mamba2.hpp"
 #include "model/blocks/moe.hpp"
+#include "model/blocks/nextn.hpp"
 #include "model/decoder_model.hpp"
 #include "model/rope_setup.hpp"
+#include "model/tensor_table.hpp"
 #include "model/weights.hpp"
 
 namespace cortiq {
@@ -58,11 +60,22 @@ struct NemotronHLayer {
   MoeWeights moe;
 };
 
+// Nemotron 3's multi-token-prediction block (llama.cpp's load_block_mtp
+// of nemotron_h): one attention sub-layer and one expert sub-layer after
+// the trunk. Bound and checked, not run.
+struct NemotronHMtpLayer {
+  std::vector<float> attn_norm, post_attn_norm;
+  AttentionWeights attn;
+  MoeWeights moe;
+  NextnTensors nextn;
+};
+
 struct NemotronHWeights {
   TokenEmbedding embedding;
   OutputHead head;
   RopeTables rope;  // none used
   std::vector<NemotronHLayer> layers;
+  std::vector<NemotronHMtpLayer> mtp;
 
   // As llama.cpp's nemotron_h loader.
   void visit(TensorVisitor& v, const ModelHParams& hp) {
@@ -92,6 +105,35 @@ struct NemotronHWeights {
           }
           break;
       }
+    }
+    visit_mtp(v, hp);
+  }
+
+  // llama.cpp skips the MTP layers without a draft: a file may leave them
+  // out. Their experts are as wide as the trunk's, latent or not, with no
+  // latent projections of their own.
+  void visit_mtp(TensorVisitor& v, const ModelHParams& hp) {
+    if (hp.mtp_layers.empty() ||
+        !v.has(layer_tensor_name(hp.n_layer, "nextn.eh_proj.weight"), /*written=*/true)) {
+      return;
+    }
+    const ModelHParams all = hp.with_mtp_layers();
+    ScalelessVisitor no_scales(v);
+    for (int64_t il = hp.n_layer; il < std::ssize(all.layers); ++il) {
+      NemotronHMtpLayer& layer = mtp.emplace_back();
+      const auto name = [&](std::string_view what) { return layer_tensor_name(il, what); };
+      layer.nextn.visit(no_scales, hp, il, /*nemotron=*/true);
+      no_scales.vector(layer.attn_norm, name("attn_norm.weight"), hp.n_embd, TensorKind::norm,
+                       true);
+      layer.attn.visit(no_scales, all, il, {.output_bias = true});
+      no_scales.vector(layer.post_attn_norm, name("post_attention_norm.weight"), hp.n_embd,
+                       TensorKind::norm, true);
+      layer.moe.visit(no_scales, all, il,
+                      {.shared_expert = SharedExpert::always,
+                       .selection_bias_required = true,
+                       .activation = ExpertActivation::relu_sqr,
+                       .latent = true,
+                       .latent_projections = false});
     }
   }
 };
@@ -153,9 +195,12 @@ void read_nemotron_h(const HParamReader& keys, ModelHParams& hp) {
       std::ranges::find_if(hp.layers, [](const LayerSpec& l) { return l.n_ff > 0; });
   hp.n_ff = ffn_layer != hp.layers.end() ? ffn_layer->n_ff : 0;
   read_nemotron_h_experts(keys, hp);
-  for (const LayerSpec& layer : hp.layers) hp.experts_in_layer.push_back(layer.n_ff > 0);
-  for (LayerSpec& layer : hp.layers) {
+  for (int64_t il = 0; il < hp.n_layer; ++il) hp.experts_in_layer.push_back(hp.layer(il).n_ff > 0);
+  for (int64_t il = 0; il < std::ssize(hp.layers); ++il) {
+    LayerSpec& layer = hp.layers[static_cast<size_t>(il)];
     layer.rope = RopeSlot::none;
+    // A multi-token-prediction layer after the trunk: attention and experts.
+    if (il >= hp.n_layer) continue;
     if (layer.n_ff > 0) {  // an FFN layer: no attention, whatever its head counts
       layer.n_head = 0;
       layer.n_head_kv = 0;
@@ -175,16 +220,25 @@ BlockKind kind_in_small(int64_t il) {
   return kCycle[il % 3];
 }
 
-void write_nemotron_h_layers(const ModelGeometry& g, std::string_view arch,
+// With `mtp`, one multi-token-prediction layer after them (attending, as
+// the converter lists it).
+void write_nemotron_h_layers(const ModelGeometry& g, std::string_view arch, bool mtp,
                              std::vector<gguf::KeyValue>& keys) {
   const std::string p = std::string(arch) + ".";
+  const auto attends = [&](int64_t il) {
+    return il >= g.n_layer || kind_in_small(il) == BlockKind::attention;
+  };
+  const int64_t n_all = g.n_layer + (mtp ? 1 : 0);
   write_u32_per_layer(
-      p + "attention.head_count_kv", g.n_layer,
-      [&](int64_t il) { return kind_in_small(il) == BlockKind::attention ? g.n_head_kv : 0; },
+      p + "attention.head_count_kv", n_all,
+      [&](int64_t il) { return attends(il) ? g.n_head_kv : 0; }, keys);
+  write_u32_per_layer(
+      p + "feed_forward_length", n_all,
+      [&](int64_t il) {
+        return il < g.n_layer && kind_in_small(il) == BlockKind::ffn ? g.n_ff : 0;
+      },
       keys);
-  write_u32_per_layer(
-      p + "feed_forward_length", g.n_layer,
-      [&](int64_t il) { return kind_in_small(il) == BlockKind::ffn ? g.n_ff : 0; }, keys);
+  if (mtp) write_mtp_layer(g, arch, keys);
   write_mamba2_keys(g, arch, keys);
   // Nemotron-H's Mamba-2 layers norm in groups (8 in the real models).
   for (gguf::KeyValue& kv : keys) {
@@ -194,14 +248,14 @@ void write_nemotron_h_layers(const ModelGeometry& g, std::string_view arch,
 }
 
 void write_nemotron_h(const ModelGeometry& g, std::vector<gguf::KeyValue>& keys) {
-  write_nemotron_h_layers(g, "nemotron_h", keys);
+  write_nemotron_h_layers(g, "nemotron_h", /*mtp=*/false, keys);
 }
 
 // Nemotron 3 Super's experts in small: four (two per token) squared-ReLU
 // experts in a latent width of half n_embd, a shared expert, the weights
-// renormalized and scaled (Nano 30B-A3B: 2.5).
+// renormalized and scaled (Nano 30B-A3B: 2.5); its MTP layer.
 void write_nemotron_h_moe(const ModelGeometry& g, std::vector<gguf::KeyValue>& keys) {
-  write_nemotron_h_layers(g, "nemotron_h_moe", keys);
+  write_nemotron_h_layers(g, "nemotron_h_moe", /*mtp=*/true, keys);
   const std::string p = "nemotron_h_moe.";
   write_expert_counts(g, "nemotron_h_moe", keys);
   keys.push_back({p + "expert_feed_forward_length", u32_value(g.n_ff)});
@@ -224,6 +278,7 @@ const Family kNemotronHMoeFamily{.arch = "nemotron_h_moe",
                                  .read_hparams = read_nemotron_h,
                                  .tensors = tensors_of<NemotronHWeights>,
                                  .write_hparams = write_nemotron_h_moe,
-                                 .layers_may_lack_parts = true};
+                                 .layers_may_lack_parts = true,
+                                 .mtp_layers = true};
 
 }  // namespace cortiq

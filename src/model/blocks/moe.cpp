@@ -375,7 +375,8 @@ void MoeWeights::visit(TensorVisitor& v, const ModelHParams& hp, int64_t layer, 
   width = extra.latent && hp.moe_latent_size > 0 ? hp.moe_latent_size : hp.n_embd;
   // Both latent projections, or neither (only where the latent width is
   // n_embd, which gen-model writes without them).
-  if (extra.latent && (width != hp.n_embd || v.has(name("ffn_latent_down.weight"), false))) {
+  if (extra.latent && extra.latent_projections &&
+      (width != hp.n_embd || v.has(name("ffn_latent_down.weight"), false))) {
     v.matrix(latent_down, name("ffn_latent_down.weight"), hp.n_embd, width);
     v.matrix(latent_up, name("ffn_latent_up.weight"), width, hp.n_embd);
   }

@@ -91,6 +91,9 @@ struct MoeTensors {
   // in the latent width. Optional, as llama.cpp reads them, when that width
   // is n_embd.
   bool latent = false;
+  // With `latent`: false where the experts are latent-wide but the layer
+  // has no projections of its own (Nemotron 3's MTP block: bound, not run).
+  bool latent_projections = true;
 };
 
 struct MoeWeights {

@@ -4,17 +4,19 @@
 
 namespace cortiq {
 
-void NextnTensors::visit(TensorVisitor& v, const ModelHParams& hp, int64_t il) {
+void NextnTensors::visit(TensorVisitor& v, const ModelHParams& hp, int64_t il, bool nemotron) {
   const auto name = [&](std::string_view what) { return layer_tensor_name(il, what); };
   v.matrix(eh_proj, name("nextn.eh_proj.weight"), 2 * hp.n_embd, hp.n_embd);
   v.vector(enorm, name("nextn.enorm.weight"), hp.n_embd, TensorKind::norm);
   v.vector(hnorm, name("nextn.hnorm.weight"), hp.n_embd, TensorKind::norm);
-  v.matrix(embed_tokens, name("nextn.embed_tokens.weight"), hp.n_embd, hp.n_vocab,
-           /*required=*/false);
-  v.matrix(shared_head_head, name("nextn.shared_head_head.weight"), hp.n_embd, hp.n_vocab,
-           /*required=*/false);
+  if (!nemotron) {
+    v.matrix(embed_tokens, name("nextn.embed_tokens.weight"), hp.n_embd, hp.n_vocab,
+             /*required=*/false);
+    v.matrix(shared_head_head, name("nextn.shared_head_head.weight"), hp.n_embd, hp.n_vocab,
+             /*required=*/false);
+  }
   v.vector(shared_head_norm, name("nextn.shared_head_norm.weight"), hp.n_embd, TensorKind::norm,
-           /*required=*/false);
+           /*required=*/nemotron);
 }
 
 }  // namespace cortiq

@@ -29,8 +29,10 @@ struct NextnTensors {
   std::vector<float> shared_head_norm;   // optional: output_norm otherwise
 
   // blk.IL.nextn.{eh_proj, enorm, hnorm} (required) and
-  // {embed_tokens, shared_head_head, shared_head_norm} (optional).
-  void visit(TensorVisitor& v, const ModelHParams& hp, int64_t il);
+  // {embed_tokens, shared_head_head, shared_head_norm} (optional); with
+  // `nemotron`, shared_head_norm required and neither of the other two
+  // (Nemotron 3's loader).
+  void visit(TensorVisitor& v, const ModelHParams& hp, int64_t il, bool nemotron = false);
 };
 
 }  // namespace cortiq
