@@ -80,6 +80,16 @@ void rewrite(const std::filesystem::path& from, const std::filesystem::path& to,
   writer.finish();
 }
 
+// An edit for rewrite(): metadata `key` set to these u32 values.
+std::function<void(gguf::GgufWriter&)> set_u32_array(std::string key,
+                                                     std::vector<uint32_t> values) {
+  return [key = std::move(key), values = std::move(values)](gguf::GgufWriter& w) {
+    gguf::Array array = gguf::Array::of(gguf::ValueType::u32);
+    std::get<std::vector<uint32_t>>(array.items) = values;
+    w.set(key, gguf::Value(array));
+  };
+}
+
 std::string load_error(const std::filesystem::path& path) {
   try {
     Model::load(path, {});
@@ -886,12 +896,8 @@ TEST(ModelLoad, Mimo2LayersAsItsConverterWritesThem) {
   const std::vector<TokenId> ids = {1, 5, 9, 13, 17, 21, 25};
   const auto reference = Session(model).evaluate(ids, 3);
 
-  const auto with_pattern = [&](std::vector<uint32_t> pattern) {
-    return [pattern](gguf::GgufWriter& w) {
-      gguf::Array values = gguf::Array::of(gguf::ValueType::u32);
-      std::get<std::vector<uint32_t>>(values.items) = pattern;
-      w.set("mimo2.attention.sliding_window_pattern", gguf::Value(values));
-    };
+  const auto with_pattern = [](std::vector<uint32_t> pattern) {
+    return set_u32_array("mimo2.attention.sliding_window_pattern", std::move(pattern));
   };
   rewrite(dir / "m.gguf", dir / "per_block.gguf", "", {}, with_pattern({1, 1, 0, 1}));
   EXPECT_EQ(Session(Model::load(dir / "per_block.gguf", load)).evaluate(ids, 3), reference);
@@ -944,11 +950,8 @@ TEST(ModelLoad, LagunaSlidingLayersAndAttentionGates) {
           {"blk.1.attn_gate.weight", {64, 5}});
   std::string error = load_error(dir / "odd.gguf");
   EXPECT_NE(error.find("blk.1.attn_gate.weight"), std::string::npos) << error;
-  rewrite(dir / "l.gguf", dir / "array.gguf", "", {}, [](gguf::GgufWriter& w) {
-    gguf::Array values = gguf::Array::of(gguf::ValueType::u32);
-    std::get<std::vector<uint32_t>>(values.items) = {0, 1, 0};
-    w.set("laguna.attention.sliding_window_pattern", gguf::Value(values));
-  });
+  rewrite(dir / "l.gguf", dir / "array.gguf", "", {},
+          set_u32_array("laguna.attention.sliding_window_pattern", {0, 1, 0}));
   error = load_error(dir / "array.gguf");
   EXPECT_NE(error.find("sliding_window_pattern must be one number"), std::string::npos) << error;
 }
@@ -980,12 +983,8 @@ TEST(ModelLoad, NemotronHLayerKindsAndExperts) {
   ASSERT_EQ(hp.mtp_layers.size(), 1u);
   EXPECT_GT(hp.mtp_layers[0].n_head_kv, 0);
 
-  const auto per_layer_used = [&](std::vector<uint32_t> used) {
-    return [used](gguf::GgufWriter& w) {
-      gguf::Array values = gguf::Array::of(gguf::ValueType::u32);
-      std::get<std::vector<uint32_t>>(values.items) = used;
-      w.set("nemotron_h_moe.expert_used_count", gguf::Value(values));
-    };
+  const auto per_layer_used = [](std::vector<uint32_t> used) {
+    return set_u32_array("nemotron_h_moe.expert_used_count", std::move(used));
   };
   // One value per block: the three layers and the MTP layer.
   rewrite(dir / "n.gguf", dir / "uniform.gguf", "", {}, per_layer_used({0, 2, 0, 2}));
@@ -1067,11 +1066,7 @@ TEST(ModelLoad, Qwen3NextFusedSsmInAndRecurrentLayers) {
   EXPECT_TRUE(bitwise_equal(a.evaluate(ids), b.evaluate(ids)));
 
   const auto recurrent_layers = [](std::vector<uint32_t> flags) {
-    return [flags](gguf::GgufWriter& w) {
-      gguf::Array values = gguf::Array::of(gguf::ValueType::u32);
-      std::get<std::vector<uint32_t>>(values.items) = flags;
-      w.set("qwen3next.attention.recurrent_layers", gguf::Value(values));
-    };
+    return set_u32_array("qwen3next.attention.recurrent_layers", std::move(flags));
   };
   // The interval's layers, stated: the same model.
   rewrite(dir / "q.gguf", dir / "same.gguf", "", {}, recurrent_layers({1, 1, 0, 0}));

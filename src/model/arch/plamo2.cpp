@@ -26,6 +26,7 @@
 #include "model/blocks/attention.hpp"
 #include "model/blocks/embedding.hpp"
 #include "model/blocks/ffn.hpp"
+#include "model/blocks/mamba2.hpp"
 #include "model/blocks/plamo2_mamba.hpp"
 #include "model/decoder_model.hpp"
 #include "model/rope_setup.hpp"
@@ -105,7 +106,7 @@ class Plamo2Model final : public FamilyModel<Plamo2Weights> {
 
 void read_plamo2(const HParamReader& keys, ModelHParams& hp) {
   keys.require("attention.layer_norm_rms_epsilon");
-  read_plamo2_ssm_hparams(keys, hp);
+  read_ssm_hparams(keys, hp, SsmGroups::none);
   if (hp.head_dim_v > 0) {
     hp.attention_scale = 1.0f / std::sqrt(static_cast<float>(hp.head_dim_v));
   }

@@ -33,40 +33,41 @@ void Mamba2Weights::visit(TensorVisitor& v, const ModelHParams& hp, int64_t laye
   v.scale_without_effect(name("ssm_out.input_scale"));
 }
 
-void read_ssm_hparams(const HParamReader& keys, ModelHParams& hp) {
+void read_ssm_hparams(const HParamReader& keys, ModelHParams& hp, SsmGroups groups) {
   auto& s = hp.ssm;
   s.conv_taps = keys.required_uint("ssm.conv_kernel");
   s.d_inner = keys.required_uint("ssm.inner_size");
   s.d_state = keys.required_uint("ssm.state_size");
   s.n_head = keys.required_uint("ssm.time_step_rank");
   s.n_group = keys.required_uint("ssm.group_count");
-  if (s.conv_taps < 2 || s.d_inner <= 0 || s.d_state <= 0 || s.n_head <= 0 || s.n_group <= 0) {
+  const bool grouped = groups == SsmGroups::at_least_one;
+  if (s.conv_taps < 2 || s.d_inner <= 0 || s.d_state <= 0 || s.n_head <= 0 ||
+      (grouped && s.n_group <= 0)) {
     keys.invalid("every ssm size must be positive (ssm.conv_kernel at least 2)");
   }
   // Bounds that keep the state's size products far from overflow.
   if (s.conv_taps > 1024 || s.d_inner > (int64_t{1} << 20) || s.d_state > 4096) {
     keys.invalid("ssm.conv_kernel, inner_size or state_size is out of range");
   }
-  if (s.d_inner % s.n_head != 0 || s.n_head % s.n_group != 0) {
+  if (!grouped) {
+    if (s.n_group != 0) keys.invalid("ssm.group_count must be 0 (one B and C for every head)");
+    if (s.d_inner % s.n_head != 0) {
+      keys.invalid("ssm.inner_size must split into time_step_rank heads");
+    }
+  } else if (s.d_inner % s.n_head != 0 || s.n_head % s.n_group != 0) {
     keys.invalid("ssm.inner_size must split into time_step_rank heads, and those into groups");
   }
 }
 
-namespace {
-
-// The selective scan (ggml_ssm_scan with one decay per head) of heads
-// [h0, h1) of one row: y from x, B, C and dt, the state advanced.
-void scan_heads(const Mamba2Weights& w, const ModelHParams::Ssm& s, const float* xbc,
-                const float* dt, float* state, float* y, size_t h0, size_t h1) {
-  const auto head_dim = static_cast<size_t>(s.head_dim());
-  const auto d_state = static_cast<size_t>(s.d_state);
-  const auto heads_per_group = static_cast<size_t>(s.n_head / s.n_group);
-  const float* x = xbc;
-  const float* B = x + s.d_inner;
-  const float* C = B + s.n_group * s.d_state;
+void selective_scan_heads(const SelectiveScanHeads& p, const float* x, const float* B,
+                          const float* C, const float* dt, float* state, float* y, size_t h0,
+                          size_t h1) {
+  const auto head_dim = static_cast<size_t>(p.head_dim);
+  const auto d_state = static_cast<size_t>(p.d_state);
+  const auto heads_per_group = static_cast<size_t>(p.n_head / p.n_group);
   for (size_t h = h0; h < h1; ++h) {
-    const float delta = kernels::softplus(dt[h] + w.dt_bias[h]);
-    const float decay = std::exp(delta * w.a[h]);
+    const float delta = kernels::softplus(dt[h] + p.dt_bias[h]);
+    const float decay = std::exp(delta * p.a[h]);
     const size_t g = h / heads_per_group;
     for (size_t i = 0; i < head_dim; ++i) {
       const size_t ii = h * head_dim + i;
@@ -78,10 +79,12 @@ void scan_heads(const Mamba2Weights& w, const ModelHParams::Ssm& s, const float*
         sum += next * C[g * d_state + j];
         row[j] = next;
       }
-      y[ii] = sum + x[ii] * w.d[h];
+      y[ii] = sum + x[ii] * p.d[h];
     }
   }
 }
+
+namespace {
 
 // The scan of every row in order, heads in parallel (each its own state).
 void scan_rows(const Mamba2Weights& w, const ModelHParams::Ssm& s, std::span<const BatchRow> rows,
@@ -90,12 +93,15 @@ void scan_rows(const Mamba2Weights& w, const ModelHParams::Ssm& s, std::span<con
   const auto d_inner = static_cast<size_t>(s.d_inner);
   const auto conv_state =
       static_cast<size_t>(s.conv_taps - 1) * static_cast<size_t>(s.conv_width());
+  const SelectiveScanHeads scan{w.dt_bias, w.a, w.d, s.n_head, s.head_dim(), s.d_state, s.n_group};
   pool.parallel_for(s.n_head, [&](int64_t begin, int64_t end) {
     for (size_t r = 0; r < rows.size(); ++r) {
-      const float* row = proj.data() + r * proj_width;
-      scan_heads(w, s, row + d_inner, row + d_inner + static_cast<size_t>(s.conv_width()),
-                 cache.state(layer, rows[r].seq).data() + conv_state, y.data() + r * d_inner,
-                 static_cast<size_t>(begin), static_cast<size_t>(end));
+      const float* x = proj.data() + r * proj_width + d_inner;
+      const float* B = x + d_inner;
+      const float* C = B + s.n_group * s.d_state;
+      selective_scan_heads(
+          scan, x, B, C, x + s.conv_width(), cache.state(layer, rows[r].seq).data() + conv_state,
+          y.data() + r * d_inner, static_cast<size_t>(begin), static_cast<size_t>(end));
     }
   });
 }

@@ -45,9 +45,28 @@ struct Mamba2Weights {
 
 class HParamReader;
 
+// Whether B and C come in groups (Mamba-2 and its hybrids, Gated DeltaNet's
+// key heads) or once for every head, with ssm.group_count 0 (PLaMo-2, whose
+// graph llama.cpp asserts that for).
+enum class SsmGroups : uint8_t { at_least_one, none };
+
 // ARCH.ssm.{conv_kernel, inner_size, state_size, time_step_rank,
 // group_count} (all required, as llama.cpp reads them), checked.
-void read_ssm_hparams(const HParamReader& keys, ModelHParams& hp);
+void read_ssm_hparams(const HParamReader& keys, ModelHParams& hp,
+                      SsmGroups groups = SsmGroups::at_least_one);
+
+// Mamba-2's selective scan (ggml_ssm_scan with one decay per head) of
+// heads [h0, h1) of one row, as the header's formula: x [n_head][head_dim],
+// B and C [n_group][d_state], dt [n_head] before its bias; the state
+// [n_head][head_dim][d_state] advanced, y [n_head][head_dim] written.
+// Shared by PLaMo-2's Mamba (one group).
+struct SelectiveScanHeads {
+  std::span<const float> dt_bias, a, d;  // [n_head] each
+  int64_t n_head = 0, head_dim = 0, d_state = 0, n_group = 1;
+};
+void selective_scan_heads(const SelectiveScanHeads& p, const float* x, const float* B,
+                          const float* C, const float* dt, float* state, float* y, size_t h0,
+                          size_t h1);
 
 // The state one Mamba-2 layer keeps per sequence, in floats: the
 // convolution's inputs, then the scan's [n_head][head_dim][d_state].

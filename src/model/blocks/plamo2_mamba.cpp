@@ -8,6 +8,7 @@
 #include "kernels/cpu/matmul.hpp"
 #include "kernels/cpu/norm.hpp"
 #include "model/blocks/causal_conv_rows.hpp"
+#include "model/blocks/mamba2.hpp"
 #include "model/tensor_table.hpp"
 #include "runtime/kv_cache.hpp"
 
@@ -36,54 +37,11 @@ void Plamo2MambaWeights::visit(TensorVisitor& v, const ModelHParams& hp, int64_t
   }
 }
 
-void read_plamo2_ssm_hparams(const HParamReader& keys, ModelHParams& hp) {
-  auto& s = hp.ssm;
-  s.conv_taps = keys.required_uint("ssm.conv_kernel");
-  s.d_inner = keys.required_uint("ssm.inner_size");
-  s.d_state = keys.required_uint("ssm.state_size");
-  s.n_head = keys.required_uint("ssm.time_step_rank");
-  s.n_group = keys.required_uint("ssm.group_count");
-  if (s.conv_taps < 2 || s.d_inner <= 0 || s.d_state <= 0 || s.n_head <= 0) {
-    keys.invalid("every ssm size must be positive (ssm.conv_kernel at least 2)");
-  }
-  if (s.conv_taps > 1024 || s.d_inner > (int64_t{1} << 20) || s.d_state > 4096) {
-    keys.invalid("ssm.conv_kernel, inner_size or state_size is out of range");
-  }
-  if (s.n_group != 0) keys.invalid("ssm.group_count must be 0 (one B and C for every head)");
-  if (s.d_inner % s.n_head != 0)
-    keys.invalid("ssm.inner_size must split into time_step_rank heads");
-}
-
 namespace {
 
 // RMS norm in place, times `weight`.
 void rms_norm_in_place(std::span<float> x, const std::vector<float>& weight, float eps) {
   kernels::rms_norm_rows(x, weight, eps, x, x.size());
-}
-
-// The scan of heads [h0, h1) of one row: y [n_head][head_dim] from x, B,
-// C and dt, the state advanced (ggml_ssm_scan with one decay per head and
-// one group).
-void scan(const Plamo2MambaWeights& w, const ModelHParams::Ssm& s, const float* x, const float* dt,
-          const float* B, const float* C, float* state, float* y, size_t h0, size_t h1) {
-  const auto head_dim = static_cast<size_t>(s.head_dim());
-  const auto d_state = static_cast<size_t>(s.d_state);
-  for (size_t h = h0; h < h1; ++h) {
-    const float delta = kernels::softplus(dt[h]);
-    const float decay = std::exp(delta * w.a[h]);
-    for (size_t i = 0; i < head_dim; ++i) {
-      const size_t ii = h * head_dim + i;
-      const float x_dt = x[ii] * delta;
-      float* row = state + ii * d_state;
-      float sum = 0.0f;
-      for (size_t j = 0; j < d_state; ++j) {
-        const float next = row[j] * decay + B[j] * x_dt;
-        sum += next * C[j];
-        row[j] = next;
-      }
-      y[ii] = sum + x[ii] * w.d[h];
-    }
-  }
 }
 
 }  // namespace
@@ -133,16 +91,17 @@ void plamo2_mamba(const Plamo2MambaWeights& w, const ModelHParams& hp, int64_t l
   }
   const auto dt = ForwardBuffers::take(buf.v, n_rows * n_head);
   kernels::matmul(w.dt_proj, dt_low, n, dt, s.n_head, ctx.pool, buf.matmul);
-  kernels::add_bias_rows(dt, w.dt_bias);
-  // The scan of every row in order, heads in parallel; then y * silu(z),
-  // z each head's first half.
+  // The scan of every row in order (Mamba-2's, one B and C for every head),
+  // heads in parallel; then y * silu(z), z each head's first half.
   const auto y = ForwardBuffers::take(buf.attn_out, n_rows * d_inner);
+  const SelectiveScanHeads scan{w.dt_bias, w.a, w.d, s.n_head, s.head_dim(), s.d_state, 1};
   ctx.pool.parallel_for(s.n_head, [&](int64_t h0, int64_t h1) {
     for (size_t r = 0; r < n_rows; ++r) {
       const float* bc = bcdt.data() + r * bcdt_width;
-      scan(w, s, x.data() + r * d_inner, dt.data() + r * n_head, bc, bc + d_state,
-           cache.state(layer, rows[r].seq).data() + conv_state, y.data() + r * d_inner,
-           static_cast<size_t>(h0), static_cast<size_t>(h1));
+      selective_scan_heads(scan, x.data() + r * d_inner, bc, bc + d_state, dt.data() + r * n_head,
+                           cache.state(layer, rows[r].seq).data() + conv_state,
+                           y.data() + r * d_inner, static_cast<size_t>(h0),
+                           static_cast<size_t>(h1));
     }
   });
   for (size_t r = 0; r < n_rows; ++r) {

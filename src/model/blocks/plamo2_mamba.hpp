@@ -29,7 +29,6 @@
 
 namespace cortiq {
 
-class HParamReader;
 class KvCache;
 class TensorVisitor;
 
@@ -43,10 +42,6 @@ struct Plamo2MambaWeights {
   // llama.cpp's plamo2 loader (the norms without ".weight").
   void visit(TensorVisitor& v, const ModelHParams& hp, int64_t layer);
 };
-
-// ARCH.ssm.{conv_kernel, inner_size, state_size, time_step_rank,
-// group_count} (required; group_count 0, which llama.cpp asserts), checked.
-void read_plamo2_ssm_hparams(const HParamReader& keys, ModelHParams& hp);
 
 // The low-rank step's width: max(64, n_embd / 16), as llama.cpp computes it.
 inline int64_t plamo2_dt_dim(const ModelHParams& hp) {
