@@ -60,6 +60,20 @@ TEST(CliRun, SpeedGoesToStderr) {
   EXPECT_NE(out.find("loaded"), std::string::npos) << out;
 }
 
+// --verbose logs what one sequence takes beside the weights, even under a
+// quieter CORTIQ_LOG: KV rows per position and, for a model with recurrent
+// layers, the fixed state.
+TEST(CliRun, VerboseReportsTheMemoryPerSequence) {
+  const QuietLog quiet;
+  std::string out;
+  const auto lfm2 = test::test_model_path({.arch = "lfm2"}).string();
+  ASSERT_EQ(test::run_cli("run -m " + lfm2 + " --ids '1 5 9' -n 2 --temp 0 --verbose", &out), 0);
+  EXPECT_NE(out.find("memory per sequence: KV cache"), std::string::npos) << out;
+  EXPECT_NE(out.find("bytes per position, f16), recurrent state"), std::string::npos) << out;
+  ASSERT_EQ(test::run_cli("run " + model_arg() + " --ids '1 5 9' -n 2 --temp 0", &out), 0);
+  EXPECT_EQ(out.find("memory per sequence"), std::string::npos) << out;
+}
+
 TEST(CliRun, InvalidValuesNameTheOption) {
   std::string out;
   EXPECT_EQ(test::run_cli("run " + model_arg() + " -p hi --top-p 1.5", &out), 2);

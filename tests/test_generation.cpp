@@ -172,6 +172,35 @@ TEST(EngineCancel, CallbackReturningFalseCancelsAndTheSessionStaysUsable) {
   EXPECT_EQ(after.tokens, fresh.generate(std::span<const TokenId>(prompt), greedy(10)).tokens);
 }
 
+// on_prefill hears the prompt's progress after each chunk, reused
+// positions included, and returning false cancels before the next chunk.
+TEST(EngineCancel, PrefillProgressReportsEachChunkAndCanCancel) {
+  const auto model = load_test_model({}, 2, KvType::f32, /*chunk=*/4);
+  Session s(model);
+  const auto prompt = ids_from(1, 18);
+  std::vector<int64_t> seen;
+  GenerateOptions o = greedy(3);
+  o.on_prefill = [&](int64_t done, int64_t total) {
+    EXPECT_EQ(total, 18);
+    seen.push_back(done);
+    return done < 12;
+  };
+  const auto cancelled = s.generate(std::span<const TokenId>(prompt), o);
+  EXPECT_EQ(cancelled.finish_reason, FinishReason::cancelled);
+  EXPECT_EQ(seen, (std::vector<int64_t>{4, 8, 12}));
+  EXPECT_EQ(s.history().size(), 12u);
+  seen.clear();
+  o.on_prefill = [&](int64_t done, int64_t) {
+    seen.push_back(done);
+    return true;
+  };
+  const auto resumed = s.generate(std::span<const TokenId>(prompt), o);
+  EXPECT_EQ(resumed.cached_tokens, 12);
+  EXPECT_EQ(seen, (std::vector<int64_t>{16, 18}));
+  Session fresh(model);
+  EXPECT_EQ(resumed.tokens, fresh.generate(std::span<const TokenId>(prompt), greedy(3)).tokens);
+}
+
 // truncate(n) leaves the session as if only the first n tokens had been
 // forwarded: the next tokens' logits are a fresh session's, bit for bit.
 TEST(EngineSession, TruncateKeepsAPrefixAsIfOnlyItHadBeenForwarded) {

@@ -699,5 +699,84 @@ TEST(KvCacheState, SnapshotsAreCutsThatRestoreTheirState) {
   EXPECT_TRUE(cache.state_snapshot_lengths(0).empty());
 }
 
+// Prefix states: a sequence with recurrent state attaches registered blocks
+// only up to the last one whose end has a kept state, and starts from that
+// state; registered_prefix_length still sees the whole chain. The slots are
+// reused least recently used first, a rolling state gives its slot back to
+// the same sequence's next one, and a state whose block left the prefix
+// cache is never attached.
+TEST(KvCacheState, PrefixStatesLetAStatefulSequenceAttach) {
+  KvCacheShape shape = small_shape(32, 2, 4);  // 8 blocks of 4
+  shape.layers[1].state_width = 3;
+  shape.n_prefix_states = 2;
+  EXPECT_EQ(KvCache::bytes_needed(shape),
+            KvCache::bytes_needed(small_shape(32, 2, 4)) + (2 + 2) * 3 * sizeof(float));
+  KvCache cache(shape);
+  const auto fill = [&](int32_t seq, float v) { std::ranges::fill(cache.state(1, seq), v); };
+  const auto holds = [&](int32_t seq, float v) {
+    return std::ranges::all_of(cache.state(1, seq), [v](float x) { return x == v; });
+  };
+  const std::vector<TokenId> tokens = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13};
+  const auto first = [&](size_t n) { return std::span<const TokenId>(tokens).first(n); };
+
+  cache.append(0, first(8));
+  fill(0, 8.0f);
+  EXPECT_FALSE(cache.save_prefix_state(0)) << "not committed yet";
+  cache.commit(0);
+  EXPECT_TRUE(cache.save_prefix_state(0));
+  cache.append(0, std::span<const TokenId>(tokens).subspan(8, 5));
+  fill(0, 13.0f);
+  cache.commit(0);
+  EXPECT_FALSE(cache.save_prefix_state(0)) << "13 is inside a block";
+  EXPECT_EQ(cache.n_prefix_states(), 1);
+
+  EXPECT_EQ(cache.registered_prefix_length(tokens), 12);
+  EXPECT_EQ(cache.cached_prefix_length(tokens), 8);
+  EXPECT_EQ(cache.attach_prefix(1, tokens), 8);
+  EXPECT_TRUE(holds(1, 8.0f));
+  EXPECT_EQ(cache.tokens(1).size(), 8u);
+  EXPECT_EQ(cache.block_refcount(cache.block_table(1)[1]), 2);
+  cache.clear(1);
+
+  // A rolling state replaces the sequence's previous rolling one only.
+  cache.clear(0);
+  cache.append(0, first(4));
+  fill(0, 4.0f);
+  cache.commit(0);
+  EXPECT_TRUE(cache.save_prefix_state(0, /*rolling=*/true));
+  EXPECT_EQ(cache.cached_prefix_length(tokens), 8);
+  cache.append(0, std::span<const TokenId>(tokens).subspan(4, 8));
+  fill(0, 12.0f);
+  cache.commit(0);
+  EXPECT_TRUE(cache.save_prefix_state(0, /*rolling=*/true));
+  EXPECT_EQ(cache.n_prefix_states(), 2);  // 8 (kept) and 12; 4 gave its slot back
+  EXPECT_EQ(cache.cached_prefix_length(first(7)), 0);
+  EXPECT_EQ(cache.cached_prefix_length(tokens), 12);
+  EXPECT_EQ(cache.attach_prefix(1, tokens), 12);
+  EXPECT_TRUE(holds(1, 12.0f));
+  cache.clear(1);
+
+  // Two slots: a third state evicts the least recently used (8; 12 was
+  // just attached).
+  cache.clear(0);  // the sequence's rolling state stays, as any other
+  const std::vector<TokenId> other = {50, 51, 52, 53};
+  cache.append(1, other);
+  fill(1, 50.0f);
+  cache.commit(1);
+  EXPECT_TRUE(cache.save_prefix_state(1));
+  EXPECT_EQ(cache.cached_prefix_length(first(11)), 0);
+  EXPECT_EQ(cache.cached_prefix_length(tokens), 12);
+  cache.clear(1);
+
+  // A state whose block is evicted (taken for new content) is stale.
+  for (int32_t i = 0; i < 8; ++i) cache.append(0, std::vector<TokenId>{100 + i, 0, 0, 0});
+  cache.clear(0);
+  EXPECT_EQ(cache.cached_prefix_length(tokens), 0);
+  EXPECT_EQ(cache.cached_prefix_length(other), 0);
+  EXPECT_EQ(cache.n_prefix_states(), 0);
+  EXPECT_EQ(cache.attach_prefix(1, tokens), 0);
+  EXPECT_TRUE(holds(1, 0.0f));
+}
+
 }  // namespace
 }  // namespace cortiq

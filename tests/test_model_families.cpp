@@ -1169,6 +1169,39 @@ TEST_P(HybridState, ResumesFromTheSnapshotAtTheEndOfAPrompt) {
   EXPECT_EQ(second.tokens, first.tokens);
 }
 
+// A generation cancelled inside its prompt keeps the whole chunks it
+// forwarded, with the state they advanced and nothing more: the same prompt
+// then resumes after them and gives a fresh session's tokens and logits.
+TEST_P(HybridState, CancelledInThePromptResumesAfterItsWholeChunks) {
+  test::TempDir dir;
+  RandomModelOptions o = small_model(GetParam());
+  o.geometry.n_layer = 3;
+  write_random_model(o, dir / "model.gguf");
+  LoadOptions load;
+  load.kv_type = KvType::f32;
+  load.chunk_size = 8;
+  const auto model = Model::load(dir / "model.gguf", load);
+  GenerateOptions greedy;
+  greedy.sampling.temperature = 0;
+  greedy.max_tokens = 5;
+  greedy.ignore_eos = true;
+  std::vector<TokenId> prompt;
+  for (int i = 0; i < 40; ++i) prompt.push_back(3 + 11 * i % 97);
+  Session chat(model);
+  GenerateOptions cancelling = greedy;
+  cancelling.on_prefill = [](int64_t done, int64_t) { return done < 16; };
+  const auto cancelled = chat.generate(std::span<const TokenId>(prompt), cancelling);
+  EXPECT_EQ(cancelled.finish_reason, FinishReason::cancelled);
+  EXPECT_TRUE(cancelled.tokens.empty());
+  EXPECT_EQ(chat.history().size(), 16u);
+  const auto resumed = chat.generate(std::span<const TokenId>(prompt), greedy);
+  EXPECT_EQ(resumed.cached_tokens, 16);
+  Session fresh(model);
+  EXPECT_EQ(resumed.tokens, fresh.generate(std::span<const TokenId>(prompt), greedy).tokens);
+  const std::vector<TokenId> next = {21, 22, 23};
+  EXPECT_TRUE(bitwise_equal(chat.evaluate(next), fresh.evaluate(next)));
+}
+
 // The recurrent blocks split their convolutions by channel and their scans
 // by head (or channel) across threads: 1, 2 and 3 threads give the same bits.
 TEST_P(HybridState, ThreadCountChangesNoBits) {
@@ -1192,9 +1225,9 @@ TEST_P(HybridState, ThreadCountChangesNoBits) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, HybridState,
-                         ::testing::Values("lfm2", "mamba2", "granitehybrid", "nemotron_h",
-                                           "nemotron_h_moe", "qwen3next", "qwen35", "qwen35moe",
-                                           "falcon-h1", "mamba", "jamba", "plamo2"));
+                         ::testing::Values("lfm2", "lfm2moe", "mamba2", "granitehybrid",
+                                           "nemotron_h", "nemotron_h_moe", "qwen3next", "qwen35",
+                                           "qwen35moe", "falcon-h1", "mamba", "jamba", "plamo2"));
 
 // inspect names each recurrent layer's block and shapes, what runs beside
 // it, and which layers have experts when the file decides (Jamba).

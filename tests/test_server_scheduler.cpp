@@ -9,6 +9,7 @@
 
 #include "cortiq/cortiq.hpp"
 #include "engine_test_models.hpp"
+#include "model/decoder_model.hpp"
 #include "model/family.hpp"
 #include "model/hparams.hpp"
 #include "scoring/embedding.hpp"
@@ -224,6 +225,86 @@ TEST(ServerScheduler, ChoicesOfOneRequestShareTheirPromptsBlocks) {
     }
     EXPECT_EQ(result.tokens[c], session_tokens(model, copies[c])) << "choice " << c;
   }
+}
+
+std::vector<TokenId> concat(std::vector<TokenId> a, std::span<const TokenId> b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+// A model with recurrent state shares prefixes through state snapshots at
+// block boundaries (16 positions), each hit giving a fresh Session's tokens:
+// the same prompt again resumes at its last boundary before the final
+// token; the next turn (prompt + reply + more) at the reply's last
+// boundary; a prompt that leaves a cached one inside resumes nowhere the
+// first time and at the point where it left the second time; the choices of
+// one request share their prompt's snapshot. Without snapshots nothing is
+// shared.
+TEST(ServerScheduler, ModelsWithStateResumeFromStateSnapshots) {
+  int with_state = 0;
+  for (const Family* family : families()) {
+    if (family->encoder) continue;
+    test::TestModelSpec s = spec();
+    s.arch = std::string(family->arch);
+    const auto model = test::load_test_model(s);
+    if (model->decoder().kv_cache_shape(1, 1, KvType::f32, 1).state_width() == 0) continue;
+    ++with_state;
+    SCOPED_TRACE(s.arch);
+    Metrics metrics;
+    SchedulerOptions options;
+    options.parallel = 3;
+    options.step_rows = 40;  // prompts take several steps
+    Scheduler scheduler(model, options, metrics);
+    const auto hit = [&](const GenerationJob& job, int64_t expected_cached) {
+      auto stream = std::make_shared<RequestStream>();
+      scheduler.submit(std::vector<GenerationJob>{job}, stream);
+      const auto result = collect(*stream, 1);
+      EXPECT_EQ(result.finished[0].stats.cached_tokens, expected_cached);
+      EXPECT_EQ(result.tokens[0], session_tokens(model, job));
+      return result.tokens[0];
+    };
+    const auto prompt = prompt_of(100, 5);
+    const auto reply = hit(job_of(prompt, 3, 20), 0);
+    hit(job_of(prompt, 4, 6), 96);
+    // The reply's 19 forwarded tokens end at 119: its last boundary is 112.
+    hit(job_of(concat(concat(prompt, reply), prompt_of(9, 7)), 5, 6), 112);
+    // Leaving the cached prompt at 70: the chain is registered to 64.
+    const auto head = std::span<const TokenId>(prompt).first(70);
+    hit(job_of(concat({head.begin(), head.end()}, prompt_of(30, 9)), 6, 4), 0);
+    hit(job_of(concat({head.begin(), head.end()}, prompt_of(30, 11)), 7, 4), 64);
+
+    std::vector<GenerationJob> jobs;
+    for (int c = 0; c < 3; ++c) {
+      jobs.push_back(job_of(prompt_of(50, 21), 40 + c, 5));
+      jobs.back().choice = c;
+    }
+    const auto copies = jobs;
+    auto stream = std::make_shared<RequestStream>();
+    scheduler.submit(std::move(jobs), stream);
+    const auto choices = collect(*stream, 3);
+    for (size_t c = 0; c < 3; ++c) {
+      EXPECT_EQ(choices.finished[c].stats.cached_tokens, c == 0 ? 0 : 48) << "choice " << c;
+      EXPECT_EQ(choices.tokens[c], session_tokens(model, copies[c])) << "choice " << c;
+    }
+  }
+  EXPECT_GE(with_state, 13);  // lfm2 ... qwen35moe: none skipped by mistake
+}
+
+TEST(ServerScheduler, ModelWithStateSharesNothingWithoutSnapshots) {
+  test::TestModelSpec s = spec();
+  s.arch = "lfm2";
+  const auto model = test::load_test_model(s);
+  Metrics metrics;
+  SchedulerOptions options;
+  options.state_snapshots = 0;
+  Scheduler scheduler(model, options, metrics);
+  const GenerationJob job = job_of(prompt_of(100, 5), 3, 4);
+  run_alone(scheduler, job);
+  auto stream = std::make_shared<RequestStream>();
+  scheduler.submit(std::vector<GenerationJob>{job}, stream);
+  const auto again = collect(*stream, 1);
+  EXPECT_EQ(again.finished[0].stats.cached_tokens, 0);
+  EXPECT_EQ(again.tokens[0], session_tokens(model, job));
 }
 
 // The vectors of n embeddings events, by input index (each must succeed).

@@ -102,6 +102,11 @@ class Model {
 enum class FinishReason { stop, max_tokens, length, cancelled, loop };
 std::string_view finish_reason_name(FinishReason reason);
 
+// Receives a prompt's progress after each forwarded chunk: its positions in
+// the cache (reused ones included) out of its length. Returning false
+// cancels the generation before its next chunk or its first token.
+using PrefillCallback = std::function<bool(int64_t done, int64_t total)>;
+
 struct GenerateOptions {
   SamplingParams sampling;
   int64_t max_tokens = -1;        // < 0: until the context is full
@@ -109,9 +114,10 @@ struct GenerateOptions {
   std::vector<std::string> stop;  // text matching one is never emitted
   bool loop_stop = false;         // end on a repeating tail (finish_reason loop)
   LoopStopParams loop;
-  bool confidence = false;    // fill GenerateResult::confidence
-  bool add_special = true;    // text prompts: BOS/EOS as the model adds them
-  bool parse_special = true;  // text prompts: <|im_start|> etc. become their tokens
+  bool confidence = false;     // fill GenerateResult::confidence
+  bool add_special = true;     // text prompts: BOS/EOS as the model adds them
+  bool parse_special = true;   // text prompts: <|im_start|> etc. become their tokens
+  PrefillCallback on_prefill;  // the prompt's progress, chunk by chunk
 };
 
 struct Timings {
@@ -249,6 +255,10 @@ class Session {
   std::vector<float> last_logits_;  // n_vocab: logits after the last forwarded token
   std::vector<BatchRow> rows_;
   std::atomic<bool> cancel_requested_{false};
+  // generate()'s GenerateOptions::on_prefill and prompt length while it
+  // forwards the prompt (null otherwise).
+  const PrefillCallback* on_prefill_ = nullptr;
+  int64_t prefill_total_ = 0;
 };
 
 }  // namespace cortiq

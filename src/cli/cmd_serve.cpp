@@ -39,6 +39,9 @@ ArgParser serve_parser() {
       .option("--parallel", "N", "sequences generating at once", std::to_string(kDefaultParallel))
       .option("--kv-budget", "MB",
               "KV memory shared by all sequences (default: --parallel full contexts)")
+      .option("--state-snapshots", "N",
+              "recurrent-state snapshots kept for prefix reuse by models with state "
+              "(default: 2 per --parallel; 0: none)")
       .option("--queue", "N", "requests waiting for a slot before 503 (busy)", "64")
       .option("--api-key", "KEY", "require Authorization: Bearer KEY (not on /health)")
       .option("--alias", "NAME", "the model's name in the API (default: the file name)")
@@ -125,6 +128,10 @@ int run_serve(std::span<const std::string> argv) {
   options.max_body_bytes = static_cast<size_t>(args.get_int("max-body", 1, 4096)) << 20;
   options.scheduler.parallel = static_cast<int32_t>(args.get_int("parallel", 1, 256));
   options.scheduler.max_queued = args.get_int("queue", 0, 1 << 20);
+  if (args.has("state-snapshots")) {
+    options.scheduler.state_snapshots =
+        static_cast<int32_t>(args.get_int("state-snapshots", 0, 4096));
+  }
 
   const auto model = load_model_from(args);
   options.model_name = args.has("alias")

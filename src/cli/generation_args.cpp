@@ -10,7 +10,9 @@
 #include "base/timer.hpp"
 #include "cli/progress_bar.hpp"
 #include "formats/gguf/gguf_file.hpp"
+#include "model/decoder_model.hpp"
 #include "model/hparams.hpp"
+#include "runtime/kv_cache.hpp"
 
 namespace cortiq::cli {
 
@@ -20,11 +22,43 @@ void add_model_options(ArgParser& parser) {
       .option("-c,--ctx", "N", "context length (default: the model's, at most 4096)")
       .option("--kv-type", "T", "KV cache storage: f16 or f32", "f16")
       .option("-b,--chunk", "N", "prefill chunk: prompt tokens per forward pass",
-              std::to_string(kDefaultChunkSize));
+              std::to_string(kDefaultChunkSize))
+      .flag("-v,--verbose",
+            "log loading, memory per sequence and timings (CORTIQ_LOG=info, the default unless it "
+            "says otherwise)");
 }
+
+namespace {
+
+// What one sequence (a session) takes beside the weights: its KV rows at
+// the context, per position, and the recurrent state whatever its length.
+void log_sequence_memory(const Model& model) {
+  KvCacheShape shape =
+      model.decoder().kv_cache_shape(model.context_length(), 1, model.options().kv_type);
+  shape.n_ubatch = model.options().chunk_size;
+  const auto state = static_cast<uint64_t>(shape.state_width()) * sizeof(float);
+  const uint64_t kv = KvCache::bytes_needed(shape) - state;
+  const uint64_t element = shape.type == KvType::f16 ? 2 : 4;
+  uint64_t per_position = 0;
+  for (const KvLayerShape& layer : shape.layers) {
+    per_position += element * static_cast<uint64_t>(layer.k_width + layer.v_width);
+  }
+  std::string text = strfmt(
+      "memory per sequence: KV cache %s at context %lld (%s bytes per "
+      "position, %s)",
+      human_bytes(kv).c_str(), static_cast<long long>(model.context_length()),
+      with_commas(per_position).c_str(), element == 2 ? "f16" : "f32");
+  if (state > 0) {
+    text += strfmt(", recurrent state %s (f32, whatever the length)", human_bytes(state).c_str());
+  }
+  LOG_INFO("%s", text.c_str());
+}
+
+}  // namespace
 
 std::shared_ptr<const Model> load_model_from(const ParsedArgs& args, int64_t min_context) {
   if (!args.has("model")) throw UsageError("missing -m FILE");
+  if (args.has("verbose") && log_level() > LogLevel::info) set_log_level(LogLevel::info);
   LoadOptions options;
   if (args.has("threads")) options.threads = static_cast<int>(args.get_int("threads", 1, 1024));
   if (args.has("ctx")) options.context = args.get_int("ctx", 1, int64_t{1} << 30);
@@ -56,6 +90,7 @@ std::shared_ptr<const Model> load_model_from(const ParsedArgs& args, int64_t min
            hp.arch.c_str(), static_cast<long long>(hp.n_layer),
            human_bytes(model->file().file_size()).c_str(), timer.seconds(),
            static_cast<long long>(model->context_length()), model->pool().size());
+  if (log_level() <= LogLevel::info) log_sequence_memory(*model);
   return model;
 }
 

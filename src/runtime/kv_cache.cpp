@@ -19,6 +19,7 @@ int32_t block_count(const KvCacheShape& s) {
   for (const KvLayerShape& layer : s.layers) {
     positive = positive && layer.k_width >= 0 && layer.v_width >= 0 && layer.state_width >= 0;
   }
+  positive = positive && s.n_prefix_states >= 0;
   if (!positive) throw Error("invalid KV cache shape: every size must be positive");
   const int64_t n_blocks = (s.n_cells + s.block_size - 1) / s.block_size;
   if (n_blocks * s.block_size > INT32_MAX) throw Error("KV cache: too many cells");
@@ -105,7 +106,8 @@ uint64_t KvCache::bytes_needed(const KvCacheShape& s) {
     bytes += static_cast<uint64_t>(n) * static_cast<uint64_t>(layer.k_width + layer.v_width);
   }
   const auto state_bytes = static_cast<uint64_t>(s.state_width()) * sizeof(float);
-  return bytes * elem + state_bytes * static_cast<uint64_t>(s.n_seq);
+  const auto n_states = static_cast<uint64_t>(s.n_seq) + static_cast<uint64_t>(s.n_prefix_states);
+  return bytes * elem + state_bytes * n_states;
 }
 
 KvCache::KvCache(const KvCacheShape& shape)
@@ -134,6 +136,10 @@ KvCache::KvCache(const KvCacheShape& shape)
       state_offset += static_cast<size_t>(layer.state_width);
     }
     state_.assign(state_offset * static_cast<size_t>(shape_.n_seq), 0.0f);
+    if (state_offset > 0) {
+      prefix_state_slots_.resize(static_cast<size_t>(shape_.n_prefix_states));
+      prefix_state_data_.assign(state_offset * prefix_state_slots_.size(), 0.0f);
+    }
     if (const int64_t window = shape_.bounded_window()) {
       window_.emplace(shape_.n_seq, window, shape_.n_ubatch, shape_.block_size, cells.full);
       window_cell_.assign(static_cast<size_t>(cells.full), 0);
@@ -230,8 +236,9 @@ void KvCache::commit(int32_t seq) {
     window_->release_unseen(seq);
     return;
   }
-  // Nor with recurrent state, which a block's rows do not hold.
-  if (has_state()) return;
+  // Nor with recurrent state, which a block's rows do not hold, unless the
+  // cache keeps prefix states to resume from.
+  if (has_state() && prefix_state_slots_.empty()) return;
   const auto per_block = static_cast<size_t>(block_size());
   const size_t n_full = s.tokens.size() / per_block;
   for (size_t i = s.chain.size(); i < n_full; ++i) {
@@ -254,21 +261,124 @@ int64_t KvCache::attach_prefix(int32_t seq, std::span<const TokenId> tokens) {
         strfmt("KV cache: a prefix attaches only to an empty sequence (%d has %zu positions)", seq,
                s.tokens.size()));
   }
+  std::vector<int32_t> chain;
+  std::vector<uint64_t> keys;
+  walk_cached_prefix(pool_, tokens, [&](int32_t block, uint64_t key, std::span<const TokenId>) {
+    chain.push_back(block);
+    keys.push_back(key);
+  });
+  const size_t n = attachable_blocks(chain);
   const int32_t per_block = block_size();
-  return walk_cached_prefix(
-      pool_, tokens, [&](int32_t block, uint64_t key, std::span<const TokenId> block_tokens) {
-        pool_.retain(block);
-        s.blocks.push_back(block);
-        s.chain.push_back({key, pool_.prefix_id(block)});
-        for (int32_t i = 0; i < per_block; ++i) {
-          s.cells.push_back(block * per_block + i);
-        }
-        s.tokens.insert(s.tokens.end(), block_tokens.begin(), block_tokens.end());
-      });
+  for (size_t i = 0; i < n; ++i) {
+    const int32_t block = chain[i];
+    pool_.retain(block);
+    s.blocks.push_back(block);
+    s.chain.push_back({keys[i], pool_.prefix_id(block)});
+    for (int32_t r = 0; r < per_block; ++r) s.cells.push_back(block * per_block + r);
+  }
+  const auto length = static_cast<size_t>(n) * static_cast<size_t>(per_block);
+  s.tokens.assign(tokens.begin(), tokens.begin() + static_cast<std::ptrdiff_t>(length));
+  if (has_state() && n > 0) {
+    const int32_t slot = prefix_state_slot(pool_.prefix_id(chain[n - 1]));
+    auto& kept = prefix_state_slots_[static_cast<size_t>(slot)];
+    kept.last_used = ++prefix_state_clock_;
+    std::ranges::copy(prefix_state(static_cast<size_t>(slot)), seq_states(seq).begin());
+  }
+  return static_cast<int64_t>(length);
 }
 
 int64_t KvCache::cached_prefix_length(std::span<const TokenId> tokens) const {
+  std::vector<int32_t> chain;
+  walk_cached_prefix(pool_, tokens, [&](int32_t block, uint64_t, std::span<const TokenId>) {
+    chain.push_back(block);
+  });
+  return static_cast<int64_t>(attachable_blocks(chain)) * block_size();
+}
+
+int64_t KvCache::registered_prefix_length(std::span<const TokenId> tokens) const {
   return walk_cached_prefix(pool_, tokens, [](int32_t, uint64_t, std::span<const TokenId>) {});
+}
+
+size_t KvCache::attachable_blocks(std::span<const int32_t> blocks) const {
+  if (!has_state()) return blocks.size();
+  for (size_t n = blocks.size(); n > 0; --n) {
+    if (prefix_state_slot(pool_.prefix_id(blocks[n - 1])) >= 0) return n;
+  }
+  return 0;
+}
+
+int32_t KvCache::prefix_state_slot(uint64_t prefix_id) const {
+  if (prefix_id == KvBlockPool::kNoPrefixId) return -1;
+  for (size_t i = 0; i < prefix_state_slots_.size(); ++i) {
+    const PrefixStateSlot& slot = prefix_state_slots_[i];
+    // The id is never reused: a block registered anew has another one.
+    if (slot.prefix_id == prefix_id && pool_.prefix_id(slot.block) == prefix_id) {
+      return static_cast<int32_t>(i);
+    }
+  }
+  return -1;
+}
+
+size_t KvCache::free_prefix_state_slot() {
+  size_t oldest = 0;
+  for (size_t i = 0; i < prefix_state_slots_.size(); ++i) {
+    const PrefixStateSlot& slot = prefix_state_slots_[i];
+    const bool stale =
+        slot.prefix_id == KvBlockPool::kNoPrefixId || pool_.prefix_id(slot.block) != slot.prefix_id;
+    if (stale) return i;
+    if (slot.last_used < prefix_state_slots_[oldest].last_used) oldest = i;
+  }
+  return oldest;
+}
+
+std::span<float> KvCache::prefix_state(size_t slot) {
+  const auto width = static_cast<size_t>(shape_.state_width());
+  return std::span(prefix_state_data_).subspan(slot * width, width);
+}
+
+bool KvCache::save_prefix_state(int32_t seq, bool rolling) {
+  if (prefix_state_slots_.empty()) return false;
+  Sequence& s = sequences_[index_of(seq)];
+  const auto per_block = static_cast<size_t>(block_size());
+  if (s.tokens.empty() || s.chain.size() * per_block != s.tokens.size()) return false;
+  const uint64_t id = s.chain.back().prefix_id;
+  if (id == KvBlockPool::kNoPrefixId) return false;
+  // The block registered under the id: the sequence's own last block, or
+  // the one whose content it repeats (register_block kept that one).
+  int32_t block = s.blocks.back();
+  if (pool_.prefix_id(block) != id) {
+    const size_t last = s.chain.size() - 1;
+    const uint64_t parent = last == 0 ? KvBlockPool::kEmptyPrefixId : s.chain[last - 1].prefix_id;
+    block = pool_.find(s.chain.back().key, parent,
+                       std::span<const TokenId>(s.tokens).subspan(last * per_block, per_block));
+    if (block < 0 || pool_.prefix_id(block) != id) return false;
+  }
+  if (rolling && s.rolling_prefix_state != id) {
+    if (const int32_t previous = prefix_state_slot(s.rolling_prefix_state); previous >= 0) {
+      prefix_state_slots_[static_cast<size_t>(previous)] = {};
+    }
+    s.rolling_prefix_state = KvBlockPool::kNoPrefixId;
+  }
+  int32_t slot = prefix_state_slot(id);
+  if (slot < 0) {
+    // A state already kept for this prefix has the same bits (a row's
+    // result does not depend on its batch): only a new one is copied, and
+    // only a new one is this sequence's to give back.
+    slot = static_cast<int32_t>(free_prefix_state_slot());
+    std::ranges::copy(seq_states(seq), prefix_state(static_cast<size_t>(slot)).begin());
+    prefix_state_slots_[static_cast<size_t>(slot)].prefix_id = id;
+    prefix_state_slots_[static_cast<size_t>(slot)].block = block;
+    if (rolling) s.rolling_prefix_state = id;
+  }
+  prefix_state_slots_[static_cast<size_t>(slot)].last_used = ++prefix_state_clock_;
+  return true;
+}
+
+int64_t KvCache::n_prefix_states() const {
+  return std::ranges::count_if(prefix_state_slots_, [&](const PrefixStateSlot& slot) {
+    return slot.prefix_id != KvBlockPool::kNoPrefixId &&
+           pool_.prefix_id(slot.block) == slot.prefix_id;
+  });
 }
 
 bool KvCache::can_truncate(int32_t seq, int64_t length) const {
@@ -366,6 +476,8 @@ void KvCache::cut(int32_t seq, int64_t length) {
     throw Error(strfmt("KV cache full: no block to copy a shared block into (sequence %d)", seq));
   }
   release_blocks_from(s, kept_blocks);
+  // Its rolling prefix state, if any, stays for others as any other.
+  s.rolling_prefix_state = KvBlockPool::kNoPrefixId;
   s.tokens.resize(kept);
   s.cells.resize(kept);
   // A snapshot past the cut holds positions the sequence no longer has.
@@ -425,7 +537,9 @@ void KvCache::clear_all() {
     s.blocks.clear();
     s.chain.clear();
     s.snapshots.clear();
+    s.rolling_prefix_state = KvBlockPool::kNoPrefixId;
   }
+  std::ranges::fill(prefix_state_slots_, PrefixStateSlot{});
   pool_.reset();
   if (window_) window_->clear_all();
   std::ranges::fill(state_, 0.0f);

@@ -18,6 +18,14 @@
 // attention reads positions [0, pos] of the row's sequence, and the pass
 // commits the sequences once the batch succeeded.
 //
+// Recurrent state: a block's rows do not hold it, so a model with state
+// shares a prefix only where the cache kept a snapshot of the state at the
+// end of it (save_prefix_state, at a block boundary, under the prefix id of
+// the block that ends there): attach_prefix attaches the longest chain of
+// registered blocks that ends in such a snapshot and starts the sequence's
+// state from it. The snapshots live in n_prefix_states slots, reused least
+// recently used first.
+//
 // Sliding-window layers: given n_ubatch, the rows of layers that attend to a
 // window keep only what the window still sees (KvWindowRows), so their
 // memory is bounded by the window, not the context. The prefix cache then
@@ -70,6 +78,9 @@ struct KvCacheShape {
   // positions per sequence (in whole blocks) instead of n_cells; 0 keeps
   // them whole.
   int64_t n_ubatch = 0;
+  // Snapshots of one sequence's recurrent state (state_width() floats each)
+  // the prefix cache keeps; 0: a model with state shares no prefix.
+  int32_t n_prefix_states = 0;
 
   int64_t n_layer() const { return static_cast<int64_t>(layers.size()); }
   // Floats of recurrent state per sequence, all layers together.
@@ -134,10 +145,15 @@ class KvCache {
   void commit(int32_t seq);
   // Starts an empty sequence with the longest chain of registered blocks
   // that `tokens` begins with, and returns the positions attached (whole
-  // blocks, at most tokens.size()). Throws when the sequence is not empty.
+  // blocks, at most tokens.size()). With recurrent state, the chain ends at
+  // its last block with a prefix state, which becomes the sequence's state.
+  // Throws when the sequence is not empty.
   int64_t attach_prefix(int32_t seq, std::span<const TokenId> tokens);
   // What attach_prefix would attach, changing nothing.
   int64_t cached_prefix_length(std::span<const TokenId> tokens) const;
+  // The positions of the longest chain of registered blocks `tokens` begins
+  // with, prefix states or not (without state: cached_prefix_length).
+  int64_t registered_prefix_length(std::span<const TokenId> tokens) const;
   // Whether truncate(seq, length) can keep every row the positions after
   // the cut will see: false when bounded window layers released them, and
   // with recurrent state for any cut but to 0 or to a length with a state
@@ -161,6 +177,16 @@ class KvCache {
   // drops it.
   void save_state_snapshot(int32_t seq);
   static constexpr size_t kMaxStateSnapshots = 4;
+  // Keeps the sequence's recurrent state as the prefix state of its last
+  // block, for attach_prefix: call after commit(), at a length that is a
+  // whole number of blocks. `rolling`: the sequence's previous rolling
+  // prefix state gives its slot back first (a generation that saves one
+  // per block keeps only its latest). Returns false, keeping nothing,
+  // without state, without prefix-state slots, or when the length is not
+  // the end of a registered block.
+  bool save_prefix_state(int32_t seq, bool rolling = false);
+  // Prefix states kept now (at most shape().n_prefix_states).
+  int64_t n_prefix_states() const;
   // The sequence's snapshot lengths, oldest first.
   std::vector<int64_t> state_snapshot_lengths(int32_t seq) const;
   void clear(int32_t seq) { truncate(seq, 0); }
@@ -205,10 +231,29 @@ class KvCache {
     std::vector<int32_t> blocks;
     std::vector<ChainLink> chain;          // the first chain.size() blocks are committed
     std::vector<StateSnapshot> snapshots;  // oldest first, lengths distinct
+    // The prefix id of the sequence's latest rolling prefix state.
+    uint64_t rolling_prefix_state = KvBlockPool::kNoPrefixId;
+  };
+
+  // A slot of prefix_state_data_: the state after the prefix `prefix_id`
+  // names, registered on `block` (stale once the block's id differs).
+  struct PrefixStateSlot {
+    uint64_t prefix_id = KvBlockPool::kNoPrefixId;
+    int32_t block = -1;
+    uint64_t last_used = 0;
   };
 
   // The index of a sequence; throws cortiq::Error when it is out of range.
   size_t index_of(int32_t seq) const;
+  // The slot holding the prefix state after `prefix_id`, or -1.
+  int32_t prefix_state_slot(uint64_t prefix_id) const;
+  // A slot for a new prefix state: an empty or stale one, else the least
+  // recently used.
+  size_t free_prefix_state_slot();
+  std::span<float> prefix_state(size_t slot);
+  // How many of `blocks` (a chain from the first block) attach_prefix
+  // takes: all without state, else up to the last with a prefix state.
+  size_t attachable_blocks(std::span<const int32_t> blocks) const;
   // truncate() without the recurrent state's check.
   void cut(int32_t seq, int64_t length);
   std::span<float> seq_states(int32_t seq);
@@ -251,6 +296,10 @@ class KvCache {
   // Recurrent state: [seq][layer's state_offsets_ .. + state_width].
   std::vector<float> state_;
   std::vector<size_t> state_offsets_;
+  // Prefix states: [slot][state_width()].
+  std::vector<PrefixStateSlot> prefix_state_slots_;
+  std::vector<float> prefix_state_data_;
+  uint64_t prefix_state_clock_ = 0;
 };
 
 }  // namespace cortiq

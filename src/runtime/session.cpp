@@ -152,6 +152,7 @@ bool Session::prefill(std::span<const TokenId> ids, int64_t chunk_size, size_t f
     } else {
       forward_rows(part, part.size(), {});
     }
+    if (on_prefill_ && *on_prefill_ && !(*on_prefill_)(cache_rows(), prefill_total_)) cancel();
   }
   if (logits && ids.size() > first_row) {
     std::copy_n(logits->end() - static_cast<std::ptrdiff_t>(n_vocab), n_vocab,
@@ -295,10 +296,13 @@ GenerateResult Session::generate(std::span<const TokenId> prompt, const Generate
     const size_t reused = reuse_prefix(prompt);
     result.cached_tokens = static_cast<int64_t>(reused);
     const size_t before = history().size();
+    on_prefill_ = &options.on_prefill;
+    prefill_total_ = static_cast<int64_t>(prompt.size());
     const bool prefilled = prefill_prompt(prompt.subspan(reused));
+    on_prefill_ = nullptr;
     result.timings.prefill_tokens = static_cast<int64_t>(history().size() - before);
     result.timings.prefill_seconds = prefill_timer.seconds();
-    if (!prefilled) {
+    if (!prefilled || cancelled()) {
       result.finish_reason = FinishReason::cancelled;
       return result;
     }
@@ -306,6 +310,7 @@ GenerateResult Session::generate(std::span<const TokenId> prompt, const Generate
     decode_loop(sampler, loops ? &*loops : nullptr, options, on_token, result);
   } catch (...) {
     // A failure after work started is terminal: no stale state survives.
+    on_prefill_ = nullptr;
     reset();
     throw;
   }

@@ -117,6 +117,9 @@ struct Scheduler::Sequence {
   TextOutput output;
   size_t prompt_done = 0;  // prompt tokens in the cache (attached or forwarded)
   int64_t cached = 0;      // of those, attached from the prefix cache
+  // Recurrent state: the prompt lengths still ahead where it is kept for
+  // prefix reuse, ascending.
+  std::vector<int64_t> snapshot_points;
   int64_t generated = 0;
   TokenId next = 0;  // the token the next decode row feeds
   bool decoding = false;
@@ -154,6 +157,14 @@ Scheduler::Scheduler(std::shared_ptr<const Model> model, SchedulerOptions option
   // A step appends at most step_rows rows to a sequence: sliding-window
   // layers keep their window plus that, not the context.
   shape.n_ubatch = options_.step_rows;
+  if (shape.state_width() > 0) {
+    shape.n_prefix_states =
+        options_.state_snapshots < 0 ? 2 * options_.parallel : options_.state_snapshots;
+    const auto state_bytes = static_cast<uint64_t>(shape.state_width()) * sizeof(float);
+    LOG_INFO("recurrent state: %s per sequence; %d snapshots of it (%s) for prefix reuse",
+             human_bytes(state_bytes).c_str(), shape.n_prefix_states,
+             human_bytes(state_bytes * static_cast<uint64_t>(shape.n_prefix_states)).c_str());
+  }
   engine_ = std::make_unique<Engine>(shape);
   publish_state();
   worker_ = std::thread([this] { run(); });
@@ -323,16 +334,18 @@ bool Scheduler::admit(Pending& pending) {
   auto& cache = engine_->cache;
   // The choices of one request share their prompt: the second waits until
   // the first has read it, then attaches its blocks instead of recomputing
-  // (not with recurrent state, whose blocks are never shared).
+  // (with recurrent state, only where the cache keeps its snapshots).
+  const bool shares_prefixes = !cache.has_state() || cache.shape().n_prefix_states > 0;
   for (const auto& seq : active_) {
-    if (!cache.has_state() && seq->stream == pending.stream && !seq->decoding &&
+    if (shares_prefixes && seq->stream == pending.stream && !seq->decoding &&
         seq->job.prompt == job.prompt) {
       return false;
     }
   }
   // The last prompt token is always forwarded: its logits give the first token.
   const auto prompt = std::span<const TokenId>(job.prompt);
-  const int64_t attached = cache.attach_prefix(slot, prompt.first(prompt.size() - 1));
+  const auto attachable = prompt.first(prompt.size() - 1);
+  const int64_t attached = cache.attach_prefix(slot, attachable);
   const int64_t final_length = static_cast<int64_t>(job.prompt.size()) + job.max_tokens;
   const int64_t need = cache.blocks_needed(slot, final_length - attached);
   if (need > cache.n_available_blocks() - outstanding_blocks()) {
@@ -344,6 +357,18 @@ bool Scheduler::admit(Pending& pending) {
       std::make_unique<Sequence>(*model_, std::move(job), pending.stream, slot, pending.arrived);
   seq->prompt_done = static_cast<size_t>(attached);
   seq->cached = attached;
+  if (cache.has_state() && cache.shape().n_prefix_states > 0) {
+    // Where this prompt leaves the prefixes registered so far, and its
+    // last boundary before the final token.
+    const int64_t block = cache.block_size();
+    const auto last = static_cast<int64_t>(attachable.size()) / block * block;
+    for (const int64_t point : {cache.registered_prefix_length(attachable), last}) {
+      if (point > attached &&
+          (seq->snapshot_points.empty() || point > seq->snapshot_points.back())) {
+        seq->snapshot_points.push_back(point);
+      }
+    }
+  }
   metrics_.add_prompt_tokens(static_cast<int64_t>(seq->job.prompt.size()));
   metrics_.add_cache_hit_tokens(attached);
   active_.push_back(std::move(seq));
@@ -455,7 +480,7 @@ void Scheduler::step() {
   for (auto& seq : active_) {
     if (seq->decoding || budget <= 0) continue;
     const auto& prompt = seq->job.prompt;
-    const size_t n = std::min(prompt.size() - seq->prompt_done, static_cast<size_t>(budget));
+    const size_t n = prompt_rows(*seq, budget);
     for (size_t i = seq->prompt_done; i < seq->prompt_done + n; ++i) {
       const bool last = i + 1 == prompt.size();
       e.rows.push_back({prompt[i], static_cast<int32_t>(i), seq->slot, last});
@@ -480,12 +505,37 @@ void Scheduler::step() {
     running_.store(0);
     return;
   }
+  if (e.cache.shape().n_prefix_states > 0) save_prefix_states();
   for (size_t i = 0; i < e.owners.size(); ++i) {
     handle_output(*e.owners[i], std::span<const float>(e.logits).subspan(i * n_vocab, n_vocab));
   }
   metrics_.record_step(prefill_rows, static_cast<int64_t>(e.owners.size()));
   std::erase_if(active_, [](const auto& seq) { return seq->finished; });
   running_.store(static_cast<int32_t>(active_.size()));
+}
+
+size_t Scheduler::prompt_rows(const Sequence& seq, int64_t budget) const {
+  size_t n = std::min(seq.job.prompt.size() - seq.prompt_done, static_cast<size_t>(budget));
+  // The chunk stops at the next snapshot point.
+  if (!seq.snapshot_points.empty()) {
+    n = std::min(n, static_cast<size_t>(seq.snapshot_points[0]) - seq.prompt_done);
+  }
+  return n;
+}
+
+void Scheduler::save_prefix_states() {
+  auto& cache = engine_->cache;
+  const int64_t block = cache.block_size();
+  for (auto& seq : active_) {
+    const int64_t length = cache.length(seq->slot);
+    auto& points = seq->snapshot_points;
+    if (!points.empty() && points[0] == length) {
+      cache.save_prefix_state(seq->slot);
+      points.erase(points.begin());
+    } else if (seq->decoding && length % block == 0) {
+      cache.save_prefix_state(seq->slot, /*rolling=*/true);
+    }
+  }
 }
 
 void Scheduler::handle_output(Sequence& seq, std::span<const float> logits) {

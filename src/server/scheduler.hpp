@@ -15,6 +15,15 @@
 // gives the same tokens alone, under load, with or without a cache hit —
 // the tokens Session::generate gives for the same sampling parameters
 // (with penalties off: the server's count the generated tokens only).
+//
+// A model with recurrent state shares a prefix only up to a block boundary
+// where the cache kept a snapshot of the state (KvCache::save_prefix_state).
+// A prompt's chunks stop at two such points, each snapshotted: where the
+// prompt left the longest registered chain of blocks (the end of a prefix
+// another prompt shares, such as a system prompt) and the last boundary
+// before its final token (the prompt again, or a longer one). A generating
+// sequence snapshots each boundary it reaches, keeping only its latest (the
+// end of the reply, which the next turn's prompt repeats).
 #pragma once
 
 #include <atomic>
@@ -45,6 +54,9 @@ struct SchedulerOptions {
   int32_t block_size = 16;  // positions per KV block
   int64_t max_queued = 64;  // choices waiting beyond the idle slots (and embeddings requests)
   int64_t step_rows = 0;    // rows per forward step (the model's chunk size when 0)
+  // Recurrent-state snapshots kept for prefix reuse by a model with state
+  // (2 per parallel sequence when negative; 0: such a model shares none).
+  int32_t state_snapshots = -1;
 };
 
 class Scheduler {
@@ -86,6 +98,10 @@ class Scheduler {
   // Ends the cancelled sequences; true when there were any.
   bool drop_cancelled();
   void step();
+  // Prompt rows of the sequence the step may take, at most `budget`.
+  size_t prompt_rows(const Sequence& seq, int64_t budget) const;
+  // Keeps the states of the step's sequences that reached a snapshot point.
+  void save_prefix_states();
   void handle_output(Sequence& seq, std::span<const float> logits);
   void finish(Sequence& seq, ChoiceEnd end);
   void fail(Sequence& seq, const std::string& message);
