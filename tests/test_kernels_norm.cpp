@@ -58,7 +58,7 @@ TEST(KernelActivations, SiluMatchesTheFormula) {
   EXPECT_EQ(silu(100.0f), 100.0f);
 }
 
-TEST(KernelActivations, SwigluAndAddInPlace) {
+TEST(KernelActivations, SwigluSiluAndAddInPlace) {
   // 43 elements: whole SIMD chunks and a tail; a few gates where
   // exp_approx leaves its plain range (both SIMD and scalar must agree).
   std::vector<float> gate = normal_values(5, 43, 2.0);
@@ -73,6 +73,10 @@ TEST(KernelActivations, SwigluAndAddInPlace) {
   aliased = up;
   swiglu(gate, aliased, aliased);
   EXPECT_EQ(aliased, out);
+
+  std::vector<float> activated = gate;
+  silu_inplace(activated);
+  for (size_t i = 0; i < activated.size(); ++i) ASSERT_EQ(activated[i], silu(gate[i])) << i;
 
   std::vector<float> sum = gate;
   add_inplace(sum, up);

@@ -55,6 +55,14 @@ void swiglu(std::span<const float> gate, std::span<const float> up, std::span<fl
   for (size_t i = done; i < out.size(); ++i) out[i] = silu(gate[i]) * up[i];
 }
 
+void silu_inplace(std::span<float> x) {
+  size_t done = 0;
+#if defined(__x86_64__)
+  if (simd_level() >= SimdLevel::avx2) done = avx2::silu_inplace(x.data(), x.size());
+#endif
+  for (size_t i = done; i < x.size(); ++i) x[i] = silu(x[i]);
+}
+
 namespace {
 
 // ggml_gelu_f32: the tanh approximation in float.

@@ -17,10 +17,14 @@ float silu(float x);
 // out[i] = silu(gate[i]) * up[i] (SwiGLU). out may alias gate or up.
 void swiglu(std::span<const float> gate, std::span<const float> up, std::span<float> out);
 
+// x[i] = silu(x[i]).
+void silu_inplace(std::span<float> x);
+
 namespace avx2 {
-// swiglu over the first n - n % 8 elements, the scalar's bits; returns how
-// many it did (the caller finishes the rest).
+// swiglu / silu_inplace over the first n - n % 8 elements, the scalar's
+// bits; return how many they did (the caller finishes the rest).
 size_t swiglu(const float* gate, const float* up, float* out, size_t n);
+size_t silu_inplace(float* x, size_t n);
 }  // namespace avx2
 
 // GELU with the tanh approximation, as ggml's CPU backend computes it: for

@@ -226,7 +226,7 @@ void gated_delta_net(const GatedDeltaNetWeights& w, const ModelHParams& hp, int6
   delta_rule_rows(w, hp, rows, layer, cache, ctx.pool, qkv, beta, gate, y);
   // y = rms_norm(o) * ssm_norm * silu(z), per value head.
   kernels::rms_norm_rows(y, w.norm, hp.rms_eps, y, static_cast<size_t>(s.d_state));
-  for (size_t i = 0; i < y.size(); ++i) y[i] *= kernels::silu(z[i]);
+  kernels::swiglu(z, y, y);  // y * silu(z), the product commuted: the same bits
   const auto out_rows = out.first(n_rows * n_embd);
   kernels::matmul(w.out, y, n, out_rows, hp.n_embd, ctx.pool, buf.matmul);
   if (w.out_scale != 1.0f) kernels::scale_inplace(out_rows, w.out_scale);

@@ -119,7 +119,7 @@ std::span<float> expert_activation(const MoeWeights& w, size_t e, std::span<floa
     } else if (w.activation == ExpertActivation::geglu) {
       kernels::gelu_inplace(up);
     } else {
-      for (float& v : up) v = kernels::silu(v);
+      kernels::silu_inplace(up);
     }
     return up;
   }
