@@ -45,6 +45,7 @@ GenerationJob job_of(std::vector<TokenId> prompt, uint64_t seed, int64_t max_tok
 
 struct Collected {
   std::vector<std::vector<TokenId>> tokens;
+  std::vector<std::vector<double>> logprobs;  // when the jobs asked for them
   std::vector<StreamEvent> finished;
 };
 
@@ -52,6 +53,7 @@ struct Collected {
 Collected collect(RequestStream& stream, size_t parts) {
   Collected out;
   out.tokens.resize(parts);
+  out.logprobs.resize(parts);
   out.finished.resize(parts);
   size_t ended = 0;
   const auto deadline = std::chrono::steady_clock::now() + 120s;
@@ -65,6 +67,7 @@ Collected collect(RequestStream& stream, size_t parts) {
       const auto c = static_cast<size_t>(e.choice);
       if (e.kind == StreamEvent::Kind::token) {
         out.tokens[c].push_back(e.token);
+        if (e.has_logprob) out.logprobs[c].push_back(e.logprob.logprob);
       } else {
         EXPECT_NE(e.kind, StreamEvent::Kind::failed) << e.error;
         out.finished[c] = std::move(e);
@@ -233,13 +236,14 @@ std::vector<TokenId> concat(std::vector<TokenId> a, std::span<const TokenId> b) 
 }
 
 // A model with recurrent state shares prefixes through state snapshots at
-// block boundaries (16 positions), each hit giving a fresh Session's tokens:
+// block boundaries (16 positions), each hit giving a fresh Session's tokens
+// and, bit for bit, the log-probabilities of a server that shares nothing:
 // the same prompt again resumes at its last boundary before the final
 // token; the next turn (prompt + reply + more) at the reply's last
-// boundary; a prompt that leaves a cached one inside resumes nowhere the
-// first time and at the point where it left the second time; the choices of
-// one request share their prompt's snapshot. Without snapshots nothing is
-// shared.
+// boundary, or at the prompt's end when it is one; a prompt that leaves a
+// cached one inside resumes nowhere the first time and at the point where
+// it left the second time; the choices of one request share their
+// prompt's snapshot. Without snapshots nothing is shared.
 TEST(ServerScheduler, ModelsWithStateResumeFromStateSnapshots) {
   int with_state = 0;
   for (const Family* family : families()) {
@@ -255,12 +259,23 @@ TEST(ServerScheduler, ModelsWithStateResumeFromStateSnapshots) {
     options.parallel = 3;
     options.step_rows = 40;  // prompts take several steps
     Scheduler scheduler(model, options, metrics);
-    const auto hit = [&](const GenerationJob& job, int64_t expected_cached) {
+    options.state_snapshots = 0;
+    Scheduler reference(model, options, metrics);
+    const auto run = [](Scheduler& on, GenerationJob job) {
+      job.top_logprobs = 0;
       auto stream = std::make_shared<RequestStream>();
-      scheduler.submit(std::vector<GenerationJob>{job}, stream);
-      const auto result = collect(*stream, 1);
+      on.submit(std::vector<GenerationJob>{std::move(job)}, stream);
+      return collect(*stream, 1);
+    };
+    const auto hit = [&](const GenerationJob& job, int64_t expected_cached) {
+      const auto result = run(scheduler, job);
+      const auto fresh = run(reference, job);
       EXPECT_EQ(result.finished[0].stats.cached_tokens, expected_cached);
+      EXPECT_EQ(fresh.finished[0].stats.cached_tokens, 0);
       EXPECT_EQ(result.tokens[0], session_tokens(model, job));
+      EXPECT_EQ(result.tokens[0], fresh.tokens[0]);
+      EXPECT_EQ(result.logprobs[0], fresh.logprobs[0]);  // exact doubles
+      EXPECT_EQ(result.logprobs[0].size(), result.tokens[0].size());
       return result.tokens[0];
     };
     const auto prompt = prompt_of(100, 5);
@@ -272,6 +287,11 @@ TEST(ServerScheduler, ModelsWithStateResumeFromStateSnapshots) {
     const auto head = std::span<const TokenId>(prompt).first(70);
     hit(job_of(concat({head.begin(), head.end()}, prompt_of(30, 9)), 6, 4), 0);
     hit(job_of(concat({head.begin(), head.end()}, prompt_of(30, 11)), 7, 4), 64);
+    // A prompt of whole blocks keeps its end: a short reply's next turn
+    // resumes there.
+    const auto whole = prompt_of(64, 13);
+    const auto short_reply = hit(job_of(whole, 8, 6), 0);
+    hit(job_of(concat(concat(whole, short_reply), prompt_of(5, 3)), 9, 4), 64);
 
     std::vector<GenerationJob> jobs;
     for (int c = 0; c < 3; ++c) {

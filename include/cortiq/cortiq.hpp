@@ -104,7 +104,9 @@ std::string_view finish_reason_name(FinishReason reason);
 
 // Receives a prompt's progress after each forwarded chunk: its positions in
 // the cache (reused ones included) out of its length. Returning false
-// cancels the generation before its next chunk or its first token.
+// cancels the generation before its next chunk or its first token; an
+// exception from it ends the generation as any failure does (the session
+// is cleared).
 using PrefillCallback = std::function<bool(int64_t done, int64_t total)>;
 
 struct GenerateOptions {

@@ -268,6 +268,7 @@ int64_t KvCache::attach_prefix(int32_t seq, std::span<const TokenId> tokens) {
     keys.push_back(key);
   });
   const size_t n = attachable_blocks(chain);
+  if (n == 0) return 0;
   const int32_t per_block = block_size();
   for (size_t i = 0; i < n; ++i) {
     const int32_t block = chain[i];
@@ -278,21 +279,32 @@ int64_t KvCache::attach_prefix(int32_t seq, std::span<const TokenId> tokens) {
   }
   const auto length = static_cast<size_t>(n) * static_cast<size_t>(per_block);
   s.tokens.assign(tokens.begin(), tokens.begin() + static_cast<std::ptrdiff_t>(length));
-  if (has_state() && n > 0) {
+  if (has_state()) {
     const int32_t slot = prefix_state_slot(pool_.prefix_id(chain[n - 1]));
     auto& kept = prefix_state_slots_[static_cast<size_t>(slot)];
     kept.last_used = ++prefix_state_clock_;
+    kept.rolling_owner = -1;  // another sequence resumed from it: keep it
     std::ranges::copy(prefix_state(static_cast<size_t>(slot)), seq_states(seq).begin());
   }
   return static_cast<int64_t>(length);
 }
 
-int64_t KvCache::cached_prefix_length(std::span<const TokenId> tokens) const {
+std::vector<int32_t> KvCache::registered_chain(std::span<const TokenId> tokens) const {
   std::vector<int32_t> chain;
   walk_cached_prefix(pool_, tokens, [&](int32_t block, uint64_t, std::span<const TokenId>) {
     chain.push_back(block);
   });
-  return static_cast<int64_t>(attachable_blocks(chain)) * block_size();
+  return chain;
+}
+
+int64_t KvCache::cached_prefix_length(std::span<const TokenId> tokens) const {
+  return static_cast<int64_t>(attachable_blocks(registered_chain(tokens))) * block_size();
+}
+
+int64_t KvCache::idle_prefix_blocks(std::span<const TokenId> tokens) const {
+  const auto chain = registered_chain(tokens);
+  const auto attached = std::span(chain).first(attachable_blocks(chain));
+  return std::ranges::count_if(attached, [&](int32_t block) { return pool_.refcount(block) == 0; });
 }
 
 int64_t KvCache::registered_prefix_length(std::span<const TokenId> tokens) const {
@@ -353,21 +365,28 @@ bool KvCache::save_prefix_state(int32_t seq, bool rolling) {
                        std::span<const TokenId>(s.tokens).subspan(last * per_block, per_block));
     if (block < 0 || pool_.prefix_id(block) != id) return false;
   }
+  const auto seq_index = static_cast<int32_t>(index_of(seq));
   if (rolling && s.rolling_prefix_state != id) {
-    if (const int32_t previous = prefix_state_slot(s.rolling_prefix_state); previous >= 0) {
+    const int32_t previous = prefix_state_slot(s.rolling_prefix_state);
+    if (previous >= 0 &&
+        prefix_state_slots_[static_cast<size_t>(previous)].rolling_owner == seq_index) {
       prefix_state_slots_[static_cast<size_t>(previous)] = {};
     }
     s.rolling_prefix_state = KvBlockPool::kNoPrefixId;
   }
   int32_t slot = prefix_state_slot(id);
-  if (slot < 0) {
+  if (slot >= 0) {
     // A state already kept for this prefix has the same bits (a row's
-    // result does not depend on its batch): only a new one is copied, and
-    // only a new one is this sequence's to give back.
+    // result does not depend on its batch): nothing to copy, and the slot
+    // is no longer one sequence's to give back.
+    prefix_state_slots_[static_cast<size_t>(slot)].rolling_owner = -1;
+  } else {
     slot = static_cast<int32_t>(free_prefix_state_slot());
     std::ranges::copy(seq_states(seq), prefix_state(static_cast<size_t>(slot)).begin());
-    prefix_state_slots_[static_cast<size_t>(slot)].prefix_id = id;
-    prefix_state_slots_[static_cast<size_t>(slot)].block = block;
+    auto& kept = prefix_state_slots_[static_cast<size_t>(slot)];
+    kept.prefix_id = id;
+    kept.block = block;
+    kept.rolling_owner = rolling ? seq_index : -1;
     if (rolling) s.rolling_prefix_state = id;
   }
   prefix_state_slots_[static_cast<size_t>(slot)].last_used = ++prefix_state_clock_;

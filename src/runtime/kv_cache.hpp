@@ -154,6 +154,14 @@ class KvCache {
   // The positions of the longest chain of registered blocks `tokens` begins
   // with, prefix states or not (without state: cached_prefix_length).
   int64_t registered_prefix_length(std::span<const TokenId> tokens) const;
+  // Of the blocks attach_prefix would attach, those no sequence holds now:
+  // attaching takes them from the available ones.
+  int64_t idle_prefix_blocks(std::span<const TokenId> tokens) const;
+  // Whether attach_prefix can ever attach anything: no bounded window rows,
+  // and prefix states to resume from where the layers keep state.
+  bool shares_prefixes() const {
+    return !window_ && (!has_state() || !prefix_state_slots_.empty());
+  }
   // Whether truncate(seq, length) can keep every row the positions after
   // the cut will see: false when bounded window layers released them, and
   // with recurrent state for any cut but to 0 or to a length with a state
@@ -241,6 +249,9 @@ class KvCache {
     uint64_t prefix_id = KvBlockPool::kNoPrefixId;
     int32_t block = -1;
     uint64_t last_used = 0;
+    // The sequence whose rolling state it is, free to give the slot back;
+    // -1 once anything else saved or attached it.
+    int32_t rolling_owner = -1;
   };
 
   // The index of a sequence; throws cortiq::Error when it is out of range.
@@ -254,6 +265,8 @@ class KvCache {
   // How many of `blocks` (a chain from the first block) attach_prefix
   // takes: all without state, else up to the last with a prefix state.
   size_t attachable_blocks(std::span<const int32_t> blocks) const;
+  // The registered blocks `tokens` begins with, in order.
+  std::vector<int32_t> registered_chain(std::span<const TokenId> tokens) const;
   // truncate() without the recurrent state's check.
   void cut(int32_t seq, int64_t length);
   std::span<float> seq_states(int32_t seq);

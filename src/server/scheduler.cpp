@@ -335,9 +335,9 @@ bool Scheduler::admit(Pending& pending) {
   // The choices of one request share their prompt: the second waits until
   // the first has read it, then attaches its blocks instead of recomputing
   // (with recurrent state, only where the cache keeps its snapshots).
-  const bool shares_prefixes = !cache.has_state() || cache.shape().n_prefix_states > 0;
+  const bool can_share = cache.shares_prefixes() && std::ssize(job.prompt) > cache.block_size();
   for (const auto& seq : active_) {
-    if (shares_prefixes && seq->stream == pending.stream && !seq->decoding &&
+    if (can_share && seq->stream == pending.stream && !seq->decoding &&
         seq->job.prompt == job.prompt) {
       return false;
     }
@@ -345,13 +345,16 @@ bool Scheduler::admit(Pending& pending) {
   // The last prompt token is always forwarded: its logits give the first token.
   const auto prompt = std::span<const TokenId>(job.prompt);
   const auto attachable = prompt.first(prompt.size() - 1);
-  const int64_t attached = cache.attach_prefix(slot, attachable);
+  // Counted before attaching, so a job that waits for memory attaches (and
+  // copies a prefix state) only once it can start: the new blocks it needs
+  // and the idle cached ones the attached prefix takes.
+  const int64_t cached = cache.cached_prefix_length(attachable);
   const int64_t final_length = static_cast<int64_t>(job.prompt.size()) + job.max_tokens;
-  const int64_t need = cache.blocks_needed(slot, final_length - attached);
-  if (need > cache.n_available_blocks() - outstanding_blocks()) {
-    cache.clear(slot);
-    return false;
-  }
+  const int64_t block = cache.block_size();
+  const int64_t need =
+      (final_length - cached + block - 1) / block + cache.idle_prefix_blocks(attachable);
+  if (need > cache.n_available_blocks() - outstanding_blocks()) return false;
+  const int64_t attached = cache.attach_prefix(slot, attachable);
   engine_->slot_used[static_cast<size_t>(slot)] = true;
   auto seq =
       std::make_unique<Sequence>(*model_, std::move(job), pending.stream, slot, pending.arrived);
@@ -360,7 +363,6 @@ bool Scheduler::admit(Pending& pending) {
   if (cache.has_state() && cache.shape().n_prefix_states > 0) {
     // Where this prompt leaves the prefixes registered so far, and its
     // last boundary before the final token.
-    const int64_t block = cache.block_size();
     const auto last = static_cast<int64_t>(attachable.size()) / block * block;
     for (const int64_t point : {cache.registered_prefix_length(attachable), last}) {
       if (point > attached &&
@@ -532,7 +534,9 @@ void Scheduler::save_prefix_states() {
     if (!points.empty() && points[0] == length) {
       cache.save_prefix_state(seq->slot);
       points.erase(points.begin());
-    } else if (seq->decoding && length % block == 0) {
+    } else if (length % block == 0 && length >= std::ssize(seq->job.prompt)) {
+      // The prompt's end or a reply's boundary (its sequence is marked
+      // decoding only once its output is handled, after this).
       cache.save_prefix_state(seq->slot, /*rolling=*/true);
     }
   }
