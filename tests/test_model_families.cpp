@@ -1005,6 +1005,45 @@ TEST(ModelLoad, NemotronHLayerKindsAndExperts) {
 // value heads' v, then their z) instead of attn_qkv and attn_gate: the same
 // rows in another order, so the same logits, bit for bit. Which layers are
 // Gated DeltaNet follows attention.recurrent_layers when the file has it.
+// MiniMax-01: the layers attention.recurrent_layers marks are lightning
+// attention (its heads' matrices as state, no KV rows), full_attention_interval
+// (default 8) decides when the key is absent; residual_scale is required;
+// one layer is refused (its decays divide by block_count - 1).
+TEST(ModelLoad, Minimax01LayersAndResidualScale) {
+  test::TempDir dir;
+  RandomModelOptions o = small_model("minimax-01");
+  o.geometry.n_layer = 3;
+  write_random_model(o, dir / "m.gguf");
+  const auto model = Model::load(dir / "m.gguf", {});
+  const ModelHParams& hp = model->decoder().hparams();
+  for (const int64_t il : {0, 1}) {
+    EXPECT_EQ(hp.layer(il).state_width, hp.n_head * hp.head_dim_k * hp.head_dim_k) << il;
+    EXPECT_EQ(hp.layer(il).n_head_kv, 0) << il;
+    EXPECT_EQ(hp.layer(il).recurrent, RecurrentKind::lightning_attention) << il;
+  }
+  EXPECT_EQ(hp.layer(2).state_width, 0);
+  EXPECT_GT(hp.layer(2).n_head_kv, 0);
+  EXPECT_FLOAT_EQ(hp.residual_scale, 3.5565588f);
+
+  // No recurrent_layers: every layer but each eighth is recurrent.
+  rewrite(dir / "m.gguf", dir / "interval.gguf", "", {},
+          [](gguf::GgufWriter& w) { w.remove("minimax-01.attention.recurrent_layers"); });
+  std::string error = load_error(dir / "interval.gguf");
+  EXPECT_NE(error.find("blk.2.attn_norm_2.weight"), std::string::npos) << error;
+  rewrite(dir / "m.gguf", dir / "no_scale.gguf", "", {},
+          [](gguf::GgufWriter& w) { w.remove("minimax-01.residual_scale"); });
+  error = load_error(dir / "no_scale.gguf");
+  EXPECT_NE(error.find("minimax-01.residual_scale"), std::string::npos) << error;
+  rewrite(dir / "m.gguf", dir / "one.gguf", "", {}, [](gguf::GgufWriter& w) {
+    w.set("minimax-01.block_count", gguf::Value(uint32_t{1}));
+    gguf::Array array = gguf::Array::of(gguf::ValueType::u32);
+    std::get<std::vector<uint32_t>>(array.items) = {1};
+    w.set("minimax-01.attention.recurrent_layers", gguf::Value(array));
+  });
+  error = load_error(dir / "one.gguf");
+  EXPECT_NE(error.find("at least two layers"), std::string::npos) << error;
+}
+
 TEST(ModelLoad, Qwen3NextFusedSsmInAndRecurrentLayers) {
   test::TempDir dir;
   RandomModelOptions o = small_model("qwen3next");
@@ -1227,7 +1266,8 @@ TEST_P(HybridState, ThreadCountChangesNoBits) {
 INSTANTIATE_TEST_SUITE_P(Families, HybridState,
                          ::testing::Values("lfm2", "lfm2moe", "mamba2", "granitehybrid",
                                            "nemotron_h", "nemotron_h_moe", "qwen3next", "qwen35",
-                                           "qwen35moe", "falcon-h1", "mamba", "jamba", "plamo2"));
+                                           "qwen35moe", "falcon-h1", "mamba", "jamba", "plamo2",
+                                           "minimax-01"));
 
 // inspect names each recurrent layer's block and shapes, what runs beside
 // it, and which layers have experts when the file decides (Jamba).

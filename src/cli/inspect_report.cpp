@@ -322,6 +322,8 @@ std::string recurrent_text(const ModelHParams& hp, RecurrentKind kind) {
     case RecurrentKind::gated_delta_net:
       return strfmt("Gated DeltaNet: %lld key heads, %lld value heads of %lld, %lld taps",
                     ll(m.n_group), ll(m.n_head), ll(m.d_state), ll(m.conv_taps));
+    case RecurrentKind::lightning_attention:
+      return strfmt("lightning attention: %lld heads of %lld", ll(hp.n_head), ll(hp.head_dim_k));
     case RecurrentKind::none:
       break;
   }

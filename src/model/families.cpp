@@ -106,6 +106,7 @@ constexpr const Family* kFamilies[] = {
     &kQwen3NextFamily,      // qwen3next.cpp
     &kQwen35Family,         // qwen3next.cpp
     &kQwen35MoeFamily,      // qwen3next.cpp
+    &kMinimax01Family,      // minimax01.cpp
 };
 
 }  // namespace

@@ -42,6 +42,9 @@ extern const Family kQwen3NextFamily;
 extern const Family kQwen35Family;
 extern const Family kQwen35MoeFamily;
 
+// minimax01.cpp
+extern const Family kMinimax01Family;
+
 // mamba.cpp
 extern const Family kMambaFamily;
 extern const Family kMamba2Family;

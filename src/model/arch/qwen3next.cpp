@@ -31,6 +31,7 @@
 #include "kernels/cpu/activations.hpp"
 #include "model/arch/arch.hpp"
 #include "model/arch/family_support.hpp"
+#include "model/arch/recurrent_layers.hpp"
 #include "model/arch_spec.hpp"
 #include "model/blocks/attention.hpp"
 #include "model/blocks/embedding.hpp"
@@ -145,39 +146,13 @@ class Qwen3NextModel final : public FamilyModel<Qwen3NextWeights> {
   }
 };
 
-// Which of the block_count layers (MTP layers included, never recurrent)
-// are Gated DeltaNet: attention.recurrent_layers (booleans or integers, one
-// per layer) or full_attention_interval.
-std::vector<bool> recurrent_layers(const HParamReader& keys, int64_t n_trunk, int64_t n_all) {
-  std::vector<bool> recurrent(static_cast<size_t>(n_all), false);
-  const gguf::Value* value = keys.file().find(keys.key("attention.recurrent_layers"));
-  if (value == nullptr) {
-    const int64_t interval = keys.uint_or("full_attention_interval", 4);
-    if (interval <= 0) keys.invalid("full_attention_interval must be positive");
-    for (int64_t il = 0; il < n_trunk; ++il) {
-      recurrent[static_cast<size_t>(il)] = (il + 1) % interval != 0;
-    }
-    return recurrent;
-  }
-  const gguf::Array* array = value->as_array();
-  if (array == nullptr || std::ssize(*array) != n_all) {
-    keys.invalid(keys.key("attention.recurrent_layers") + " must have one value per layer");
-  }
-  if (const auto* flags = array->as<bool>()) {
-    for (size_t i = 0; i < recurrent.size(); ++i) recurrent[i] = (*flags)[i];
-  } else {
-    const auto values = keys.per_layer_uint("attention.recurrent_layers", n_all, 0);
-    for (size_t i = 0; i < recurrent.size(); ++i) recurrent[i] = values[i] != 0;
-  }
-  return recurrent;
-}
-
 void read_qwen3next_layers(const HParamReader& keys, ModelHParams& hp) {
   keys.require("attention.layer_norm_rms_epsilon");
   read_gated_delta_net_hparams(keys, hp);
   if (hp.head_dim_k != hp.head_dim_v) keys.invalid("key and value heads must be as wide");
   const int64_t n_all = std::ssize(hp.layers);
-  const std::vector<bool> recurrent = recurrent_layers(keys, hp.n_layer, n_all);
+  const std::vector<bool> recurrent =
+      recurrent_layers(keys, hp.n_layer, n_all, /*default_interval=*/4);
   for (int64_t il = 0; il < n_all; ++il) {
     LayerSpec& layer = hp.layers[static_cast<size_t>(il)];
     if (!recurrent[static_cast<size_t>(il)]) continue;
