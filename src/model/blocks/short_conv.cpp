@@ -17,7 +17,8 @@ void ShortConvWeights::visit(TensorVisitor& v, const ModelHParams& hp, int64_t l
 namespace {
 
 // One row through the convolution: y = c * conv(b * x), the sequence's state
-// shifted by one input.
+// shifted by one input (kTaps 0: `taps` at run time; else unrolled).
+template <size_t kTaps>
 void convolve_row(std::span<const float> kernel, size_t taps, std::span<const float> bcx,
                   std::span<float> state, std::span<float> y) {
   const size_t n_embd = y.size();
@@ -25,8 +26,13 @@ void convolve_row(std::span<const float> kernel, size_t taps, std::span<const fl
   const float* c = b + n_embd;
   const float* x = c + n_embd;
   for (size_t ch = 0; ch < n_embd; ++ch) {
-    y[ch] = c[ch] * kernels::causal_conv_step(state.data() + ch * (taps - 1),
-                                              kernel.data() + ch * taps, taps, b[ch] * x[ch]);
+    float* held = state.data() + ch * (taps - 1);
+    const float* k = kernel.data() + ch * taps;
+    if constexpr (kTaps == 0) {
+      y[ch] = c[ch] * kernels::causal_conv_step(held, k, taps, b[ch] * x[ch]);
+    } else {
+      y[ch] = c[ch] * kernels::causal_conv_step<kTaps>(held, k, b[ch] * x[ch]);
+    }
   }
 }
 
@@ -44,9 +50,11 @@ void short_conv(const ShortConvWeights& w, const ModelHParams& hp, int64_t layer
                   buf.matmul);
   const auto y = ForwardBuffers::take(buf.attn_out, n_rows * n_embd);
   const auto taps = static_cast<size_t>(hp.shortconv_taps);
+  // LFM2's converters write 3 taps (conv_L_cache).
+  const auto convolve = taps == 3 ? convolve_row<3> : convolve_row<0>;
   for (size_t r = 0; r < n_rows; ++r) {
-    convolve_row(w.kernel, taps, bcx.subspan(r * 3 * n_embd, 3 * n_embd),
-                 cache.state(layer, rows[r].seq), y.subspan(r * n_embd, n_embd));
+    convolve(w.kernel, taps, bcx.subspan(r * 3 * n_embd, 3 * n_embd),
+             cache.state(layer, rows[r].seq), y.subspan(r * n_embd, n_embd));
   }
   kernels::matmul(w.out_proj, y, n, out.first(n_rows * n_embd), hp.n_embd, ctx.pool, buf.matmul);
 }
