@@ -1120,21 +1120,41 @@ TEST(ModelLoad, Qwen3NextFusedSsmInAndRecurrentLayers) {
 // that cannot be cut back: a session reuses its history only when the new
 // prompt extends all of it, and otherwise forwards again from the start;
 // either way the tokens and logits are a fresh session's, bit for bit.
-class HybridState : public ::testing::TestWithParam<const char*> {};
+class HybridState : public ::testing::TestWithParam<const char*> {
+ protected:
+  // The family's three-layer random model, written once per test.
+  std::filesystem::path model_file() {
+    const auto path = dir_ / "model.gguf";
+    if (!std::filesystem::exists(path)) {
+      RandomModelOptions o = small_model(GetParam());
+      o.geometry.n_layer = 3;
+      write_random_model(o, path);
+    }
+    return path;
+  }
+  // It loaded with an f32 KV cache (and `chunk` prefill rows when given).
+  std::shared_ptr<const Model> load_model(int64_t chunk = 0) {
+    LoadOptions load;
+    load.kv_type = KvType::f32;
+    if (chunk > 0) load.chunk_size = chunk;
+    return Model::load(model_file(), load);
+  }
+  static GenerateOptions greedy(int64_t max_tokens) {
+    GenerateOptions options;
+    options.sampling.temperature = 0;
+    options.max_tokens = max_tokens;
+    options.ignore_eos = true;
+    return options;
+  }
+
+ private:
+  test::TempDir dir_;
+};
 
 TEST_P(HybridState, ReusesOnlyAHistoryItExtends) {
-  test::TempDir dir;
-  RandomModelOptions o = small_model(GetParam());
-  o.geometry.n_layer = 3;
-  write_random_model(o, dir / "model.gguf");
-  LoadOptions load;
-  load.kv_type = KvType::f32;
-  const auto model = Model::load(dir / "model.gguf", load);
+  const auto model = load_model();
   EXPECT_GT(model->decoder().hparams().layer(0).state_width, 0);
-  GenerateOptions greedy;
-  greedy.sampling.temperature = 0;
-  greedy.max_tokens = 6;
-  greedy.ignore_eos = true;
+  const GenerateOptions greedy = HybridState::greedy(6);
   const auto ids = [](TokenId first, int n) {
     std::vector<TokenId> v;
     for (int i = 0; i < n; ++i) v.push_back(first + 7 * i % 97);
@@ -1176,17 +1196,8 @@ TEST_P(HybridState, ReusesOnlyAHistoryItExtends) {
 // same prompt) resumes there instead of forwarding everything again, and
 // gives a fresh session's tokens and logits, bit for bit.
 TEST_P(HybridState, ResumesFromTheSnapshotAtTheEndOfAPrompt) {
-  test::TempDir dir;
-  RandomModelOptions o = small_model(GetParam());
-  o.geometry.n_layer = 3;
-  write_random_model(o, dir / "model.gguf");
-  LoadOptions load;
-  load.kv_type = KvType::f32;
-  const auto model = Model::load(dir / "model.gguf", load);
-  GenerateOptions greedy;
-  greedy.sampling.temperature = 0;
-  greedy.max_tokens = 6;
-  greedy.ignore_eos = true;
+  const auto model = load_model();
+  const GenerateOptions greedy = HybridState::greedy(6);
   std::vector<TokenId> prompt;
   for (int i = 0; i < 20; ++i) prompt.push_back(3 + 7 * i % 97);
   Session chat(model);
@@ -1212,18 +1223,8 @@ TEST_P(HybridState, ResumesFromTheSnapshotAtTheEndOfAPrompt) {
 // forwarded, with the state they advanced and nothing more: the same prompt
 // then resumes after them and gives a fresh session's tokens and logits.
 TEST_P(HybridState, CancelledInThePromptResumesAfterItsWholeChunks) {
-  test::TempDir dir;
-  RandomModelOptions o = small_model(GetParam());
-  o.geometry.n_layer = 3;
-  write_random_model(o, dir / "model.gguf");
-  LoadOptions load;
-  load.kv_type = KvType::f32;
-  load.chunk_size = 8;
-  const auto model = Model::load(dir / "model.gguf", load);
-  GenerateOptions greedy;
-  greedy.sampling.temperature = 0;
-  greedy.max_tokens = 5;
-  greedy.ignore_eos = true;
+  const auto model = load_model(/*chunk=*/8);
+  const GenerateOptions greedy = HybridState::greedy(5);
   std::vector<TokenId> prompt;
   for (int i = 0; i < 40; ++i) prompt.push_back(3 + 11 * i % 97);
   Session chat(model);
@@ -1244,15 +1245,11 @@ TEST_P(HybridState, CancelledInThePromptResumesAfterItsWholeChunks) {
 // The recurrent blocks split their convolutions by channel and their scans
 // by head (or channel) across threads: 1, 2 and 3 threads give the same bits.
 TEST_P(HybridState, ThreadCountChangesNoBits) {
-  test::TempDir dir;
-  RandomModelOptions o = small_model(GetParam());
-  o.geometry.n_layer = 3;
-  write_random_model(o, dir / "model.gguf");
   std::vector<float> reference;
   for (const int threads : {1, 2, 3}) {
     LoadOptions load;
     load.threads = threads;
-    const auto model = Model::load(dir / "model.gguf", load);
+    const auto model = Model::load(model_file(), load);
     Session session(model);
     const auto logits = session.evaluate(walk_ids(), 16);
     if (reference.empty()) {

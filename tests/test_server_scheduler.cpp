@@ -208,15 +208,22 @@ TEST(ServerScheduler, PrefixCacheHitReusesBlocksAndKeepsTheTokens) {
   EXPECT_EQ(result.tokens[0], session_tokens(model, job));
 }
 
+// The n choices of one request: the same prompt, seeds first_seed...
+std::vector<GenerationJob> choices_of(const std::vector<TokenId>& prompt, int n,
+                                      uint64_t first_seed, int64_t max_tokens) {
+  std::vector<GenerationJob> jobs;
+  for (int c = 0; c < n; ++c) {
+    jobs.push_back(job_of(prompt, first_seed + static_cast<uint64_t>(c), max_tokens));
+    jobs.back().choice = c;
+  }
+  return jobs;
+}
+
 TEST(ServerScheduler, ChoicesOfOneRequestShareTheirPromptsBlocks) {
   const auto model = test::load_test_model(spec());
   Metrics metrics;
   Scheduler scheduler(model, SchedulerOptions{}, metrics);
-  std::vector<GenerationJob> jobs;
-  for (int c = 0; c < 3; ++c) {
-    jobs.push_back(job_of(prompt_of(100, 11), 40 + c, 6));
-    jobs.back().choice = c;
-  }
+  std::vector<GenerationJob> jobs = choices_of(prompt_of(100, 11), 3, 40, 6);
   const auto copies = jobs;
   auto stream = std::make_shared<RequestStream>();
   scheduler.submit(std::move(jobs), stream);
@@ -293,11 +300,7 @@ TEST(ServerScheduler, ModelsWithStateResumeFromStateSnapshots) {
     const auto short_reply = hit(job_of(whole, 8, 6), 0);
     hit(job_of(concat(concat(whole, short_reply), prompt_of(5, 3)), 9, 4), 64);
 
-    std::vector<GenerationJob> jobs;
-    for (int c = 0; c < 3; ++c) {
-      jobs.push_back(job_of(prompt_of(50, 21), 40 + c, 5));
-      jobs.back().choice = c;
-    }
+    std::vector<GenerationJob> jobs = choices_of(prompt_of(50, 21), 3, 40, 5);
     const auto copies = jobs;
     auto stream = std::make_shared<RequestStream>();
     scheduler.submit(std::move(jobs), stream);
