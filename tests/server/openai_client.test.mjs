@@ -96,6 +96,18 @@ describe(`openai client (${TEST_ARCH})`, () => {
     }
   });
 
+  it('a repeated prompt resumes from its cached prefix (KV blocks, or a snapshot of the recurrent state)', async () => {
+    const messages = [{ role: 'user', content: 'Tell me a long story about a dragon who lived above a village in the mountains, and about the people who lived below.' }];
+    const ask = () => client.chat.completions.create({ model: MODEL, messages, max_tokens: 8, temperature: 0, ignore_eos: true });
+    const cold = await ask();
+    const warm = await ask();
+    const n = warm.usage.prompt_tokens;
+    assert.ok(n > 17, `a prompt of ${n} tokens`);
+    // Whole 16-position blocks before the last prompt token.
+    assert.equal(warm.usage.prompt_tokens_details?.cached_tokens, Math.floor((n - 1) / 16) * 16, JSON.stringify(warm.usage));
+    assert.equal(warm.choices[0].message.content, cold.choices[0].message.content);
+  });
+
   it('streaming gives the non-streaming text, greedy and seeded', async () => {
     for (const sampling of [{ temperature: 0 }, { temperature: 0.9, seed: 1234 }]) {
       const request = { model: MODEL, messages: USER, max_tokens: 20, ignore_eos: true, ...sampling };
