@@ -2,6 +2,7 @@
 // activations (silu, SwiGLU, residual add).
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <vector>
 
@@ -76,7 +77,9 @@ TEST(KernelActivations, SwigluSiluAndAddInPlace) {
 
   std::vector<float> activated = gate;
   silu_inplace(activated);
-  for (size_t i = 0; i < activated.size(); ++i) ASSERT_EQ(activated[i], silu(gate[i])) << i;
+  for (size_t i = 0; i < activated.size(); ++i) {
+    ASSERT_EQ(std::bit_cast<uint32_t>(activated[i]), std::bit_cast<uint32_t>(silu(gate[i]))) << i;
+  }
 
   std::vector<float> sum = gate;
   add_inplace(sum, up);

@@ -18,6 +18,7 @@
 #include "formats/gguf/gguf_file.hpp"
 #include "formats/gguf/gguf_writer.hpp"
 #include "gguf_test_files.hpp"
+#include "model/arch/recurrent_layers.hpp"
 #include "model/arch_spec.hpp"
 #include "model/blocks/classifier.hpp"
 #include "model/blocks/ffn.hpp"
@@ -1001,10 +1002,40 @@ TEST(ModelLoad, NemotronHLayerKindsAndExperts) {
   EXPECT_NE(error.find("blk.1.ffn_latent_up.weight"), std::string::npos) << error;
 }
 
-// Qwen3-Next's older files carry one fused ssm_in (per key head: q, k, its
-// value heads' v, then their z) instead of attn_qkv and attn_gate: the same
-// rows in another order, so the same logits, bit for bit. Which layers are
-// Gated DeltaNet follows attention.recurrent_layers when the file has it.
+// Which layers are recurrent: attention.recurrent_layers when the file has
+// it (one value per layer), else all but each full_attention_interval-th,
+// with the family's default interval (MiniMax-01 8, the Qwen hybrids 4).
+TEST(HParams, RecurrentLayersByArrayOrInterval) {
+  const auto layers = [](const std::function<void(gguf::GgufWriter&)>& edit, int64_t fallback) {
+    gguf::GgufWriter w;
+    w.set("general.architecture", std::string("minimax-01"));
+    if (edit) edit(w);
+    w.begin_in_memory();
+    const auto bytes = w.finish_in_memory();
+    const gguf::GgufFile file = gguf::GgufFile::parse(bytes, "r.gguf");
+    return recurrent_layers(HParamReader(file, "minimax-01"), 8, 8, fallback);
+  };
+  const std::vector<bool> every_eighth = {true, true, true, true, true, true, true, false};
+  EXPECT_EQ(layers({}, 8), every_eighth);
+  EXPECT_EQ(layers({}, 4), (std::vector<bool>{true, true, true, false, true, true, true, false}));
+  EXPECT_EQ(layers(
+                [](gguf::GgufWriter& w) {
+                  w.set("minimax-01.full_attention_interval", gguf::Value(uint32_t{2}));
+                },
+                8),
+            (std::vector<bool>{true, false, true, false, true, false, true, false}));
+  EXPECT_EQ(
+      layers(set_u32_array("minimax-01.attention.recurrent_layers", {0, 1, 1, 0, 1, 1, 1, 1}), 8),
+      (std::vector<bool>{false, true, true, false, true, true, true, true}));
+  try {
+    layers(set_u32_array("minimax-01.attention.recurrent_layers", {1, 0}), 8);
+    ADD_FAILURE() << "a short recurrent_layers was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("must have one value per layer"), std::string::npos)
+        << e.what();
+  }
+}
+
 // MiniMax-01: the layers attention.recurrent_layers marks are lightning
 // attention (its heads' matrices as state, no KV rows), full_attention_interval
 // (default 8) decides when the key is absent; residual_scale is required;
@@ -1044,6 +1075,10 @@ TEST(ModelLoad, Minimax01LayersAndResidualScale) {
   EXPECT_NE(error.find("at least two layers"), std::string::npos) << error;
 }
 
+// Qwen3-Next's older files carry one fused ssm_in (per key head: q, k, its
+// value heads' v, then their z) instead of attn_qkv and attn_gate: the same
+// rows in another order, so the same logits, bit for bit. Which layers are
+// Gated DeltaNet follows attention.recurrent_layers when the file has it.
 TEST(ModelLoad, Qwen3NextFusedSsmInAndRecurrentLayers) {
   test::TempDir dir;
   RandomModelOptions o = small_model("qwen3next");
@@ -1571,6 +1606,30 @@ std::vector<float> logits_of(const std::filesystem::path& path) {
 // the row's position picks the row of the table, so the same model without
 // them (MPT) or with a zero table gives other logits, and GPT-2 refuses a
 // file without it.
+// A file's tokenizer.ggml.suppress_tokens are never generated (llama.cpp's
+// sampler bans them): greedy decoding takes the next best token instead.
+TEST(ModelLoad, SuppressTokensAreNeverGenerated) {
+  test::TempDir dir;
+  write_random_model(small_model("llama"), dir / "m.gguf");
+  GenerateOptions greedy;
+  greedy.sampling.temperature = 0;
+  greedy.max_tokens = 8;
+  greedy.ignore_eos = true;
+  const std::vector<TokenId> prompt = {1, 5, 9, 13};
+  const auto free = Session(Model::load(dir / "m.gguf", {})).generate(prompt, greedy).tokens;
+  ASSERT_FALSE(free.empty());
+  const TokenId banned = free[0];
+  rewrite(dir / "m.gguf", dir / "suppressed.gguf", "", {}, [&](gguf::GgufWriter& w) {
+    gguf::Array ids = gguf::Array::of(gguf::ValueType::i32);
+    ids.items = std::vector<int32_t>{banned};
+    w.set("tokenizer.ggml.suppress_tokens", gguf::Value(ids));
+  });
+  const auto suppressed =
+      Session(Model::load(dir / "suppressed.gguf", {})).generate(prompt, greedy).tokens;
+  ASSERT_EQ(suppressed.size(), free.size());
+  EXPECT_EQ(std::ranges::count(suppressed, banned), 0);
+}
+
 TEST(ModelLoad, LearnedPositionsAreAddedAtEachRowsPosition) {
   test::TempDir dir;
   write_random_model(small_model("gpt2"), dir / "g.gguf");

@@ -3,11 +3,13 @@
 // vocabulary (no shared data needed), plus Vocab::from_gguf on real files.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "base/error.hpp"
 #include "formats/gguf/gguf_file.hpp"
 #include "formats/gguf/gguf_writer.hpp"
+#include "runtime/sampler.hpp"
 #include "test_support.hpp"
 #include "tokenizer/tokenizer.hpp"
 
@@ -361,6 +363,33 @@ TEST(Vocab, DefaultsAndOutOfRangeIds) {
   EXPECT_TRUE(v.add_bos);
   EXPECT_TRUE(v.add_space_prefix);
   EXPECT_EQ(v.type(3), TokenType::normal);  // no token_type key
+}
+
+// tokenizer.ggml.suppress_tokens, as llama.cpp reads it: i32 ids, those
+// outside the vocabulary dropped, any other type refused; a generation's
+// sampling then never draws them (generation_sampling), nor, with
+// ignore_eos, an end-of-generation token.
+TEST(Vocab, SuppressTokensReachTheGenerationsSampling) {
+  gguf::Array ids = gguf::Array::of(gguf::ValueType::i32);
+  ids.items = std::vector<int32_t>{3, 99, -1, 1};
+  const auto bytes = vocab_gguf({{"tokenizer.ggml.model", std::string("llama")},
+                                 {"tokenizer.ggml.tokens", strings({"<unk>", "<s>", "</s>", "a"})},
+                                 {"tokenizer.ggml.suppress_tokens", gguf::Value(ids)}});
+  const Vocab v = Vocab::from_gguf(gguf::GgufFile::parse(bytes));
+  EXPECT_EQ(v.suppress_tokens, (std::vector<TokenId>{3, 1}));
+  const SamplingParams plain = generation_sampling({}, v, /*ignore_eos=*/false);
+  EXPECT_EQ(plain.suppressed, (std::vector<TokenId>{3, 1}));
+  const SamplingParams no_eos = generation_sampling({}, v, /*ignore_eos=*/true);
+  EXPECT_EQ(no_eos.suppressed.size(), 2 + v.end_of_generation.size());
+  EXPECT_EQ(std::ranges::count(no_eos.suppressed, v.eos), 1);
+
+  const std::string wrong =
+      load_error(vocab_gguf({{"tokenizer.ggml.model", std::string("llama")},
+                             {"tokenizer.ggml.tokens", strings({"<unk>", "<s>", "</s>", "a"})},
+                             {"tokenizer.ggml.suppress_tokens", floats({3})}}));
+  EXPECT_NE(wrong.find("tokenizer.ggml.suppress_tokens: expected an array of i32"),
+            std::string::npos)
+      << wrong;
 }
 
 TEST(Vocab, NoVocabModelLoadsAndRefusesText) {

@@ -370,8 +370,11 @@ double token_probability(std::span<const float> logits, TokenId id, double tempe
   return std::exp(beta * (static_cast<double>(li) - maxl)) / denom;
 }
 
-SamplingParams without_end_of_generation(SamplingParams params, const Vocab& vocab) {
-  for (const TokenId id : vocab.end_of_generation) params.suppressed.push_back(id);
+SamplingParams generation_sampling(SamplingParams params, const Vocab& vocab, bool ignore_eos) {
+  for (const TokenId id : vocab.suppress_tokens) params.suppressed.push_back(id);
+  if (ignore_eos) {
+    for (const TokenId id : vocab.end_of_generation) params.suppressed.push_back(id);
+  }
   return params;
 }
 

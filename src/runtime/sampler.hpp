@@ -86,9 +86,10 @@ class Sampler {
   double next_uniform();
 };
 
-// The params with every end-of-generation token of the vocabulary
-// suppressed: what "ignore EOS" samples with.
-SamplingParams without_end_of_generation(SamplingParams params, const Vocab& vocab);
+// What a generation samples with: the params, the model's own suppressed
+// tokens (Vocab::suppress_tokens) added, and with ignore_eos every
+// end-of-generation token of the vocabulary too.
+SamplingParams generation_sampling(SamplingParams params, const Vocab& vocab, bool ignore_eos);
 
 // Softmax probability of token `id` in a row of logits divided by
 // `temperature` (double precision): the per-token confidence of generation,

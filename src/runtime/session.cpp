@@ -282,9 +282,8 @@ GenerateResult Session::generate(std::span<const TokenId> prompt, const Generate
   if (!options.stop.empty() && vocab.kind == TokenizerKind::none) {
     throw Error("stop strings need a tokenizer; this model has none (no_vocab)");
   }
-  Sampler sampler(
-      options.ignore_eos ? without_end_of_generation(options.sampling, vocab) : options.sampling,
-      model_->n_vocab());
+  Sampler sampler(generation_sampling(options.sampling, vocab, options.ignore_eos),
+                  model_->n_vocab());
   std::optional<LoopDetector> loops;
   if (options.loop_stop) loops.emplace(options.loop);
   cancel_requested_.store(false);

@@ -101,8 +101,7 @@ struct Scheduler::Sequence {
       : job(std::move(j)),
         stream(std::move(s)),
         slot(slot_),
-        sampler(job.ignore_eos ? without_end_of_generation(job.sampling, model.tokenizer().vocab())
-                               : job.sampling,
+        sampler(generation_sampling(job.sampling, model.tokenizer().vocab(), job.ignore_eos),
                 model.n_vocab()),
         output(model.tokenizer(), job.stop),
         arrived(arrived_),

@@ -251,6 +251,15 @@ void read_special_ids(const gguf::GgufFile& file, Vocab& v) {
   }
 }
 
+// As llama.cpp: an array of i32 or an error; ids outside the vocabulary dropped.
+void read_suppress_tokens(const gguf::GgufFile& file, Vocab& v) {
+  const auto* ids = typed_array<int32_t>(file, "tokenizer.ggml.suppress_tokens", "i32");
+  if (!ids) return;
+  for (const int32_t id : *ids) {
+    if (id >= 0 && static_cast<size_t>(id) < v.size()) v.suppress_tokens.push_back(id);
+  }
+}
+
 void read_flags(const gguf::GgufFile& file, Vocab& v) {
   if (auto b = file.get_bool("tokenizer.ggml.add_bos_token")) v.add_bos = *b;
   if (auto b = file.get_bool("tokenizer.ggml.add_eos_token")) v.add_eos = *b;
@@ -466,6 +475,7 @@ Vocab Vocab::from_gguf(const gguf::GgufFile& file) {
                       v.size()));
   }
   read_flags(file, v);
+  read_suppress_tokens(file, v);
   detect_end_of_generation(v);
   set_strip_rules(file, v);
   return v;

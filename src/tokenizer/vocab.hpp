@@ -89,6 +89,11 @@ struct Vocab {
   // <|eot_id|>, ...), as the peer decides.
   std::vector<TokenId> end_of_generation;
 
+  // tokenizer.ggml.suppress_tokens: ids the model must never generate
+  // (llama.cpp's sampler bans them; MiniMax-01's converter lists its added
+  // tokens whose embeddings are zero, Gemma's its generation config's).
+  std::vector<TokenId> suppress_tokens;
+
   std::unordered_map<std::string, TokenId> token_to_id;
 
   // Reads and validates the tokenizer.* keys (counts agree, ids in range);

@@ -105,6 +105,7 @@ describe(`openai client (${TEST_ARCH})`, () => {
     assert.ok(n > 17, `a prompt of ${n} tokens`);
     // Whole 16-position blocks before the last prompt token.
     assert.equal(warm.usage.prompt_tokens_details?.cached_tokens, Math.floor((n - 1) / 16) * 16, JSON.stringify(warm.usage));
+    assert.equal(warm.usage.completion_tokens, 8);
     assert.equal(warm.choices[0].message.content, cold.choices[0].message.content);
   });
 

@@ -28,7 +28,9 @@ namespace {
 
 // Each head's decay per row, exp(-s_j * (1 - l / (L - 1) + 1e-5)), with
 // the slopes and the layer's scale rounded as llama.cpp's graph input and
-// ggml_scale round them.
+// ggml_scale round them. For a head count that is not a power of two this
+// is llama.cpp's formula, not the reference's (which interleaves the slopes
+// of the next power of two); MiniMax-Text-01 has 64 heads.
 std::vector<float> head_decays(const ModelHParams& hp, int64_t layer) {
   const auto n_head = static_cast<float>(hp.n_head);
   const float start = std::pow(2.0f, -std::pow(2.0f, -(std::log2(n_head) - 3.0f)));
