@@ -27,6 +27,8 @@ std::unique_ptr<TokenizerModel> make_model(const Vocab& vocab) {
       return make_gemma4_model(vocab);
     case TokenizerKind::ugm:
       return make_ugm_model(vocab);
+    case TokenizerKind::plamo2:
+      return make_plamo2_model(vocab);
     case TokenizerKind::none:
       break;
   }

@@ -40,11 +40,13 @@ TokenizerKind kind_of(const gguf::GgufFile& file, const std::string& model) {
   if (model == "bert") return TokenizerKind::wpm;
   if (model == "gemma4") return TokenizerKind::gemma4;
   if (model == "t5") return TokenizerKind::ugm;
-  if (one_of(model, {"rwkv", "plamo2", "hybriddna", "whitespace"})) {
+  if (model == "plamo2") return TokenizerKind::plamo2;
+  if (one_of(model, {"rwkv", "hybriddna", "whitespace"})) {
     fail(file, strfmt("%s: tokenizer model '%s' is not supported yet", kModelKey, model.c_str()));
   }
   fail(file,
-       strfmt("%s: unknown tokenizer model '%s' (known: llama, gpt2, bert, gemma4, t5, no_vocab)",
+       strfmt("%s: unknown tokenizer model '%s' (known: llama, gpt2, bert, gemma4, t5, plamo2, "
+              "no_vocab)",
               kModelKey, model.c_str()));
 }
 
@@ -93,6 +95,11 @@ void set_model_defaults(Vocab& v) {
       // prefix and no whitespace merging unless the file says so.
       v.pad = 0, v.eos = 1, v.unk = 2;
       v.add_eos = true;
+      break;
+    case TokenizerKind::plamo2:
+      // <|plamo:unk|> 0, <|plamo:bos|> 1, <|plamo:eos|> 2, <|plamo:pad|> 3;
+      // nothing added unless the file says so.
+      v.unk = 0, v.bos = 1, v.eos = 2, v.pad = 3;
       break;
     case TokenizerKind::none:
       break;

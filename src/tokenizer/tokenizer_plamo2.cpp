@@ -1,0 +1,214 @@
+// PLaMo-2's tokenizer (tokenizer.ggml.model = "plamo2"): the best path
+// through the text by integer scores, as llama.cpp's llm_tokenizer_plamo2
+// computes it with its suffix table:
+//
+//  1. The fragment is read as code points (a byte that does not start a
+//     structurally valid UTF-8 sequence reads as U+FFFD, one byte each, as
+//     llama.cpp's unicode_cpts_from_utf8); a leading U+FEFF is dropped.
+//  2. From the end back to the start, position i takes the path with the
+//     lowest cost: each token (byte tokens aside) whose code points start
+//     at i costs -round(score * 1e4) plus the best cost after it; the code
+//     point alone costs 10^7 (the unknown piece). Longer tokens are tried
+//     first and a challenger must cost strictly less, so the longest token
+//     wins a tie, and any token beats the unknown piece.
+//  3. Forward along the best path: a token's id, or the unknown code
+//     point's UTF-8 bytes as <0xXX> byte tokens.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "base/error.hpp"
+#include "base/strings.hpp"
+#include "tokenizer/tokenizer_model.hpp"
+#include "tokenizer/utf8_decode.hpp"
+
+namespace cortiq {
+
+namespace {
+
+constexpr int64_t kUnknownScore = 10'000'000;  // llama.cpp's UNKNOWN_SCORE, negated
+
+// The code points of `text` as llama.cpp reads them: structurally valid
+// sequences (overlong forms and surrogates included) decode, any other byte
+// is U+FFFD.
+std::vector<char32_t> code_points(std::string_view text) {
+  std::vector<char32_t> out;
+  out.reserve(text.size());
+  for (size_t pos = 0; pos < text.size();) {
+    const auto lead = static_cast<unsigned char>(text[pos]);
+    size_t len = lead < 0x80          ? 1
+                 : (lead & 0x40) == 0 ? 0
+                 : (lead & 0x20) == 0 ? 2
+                 : (lead & 0x10) == 0 ? 3
+                 : (lead & 0x08) == 0 ? 4
+                                      : 0;
+    if (len > 1 && pos + len > text.size()) len = 0;
+    for (size_t k = 1; k < len; ++k) {
+      if ((static_cast<unsigned char>(text[pos + k]) & 0xC0) != 0x80) len = 0;
+    }
+    if (len == 0) {
+      out.push_back(utf8::kReplacement);
+      ++pos;
+      continue;
+    }
+    static constexpr unsigned char kLeadMask[5] = {0, 0x7F, 0x1F, 0x0F, 0x07};
+    char32_t cp = lead & kLeadMask[len];
+    for (size_t k = 1; k < len; ++k)
+      cp = (cp << 6) | (static_cast<unsigned char>(text[pos + k]) & 0x3F);
+    out.push_back(cp);
+    pos += len;
+  }
+  return out;
+}
+
+// The UTF-8 bytes of a code point as llama.cpp's unicode_cpt_to_utf8 writes
+// them (up to U+1FFFFF, no checks).
+void append_utf8(std::string& out, char32_t cp) {
+  if (cp < 0x80) {
+    out.push_back(static_cast<char>(cp));
+  } else if (cp < 0x800) {
+    out.push_back(static_cast<char>(0xC0 | (cp >> 6)));
+    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+  } else if (cp < 0x10000) {
+    out.push_back(static_cast<char>(0xE0 | (cp >> 12)));
+    out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
+    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+  } else {
+    out.push_back(static_cast<char>(0xF0 | (cp >> 18)));
+    out.push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
+    out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
+    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
+  }
+}
+
+std::string utf8_of(std::span<const char32_t> cps) {
+  std::string out;
+  for (const char32_t cp : cps) append_utf8(out, cp);
+  return out;
+}
+
+class Plamo2Model final : public TokenizerModel {
+ public:
+  explicit Plamo2Model(const Vocab& vocab) : vocab_(vocab) {
+    byte_tokens_.assign(256, kNoToken);
+    for (size_t i = 0; i < vocab.size(); ++i) {
+      const auto id = static_cast<TokenId>(i);
+      const std::string& text = vocab.tokens[i];
+      if (vocab.type(id) == TokenType::byte) {
+        if (const auto byte = byte_of(text)) byte_tokens_[*byte] = id;
+        continue;
+      }
+      // Keyed by the code points' canonical bytes, as llama.cpp's table;
+      // a later id with the same text wins. A non-finite score never does.
+      const std::vector<char32_t> cps = code_points(text);
+      const float score = i < vocab.scores.size() ? vocab.scores[i] : 0.0f;
+      Piece piece{id, std::isfinite(score) ? static_cast<int64_t>(static_cast<int32_t>(
+                                                 std::round(static_cast<double>(score) * 1e4)))
+                                           : std::numeric_limits<int64_t>::min()};
+      pieces_[utf8_of(cps)] = piece;
+      longest_ = std::max(longest_, cps.size());
+    }
+    for (int b = 0; b < 256; ++b) {
+      if (byte_tokens_[static_cast<size_t>(b)] == kNoToken) {
+        throw Error(strfmt("plamo2 tokenizer: the vocabulary has no byte token <0x%02X>", b));
+      }
+    }
+  }
+
+  void encode(std::string_view text, bool /*at_start*/, std::vector<TokenId>& out) const override {
+    std::vector<char32_t> cps = code_points(text);
+    if (!cps.empty() && cps[0] == 0xFEFF) cps.erase(cps.begin());
+    const size_t n = cps.size();
+    if (n == 0) return;
+    struct Step {
+      int64_t cost = int64_t{1} << 60;
+      size_t length = 0;
+      TokenId id = kNoToken;  // kNoToken: the code point's bytes
+    };
+    std::vector<Step> best(n + 1);
+    best[n].cost = 0;
+    std::string key;
+    for (size_t i = n; i-- > 0;) {
+      Step& here = best[i];
+      key.clear();
+      // Keys of lengths 1..longest, then tried longest first.
+      std::vector<size_t> ends;
+      for (size_t len = 1; len <= longest_ && i + len <= n; ++len) {
+        append_utf8(key, cps[i + len - 1]);
+        ends.push_back(key.size());
+      }
+      for (size_t len = ends.size(); len >= 1; --len) {
+        const auto it = pieces_.find(std::string_view(key).substr(0, ends[len - 1]));
+        if (it == pieces_.end() || it->second.score == std::numeric_limits<int64_t>::min()) {
+          continue;
+        }
+        const int64_t cost = best[i + len].cost - it->second.score;
+        if (cost < here.cost) here = {cost, len, it->second.id};
+      }
+      const int64_t unknown = best[i + 1].cost + kUnknownScore;
+      if (unknown < here.cost) here = {unknown, 1, kNoToken};
+    }
+    for (size_t pos = 0; pos < n; pos += best[pos].length) {
+      if (best[pos].id != kNoToken) {
+        out.push_back(best[pos].id);
+        continue;
+      }
+      std::string bytes;
+      append_utf8(bytes, cps[pos]);
+      for (const char b : bytes) out.push_back(byte_tokens_[static_cast<unsigned char>(b)]);
+    }
+  }
+
+  std::string token_bytes(TokenId id) const override {
+    const std::string_view text = vocab_.token_text(id);
+    if (vocab_.type(id) == TokenType::byte) {
+      if (const auto byte = byte_of(text)) return std::string(1, static_cast<char>(*byte));
+    }
+    return std::string(text);
+  }
+
+ private:
+  struct Piece {
+    TokenId id = kNoToken;
+    int64_t score = 0;  // round(score * 1e4); INT64_MIN: never a piece
+  };
+
+  // The byte of a "<0xXX>" token.
+  static std::optional<uint8_t> byte_of(std::string_view text) {
+    if (text.size() != 6 || !starts_with(text, "<0x") || text[5] != '>') return std::nullopt;
+    const auto hex = [](char c) -> int {
+      if (c >= '0' && c <= '9') return c - '0';
+      if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+      if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+      return -1;
+    };
+    const int hi = hex(text[3]), lo = hex(text[4]);
+    if (hi < 0 || lo < 0) return std::nullopt;
+    return static_cast<uint8_t>(hi * 16 + lo);
+  }
+
+  struct StringHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+
+  const Vocab& vocab_;
+  std::vector<TokenId> byte_tokens_;
+  std::unordered_map<std::string, Piece, StringHash, std::equal_to<>> pieces_;
+  size_t longest_ = 0;  // code points of the longest token
+};
+
+}  // namespace
+
+std::unique_ptr<TokenizerModel> make_plamo2_model(const Vocab& vocab) {
+  return std::make_unique<Plamo2Model>(vocab);
+}
+
+}  // namespace cortiq
