@@ -42,26 +42,18 @@ std::vector<char32_t> code_points(std::string_view text) {
   std::vector<char32_t> out;
   out.reserve(text.size());
   for (size_t pos = 0; pos < text.size();) {
-    const auto lead = static_cast<unsigned char>(text[pos]);
-    size_t len = lead < 0x80          ? 1
-                 : (lead & 0x40) == 0 ? 0
-                 : (lead & 0x20) == 0 ? 2
-                 : (lead & 0x10) == 0 ? 3
-                 : (lead & 0x08) == 0 ? 4
-                                      : 0;
-    if (len > 1 && pos + len > text.size()) len = 0;
-    for (size_t k = 1; k < len; ++k) {
-      if ((static_cast<unsigned char>(text[pos + k]) & 0xC0) != 0x80) len = 0;
-    }
+    const size_t len = utf8::structural_length(text, pos);
     if (len == 0) {
       out.push_back(utf8::kReplacement);
       ++pos;
       continue;
     }
     static constexpr unsigned char kLeadMask[5] = {0, 0x7F, 0x1F, 0x0F, 0x07};
+    const auto lead = static_cast<unsigned char>(text[pos]);
     char32_t cp = lead & kLeadMask[len];
-    for (size_t k = 1; k < len; ++k)
+    for (size_t k = 1; k < len; ++k) {
       cp = (cp << 6) | (static_cast<unsigned char>(text[pos + k]) & 0x3F);
+    }
     out.push_back(cp);
     pos += len;
   }

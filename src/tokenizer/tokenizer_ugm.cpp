@@ -36,6 +36,7 @@
 #include "base/strings.hpp"
 #include "tokenizer/charsmap.hpp"
 #include "tokenizer/tokenizer_model.hpp"
+#include "tokenizer/utf8_decode.hpp"
 
 namespace cortiq {
 
@@ -51,29 +52,6 @@ constexpr float kUnknownPenalty = 10.0f;
 size_t utf8_length(unsigned char lead) {
   static constexpr uint8_t kByHighNibble[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4};
   return kByHighNibble[lead >> 4];
-}
-
-// Bytes of the UTF-8 character at `pos` if it is structurally valid (lead
-// byte and continuation bytes only: llama.cpp's unicode_cpt_from_utf8), else 0.
-size_t valid_utf8_length(std::string_view text, size_t pos) {
-  const auto lead = static_cast<unsigned char>(text[pos]);
-  size_t len = 0;
-  if (lead < 0x80) return 1;
-  if ((lead & 0x40) == 0) return 0;  // a continuation byte
-  if ((lead & 0x20) == 0) {
-    len = 2;
-  } else if ((lead & 0x10) == 0) {
-    len = 3;
-  } else if ((lead & 0x08) == 0) {
-    len = 4;
-  } else {
-    return 0;
-  }
-  if (pos + len > text.size()) return 0;
-  for (size_t k = 1; k < len; ++k) {
-    if ((static_cast<unsigned char>(text[pos + k]) & 0xC0) != 0x80) return 0;
-  }
-  return len;
 }
 
 // A byte trie over token texts. Built once from the sorted texts, each
@@ -255,7 +233,7 @@ class UgmModel final : public TokenizerModel {
     if (const PrecompiledCharsmap::Match m = charsmap_.longest_match(rest); m.consumed > 0) {
       return {m.replacement, m.consumed};
     }
-    if (const size_t n = valid_utf8_length(input, pos); n > 0) return {rest.substr(0, n), n};
+    if (const size_t n = utf8::structural_length(input, pos); n > 0) return {rest.substr(0, n), n};
     return {kReplacement, 1};
   }
 

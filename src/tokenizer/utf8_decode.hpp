@@ -30,6 +30,30 @@ inline Decoded decode(std::string_view text, size_t pos) {
   return {static_cast<char32_t>(cp), static_cast<size_t>(n), true};
 }
 
+// Bytes of the UTF-8 character at `pos` if it is structurally valid (lead
+// byte and continuation bytes only, overlong forms and surrogates included:
+// llama.cpp's unicode_cpt_from_utf8), else 0.
+inline size_t structural_length(std::string_view text, size_t pos) {
+  const auto lead = static_cast<unsigned char>(text[pos]);
+  size_t len = 0;
+  if (lead < 0x80) return 1;
+  if ((lead & 0x40) == 0) return 0;  // a continuation byte
+  if ((lead & 0x20) == 0) {
+    len = 2;
+  } else if ((lead & 0x10) == 0) {
+    len = 3;
+  } else if ((lead & 0x08) == 0) {
+    len = 4;
+  } else {
+    return 0;
+  }
+  if (pos + len > text.size()) return 0;
+  for (size_t k = 1; k < len; ++k) {
+    if ((static_cast<unsigned char>(text[pos + k]) & 0xC0) != 0x80) return 0;
+  }
+  return len;
+}
+
 inline void append(std::string& out, char32_t cp) {
   utf8proc_uint8_t buf[4];
   const auto n = utf8proc_encode_char(static_cast<utf8proc_int32_t>(cp), buf);
