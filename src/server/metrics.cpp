@@ -84,6 +84,9 @@ std::string Metrics::prometheus_text() const {
   metric(out, "cortiq_kv_blocks_free", "gauge", "Empty KV blocks.", integer(state_.kv_blocks_free));
   metric(out, "cortiq_kv_block_size", "gauge", "Positions per KV block.",
          integer(state_.kv_block_size));
+  metric(out, "cortiq_state_snapshots", "gauge",
+         "Snapshots of a sequence's recurrent state kept for prefix reuse (models with state).",
+         integer(state_.state_snapshots));
   return out;
 }
 

@@ -20,6 +20,7 @@ struct SchedulerState {
   int64_t kv_blocks_cached = 0;
   int64_t kv_blocks_free = 0;
   int64_t kv_block_size = 0;
+  int64_t state_snapshots = 0;  // recurrent-state snapshots kept for prefix reuse
 };
 
 class Metrics {

@@ -624,6 +624,7 @@ void Scheduler::publish_state() {
   state.kv_blocks_cached = cache.n_cached_blocks();
   state.kv_blocks_free = cache.n_free_blocks();
   state.kv_block_size = cache.block_size();
+  state.state_snapshots = cache.n_prefix_states();
   metrics_.publish(state);
 }
 

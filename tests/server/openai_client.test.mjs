@@ -290,13 +290,16 @@ describe(`openai client (${TEST_ARCH})`, () => {
     const names = ['cortiq_requests_total', 'cortiq_prompt_tokens_total', 'cortiq_generated_tokens_total',
       'cortiq_prefix_cache_hit_tokens_total', 'cortiq_prefill_tokens_per_second', 'cortiq_decode_tokens_per_second',
       'cortiq_queue_length', 'cortiq_running_sequences', 'cortiq_kv_blocks_used', 'cortiq_kv_blocks_cached',
-      'cortiq_kv_blocks_free', 'cortiq_requests_cancelled_total'];
+      'cortiq_kv_blocks_free', 'cortiq_requests_cancelled_total', 'cortiq_state_snapshots'];
     for (const name of names) assert.match(text, new RegExp(`^${name}(\\{[^}]*\\})? `, 'm'), `${name} in /metrics`);
     const m = await getMetrics(server.baseURL);
     assert.ok(m.get('cortiq_requests_total{status="200"}') > 0, 'requests_total{status="200"}');
     assert.ok(m.get('cortiq_prompt_tokens_total') > 0);
     assert.ok(m.get('cortiq_generated_tokens_total') > 0);
     assert.ok(m.get('cortiq_kv_blocks_free') > 0);
+    // The recurrent models keep snapshots of their state (the repeated prompt above resumed from one).
+    const withState = ['lfm2', 'mamba2'].includes(TEST_ARCH);
+    assert.equal(m.get('cortiq_state_snapshots') > 0, withState, `cortiq_state_snapshots ${m.get('cortiq_state_snapshots')}`);
   });
 });
 
