@@ -21,11 +21,11 @@
 #include <span>
 #include <string>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 #include "base/error.hpp"
 #include "base/strings.hpp"
+#include "tokenizer/byte_trie.hpp"
 #include "tokenizer/tokenizer_model.hpp"
 #include "tokenizer/utf8_decode.hpp"
 
@@ -34,6 +34,7 @@ namespace cortiq {
 namespace {
 
 constexpr int64_t kUnknownScore = 10'000'000;  // llama.cpp's UNKNOWN_SCORE, negated
+constexpr int64_t kNotAPiece = std::numeric_limits<int64_t>::min();
 
 // The code points of `text` as llama.cpp reads them: structurally valid
 // sequences (overlong forms and surrogates included) decode, any other byte
@@ -88,25 +89,11 @@ std::string utf8_of(std::span<const char32_t> cps) {
 
 class Plamo2Model final : public TokenizerModel {
  public:
-  explicit Plamo2Model(const Vocab& vocab) : vocab_(vocab) {
-    byte_tokens_.assign(256, kNoToken);
-    for (size_t i = 0; i < vocab.size(); ++i) {
-      const auto id = static_cast<TokenId>(i);
-      const std::string& text = vocab.tokens[i];
-      if (vocab.type(id) == TokenType::byte) {
-        if (const auto byte = byte_of(text)) byte_tokens_[*byte] = id;
-        continue;
-      }
-      // Keyed by the code points' canonical bytes, as llama.cpp's table;
-      // a later id with the same text wins. A non-finite score never does.
-      const std::vector<char32_t> cps = code_points(text);
-      const float score = i < vocab.scores.size() ? vocab.scores[i] : 0.0f;
-      Piece piece{id, std::isfinite(score) ? static_cast<int64_t>(static_cast<int32_t>(
-                                                 std::round(static_cast<double>(score) * 1e4)))
-                                           : std::numeric_limits<int64_t>::min()};
-      pieces_[utf8_of(cps)] = piece;
-      longest_ = std::max(longest_, cps.size());
-    }
+  explicit Plamo2Model(const Vocab& vocab)
+      : vocab_(vocab),
+        byte_tokens_(256, kNoToken),
+        scores_(vocab.size(), kNotAPiece),
+        pieces_(piece_keys(vocab, scores_, byte_tokens_)) {
     for (int b = 0; b < 256; ++b) {
       if (byte_tokens_[static_cast<size_t>(b)] == kNoToken) {
         throw Error(strfmt("plamo2 tokenizer: the vocabulary has no byte token <0x%02X>", b));
@@ -126,23 +113,28 @@ class Plamo2Model final : public TokenizerModel {
     };
     std::vector<Step> best(n + 1);
     best[n].cost = 0;
-    std::string key;
+    std::vector<std::pair<size_t, TokenId>> matches;  // (code points, token) starting at i
+    std::string bytes;
     for (size_t i = n; i-- > 0;) {
-      Step& here = best[i];
-      key.clear();
-      // Keys of lengths 1..longest, then tried longest first.
-      std::vector<size_t> ends;
-      for (size_t len = 1; len <= longest_ && i + len <= n; ++len) {
-        append_utf8(key, cps[i + len - 1]);
-        ends.push_back(key.size());
-      }
-      for (size_t len = ends.size(); len >= 1; --len) {
-        const auto it = pieces_.find(std::string_view(key).substr(0, ends[len - 1]));
-        if (it == pieces_.end() || it->second.score == std::numeric_limits<int64_t>::min()) {
-          continue;
+      // The tokens whose code points start at i, along the trie.
+      matches.clear();
+      uint32_t node = ByteTrie::kRoot;
+      for (size_t len = 1; i + len <= n && node != ByteTrie::kNone; ++len) {
+        bytes.clear();
+        append_utf8(bytes, cps[i + len - 1]);
+        for (size_t b = 0; b < bytes.size() && node != ByteTrie::kNone; ++b) {
+          node = pieces_.child(node, static_cast<uint8_t>(bytes[b]));
         }
-        const int64_t cost = best[i + len].cost - it->second.score;
-        if (cost < here.cost) here = {cost, len, it->second.id};
+        if (node == ByteTrie::kNone) break;
+        const TokenId id = pieces_.value(node);
+        if (id != kNoToken && scores_[static_cast<size_t>(id)] != kNotAPiece) {
+          matches.emplace_back(len, id);
+        }
+      }
+      Step& here = best[i];
+      for (auto m = matches.rbegin(); m != matches.rend(); ++m) {  // longest first
+        const int64_t cost = best[i + m->first].cost - scores_[static_cast<size_t>(m->second)];
+        if (cost < here.cost) here = {cost, m->first, m->second};
       }
       const int64_t unknown = best[i + 1].cost + kUnknownScore;
       if (unknown < here.cost) here = {unknown, 1, kNoToken};
@@ -152,7 +144,7 @@ class Plamo2Model final : public TokenizerModel {
         out.push_back(best[pos].id);
         continue;
       }
-      std::string bytes;
+      bytes.clear();
       append_utf8(bytes, cps[pos]);
       for (const char b : bytes) out.push_back(byte_tokens_[static_cast<unsigned char>(b)]);
     }
@@ -167,11 +159,6 @@ class Plamo2Model final : public TokenizerModel {
   }
 
  private:
-  struct Piece {
-    TokenId id = kNoToken;
-    int64_t score = 0;  // round(score * 1e4); INT64_MIN: never a piece
-  };
-
   // The byte of a "<0xXX>" token.
   static std::optional<uint8_t> byte_of(std::string_view text) {
     if (text.size() != 6 || !starts_with(text, "<0x") || text[5] != '>') return std::nullopt;
@@ -186,15 +173,34 @@ class Plamo2Model final : public TokenizerModel {
     return static_cast<uint8_t>(hi * 16 + lo);
   }
 
-  struct StringHash {
-    using is_transparent = void;
-    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
-  };
+  // Every token but the byte tokens, keyed by its code points' bytes (a
+  // later id with the same text wins, as llama.cpp's table); each one's
+  // round(score * 1e4), kNotAPiece for a non-finite score; and the byte
+  // tokens by byte.
+  static ByteTrie piece_keys(const Vocab& vocab, std::vector<int64_t>& scores,
+                             std::vector<TokenId>& byte_tokens) {
+    std::vector<std::string> texts(vocab.size());
+    std::vector<std::pair<std::string_view, TokenId>> keys;
+    for (size_t i = 0; i < vocab.size(); ++i) {
+      const auto id = static_cast<TokenId>(i);
+      if (vocab.type(id) == TokenType::byte) {
+        if (const auto byte = byte_of(vocab.tokens[i])) byte_tokens[*byte] = id;
+        continue;
+      }
+      const float score = i < vocab.scores.size() ? vocab.scores[i] : 0.0f;
+      if (std::isfinite(score)) {
+        scores[i] = static_cast<int32_t>(std::round(static_cast<double>(score) * 1e4));
+      }
+      texts[i] = utf8_of(code_points(vocab.tokens[i]));
+      keys.emplace_back(texts[i], id);
+    }
+    return ByteTrie(std::move(keys));
+  }
 
   const Vocab& vocab_;
   std::vector<TokenId> byte_tokens_;
-  std::unordered_map<std::string, Piece, StringHash, std::equal_to<>> pieces_;
-  size_t longest_ = 0;  // code points of the longest token
+  std::vector<int64_t> scores_;  // by id
+  ByteTrie pieces_;
 };
 
 }  // namespace
