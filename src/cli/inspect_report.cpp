@@ -380,7 +380,7 @@ std::string model_text(const gguf::GgufFile& file) {
                      static_cast<long long>(s.n_head_kv), static_cast<long long>(s.head_dim_k));
     // A layer without FFN (Nemotron-H's Mamba-2 and attention layers).
     if (s.n_ff == 0 && !hp.layer_has_experts(run.first)) ffn = "no FFN";
-    if (s.state_width > 0) {
+    if (s.is_recurrent()) {
       out += strfmt("  %-14s %s (state %lld floats)", layers.c_str(),
                     recurrent_text(hp, s.recurrent).c_str(), static_cast<long long>(s.state_width));
       // Falcon-H1's layers attend beside their Mamba-2 mixer.

@@ -115,6 +115,7 @@ struct LayerSpec {
   int64_t k_width() const { return n_head_kv * head_dim_k; }
   int64_t v_width() const { return n_head_kv * head_dim_v; }
   int64_t attn_out_width() const { return n_head * head_dim_v; }  // the output projection's input
+  bool is_recurrent() const { return state_width > 0; }
 };
 
 struct ModelHParams {

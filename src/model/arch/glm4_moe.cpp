@@ -120,25 +120,20 @@ struct Glm4MoeWeights {
       layers.emplace_back().visit(v, hp, il, t.attention, t.experts, t.ffn_norm, t.dense);
       visit_unused_dense(v, hp, il);
     }
-    if (hp.mtp_layers.empty()) return;
     // glm4moe, hy_v3: a file without its MTP layers runs (llama.cpp's
     // trunk_only); bailingmoe2's loader requires them.
-    if (!is_bailing(hp) &&
-        !v.has(layer_tensor_name(hp.n_layer, "nextn.eh_proj.weight"), /*written=*/true)) {
-      return;
-    }
-    const ModelHParams all = hp.with_mtp_layers();
-    ScalelessVisitor no_scales(v);
-    for (int64_t il = hp.n_layer; il < std::ssize(all.layers); ++il) {
-      MtpLayer& layer = mtp.emplace_back();
-      layer.block.visit(no_scales, all, il, t.attention, t.experts, t.ffn_norm, t.dense);
-      layer.nextn.visit(no_scales, hp, il);
-      visit_unused_dense(no_scales, all, il);
-      if (is_bailing(hp)) {
-        no_scales.vector(layer.output_norm, layer_tensor_name(il, "layer_output_norm.weight"),
+    visit_mtp_layers(
+        v, hp, /*required=*/is_bailing(hp),
+        [&](TensorVisitor& mtp_v, const ModelHParams& all, int64_t il) {
+          MtpLayer& layer = mtp.emplace_back();
+          layer.block.visit(mtp_v, all, il, t.attention, t.experts, t.ffn_norm, t.dense);
+          layer.nextn.visit(mtp_v, hp, il);
+          visit_unused_dense(mtp_v, all, il);
+          if (is_bailing(hp)) {
+            mtp_v.vector(layer.output_norm, layer_tensor_name(il, "layer_output_norm.weight"),
                          hp.n_embd, TensorKind::norm, true);
-      }
-    }
+          }
+        });
   }
 };
 

@@ -69,7 +69,7 @@ struct GraniteWeights {
       GraniteLayer& layer = layers.emplace_back();
       v.vector(layer.attn_norm, layer_tensor_name(il, "attn_norm.weight"), hp.n_embd,
                TensorKind::norm);
-      if (hp.layer(il).state_width > 0) {
+      if (hp.layer(il).is_recurrent()) {
         layer.ssm.visit(v, hp, il);
       } else {
         layer.attn.visit(v, hp, il, {.output_bias = true});
@@ -101,7 +101,7 @@ class GraniteModel final : public FamilyModel<GraniteWeights> {
     for (int64_t il = 0; il < h.n_layer; ++il) {
       const GraniteLayer& layer = w_.layers[static_cast<size_t>(il)];
       rms_norm(h, x, layer.attn_norm, normed);
-      if (h.layer(il).state_width > 0) {
+      if (h.layer(il).is_recurrent()) {
         mamba2(layer.ssm, h, il, rows, cache, ctx, normed, branch);
       } else {
         attention(layer.attn, h, il, pass, cache, ctx, normed, branch);

@@ -64,7 +64,7 @@ struct JambaWeights {
       const auto name = [&](std::string_view what) { return layer_tensor_name(il, what); };
       JambaLayer& layer = layers.emplace_back();
       v.vector(layer.attn_norm, name("attn_norm.weight"), hp.n_embd, TensorKind::norm);
-      if (hp.layer(il).state_width > 0) {
+      if (hp.layer(il).is_recurrent()) {
         layer.ssm.visit(v, hp, il, /*bcdt_norms=*/true);
       } else {
         layer.attn.visit(v, hp, il, {});
@@ -92,7 +92,7 @@ class JambaModel final : public FamilyModel<JambaWeights> {
     for (int64_t il = 0; il < h.n_layer; ++il) {
       const JambaLayer& layer = w_.layers[static_cast<size_t>(il)];
       rms_norm(h, s.x, layer.attn_norm, s.normed);
-      if (h.layer(il).state_width > 0) {
+      if (h.layer(il).is_recurrent()) {
         mamba(layer.ssm, h, il, rows, cache, ctx, s.normed, s.branch);
       } else {
         attention(layer.attn, h, il, s.pass, cache, ctx, s.normed, s.branch);

@@ -85,20 +85,15 @@ struct Mimo2Weights {
 
   // llama.cpp's trunk_only: MTP layers whose first has no eh_proj are not read.
   void visit_mtp(TensorVisitor& v, const ModelHParams& hp) {
-    if (hp.mtp_layers.empty() ||
-        !v.has(layer_tensor_name(hp.n_layer, "nextn.eh_proj.weight"), /*written=*/true)) {
-      return;
-    }
-    const ModelHParams all = hp.with_mtp_layers();
-    ScalelessVisitor no_scales(v);
-    for (int64_t il = hp.n_layer; il < std::ssize(all.layers); ++il) {
-      MtpLayer& layer = mtp.emplace_back();
-      layer.block.visit(no_scales, all, il, attention_tensors(no_scales, all, il),
-                        {.scales_applied = false});
-      layer.nextn.visit(no_scales, hp, il);
-      no_scales.vector(layer.output_norm, layer_tensor_name(il, "layer_output_norm.weight"),
+    visit_mtp_layers(
+        v, hp, /*required=*/false, [&](TensorVisitor& mtp_v, const ModelHParams& all, int64_t il) {
+          MtpLayer& layer = mtp.emplace_back();
+          layer.block.visit(mtp_v, all, il, attention_tensors(mtp_v, all, il),
+                            {.scales_applied = false});
+          layer.nextn.visit(mtp_v, hp, il);
+          mtp_v.vector(layer.output_norm, layer_tensor_name(il, "layer_output_norm.weight"),
                        hp.n_embd, TensorKind::norm, /*required=*/false);
-    }
+        });
   }
 };
 

@@ -38,10 +38,6 @@ namespace cortiq {
 
 namespace {
 
-bool is_recurrent(const LayerSpec& layer) {
-  return layer.state_width > 0;
-}
-
 struct Minimax01Layer {
   std::vector<float> attn_norm, ffn_norm;
   LightningAttentionWeights lightning;  // recurrent layers
@@ -50,7 +46,7 @@ struct Minimax01Layer {
 
   void visit(TensorVisitor& v, const ModelHParams& hp, int64_t il) {
     v.vector(attn_norm, layer_tensor_name(il, "attn_norm.weight"), hp.n_embd, TensorKind::norm);
-    if (is_recurrent(hp.layer(il))) {
+    if (hp.layer(il).is_recurrent()) {
       lightning.visit(v, hp, il);
     } else {
       attn.visit(v, hp, il, {});
@@ -93,7 +89,7 @@ class Minimax01Model final : public FamilyModel<Minimax01Weights> {
     for (int64_t il = 0; il < h.n_layer; ++il) {
       const Minimax01Layer& layer = w_.layers[static_cast<size_t>(il)];
       rms_norm(h, s.x, layer.attn_norm, s.normed);
-      if (is_recurrent(h.layer(il))) {
+      if (h.layer(il).is_recurrent()) {
         lightning_attention(layer.lightning, h, il, rows, cache, ctx, s.normed, s.branch);
       } else {
         attention(layer.attn, h, il, s.pass, cache, ctx, s.normed, s.branch);

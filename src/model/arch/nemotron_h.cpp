@@ -48,7 +48,7 @@ enum class BlockKind : uint8_t { mamba2, attention, ffn };
 // As read_nemotron_h leaves the layers: recurrent ones with state, FFN
 // ones with a width (and no heads), attention ones with neither.
 BlockKind block_kind(const LayerSpec& layer) {
-  if (layer.state_width > 0) return BlockKind::mamba2;
+  if (layer.is_recurrent()) return BlockKind::mamba2;
   return layer.n_ff > 0 ? BlockKind::ffn : BlockKind::attention;
 }
 
@@ -113,28 +113,23 @@ struct NemotronHWeights {
   // out. Their experts are as wide as the trunk's, latent or not, with no
   // latent projections of their own.
   void visit_mtp(TensorVisitor& v, const ModelHParams& hp) {
-    if (hp.mtp_layers.empty() ||
-        !v.has(layer_tensor_name(hp.n_layer, "nextn.eh_proj.weight"), /*written=*/true)) {
-      return;
-    }
-    const ModelHParams all = hp.with_mtp_layers();
-    ScalelessVisitor no_scales(v);
-    for (int64_t il = hp.n_layer; il < std::ssize(all.layers); ++il) {
-      NemotronHMtpLayer& layer = mtp.emplace_back();
-      const auto name = [&](std::string_view what) { return layer_tensor_name(il, what); };
-      layer.nextn.visit(no_scales, hp, il, /*nemotron=*/true);
-      no_scales.vector(layer.attn_norm, name("attn_norm.weight"), hp.n_embd, TensorKind::norm,
+    visit_mtp_layers(
+        v, hp, /*required=*/false, [&](TensorVisitor& mtp_v, const ModelHParams& all, int64_t il) {
+          NemotronHMtpLayer& layer = mtp.emplace_back();
+          const auto name = [&](std::string_view what) { return layer_tensor_name(il, what); };
+          layer.nextn.visit(mtp_v, hp, il, /*nemotron=*/true);
+          mtp_v.vector(layer.attn_norm, name("attn_norm.weight"), hp.n_embd, TensorKind::norm,
                        true);
-      layer.attn.visit(no_scales, all, il, {.output_bias = true});
-      no_scales.vector(layer.post_attn_norm, name("post_attention_norm.weight"), hp.n_embd,
+          layer.attn.visit(mtp_v, all, il, {.output_bias = true});
+          mtp_v.vector(layer.post_attn_norm, name("post_attention_norm.weight"), hp.n_embd,
                        TensorKind::norm, true);
-      layer.moe.visit(no_scales, all, il,
-                      {.shared_expert = SharedExpert::always,
-                       .selection_bias_required = true,
-                       .activation = ExpertActivation::relu_sqr,
-                       .latent = true,
-                       .latent_projections = false});
-    }
+          layer.moe.visit(mtp_v, all, il,
+                          {.shared_expert = SharedExpert::always,
+                           .selection_bias_required = true,
+                           .activation = ExpertActivation::relu_sqr,
+                           .latent = true,
+                           .latent_projections = false});
+        });
   }
 };
 

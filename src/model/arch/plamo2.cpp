@@ -57,7 +57,7 @@ struct Plamo2Weights {
       const auto name = [&](std::string_view what) { return layer_tensor_name(il, what); };
       Plamo2Layer& layer = layers.emplace_back();
       v.vector(layer.attn_norm, name("attn_norm.weight"), hp.n_embd, TensorKind::norm);
-      if (hp.layer(il).state_width > 0) {
+      if (hp.layer(il).is_recurrent()) {
         layer.ssm.visit(v, hp, il);
       } else {
         layer.attn.visit(v, hp, il,
@@ -88,7 +88,7 @@ class Plamo2Model final : public FamilyModel<Plamo2Weights> {
     for (int64_t il = 0; il < h.n_layer; ++il) {
       const Plamo2Layer& layer = w_.layers[static_cast<size_t>(il)];
       rms_norm(h, s.x, layer.attn_norm, s.normed);
-      if (h.layer(il).state_width > 0) {
+      if (h.layer(il).is_recurrent()) {
         plamo2_mamba(layer.ssm, h, il, rows, cache, ctx, s.normed, s.branch);
       } else {
         attention(layer.attn, h, il, s.pass, cache, ctx, s.normed, s.branch);

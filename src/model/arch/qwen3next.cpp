@@ -55,10 +55,6 @@ bool is_qwen35_family(const ModelHParams& hp) {
   return hp.arch == "qwen35" || hp.arch == "qwen35moe";
 }
 
-bool is_recurrent(const LayerSpec& layer) {
-  return layer.state_width > 0;
-}
-
 struct Qwen3NextLayer {
   std::vector<float> attn_norm, post_norm;
   GatedDeltaNetWeights linear;  // recurrent layers
@@ -71,7 +67,7 @@ struct Qwen3NextLayer {
     v.vector(attn_norm, layer_tensor_name(il, "attn_norm.weight"), hp.n_embd, TensorKind::norm);
     v.vector(post_norm, layer_tensor_name(il, "post_attention_norm.weight"), hp.n_embd,
              TensorKind::norm);
-    if (is_recurrent(hp.layer(il))) {
+    if (hp.layer(il).is_recurrent()) {
       linear.visit(v, hp, il, {.qwen35 = is_qwen35_family(hp)});
     } else {
       attn.visit(v, hp, il, {.qk_norm = QkNorm::required, .sigmoid_gated_query = true});
@@ -101,17 +97,12 @@ struct Qwen3NextWeights {
     head.visit(v, hp, embedding, OutputMatrix::own_or_tied);
     for (int64_t il = 0; il < hp.n_layer; ++il) layers.emplace_back().visit(v, hp, il);
     // llama.cpp skips the MTP layers without a draft: a file may leave them out.
-    if (hp.mtp_layers.empty() ||
-        !v.has(layer_tensor_name(hp.n_layer, "nextn.eh_proj.weight"), /*written=*/true)) {
-      return;
-    }
-    const ModelHParams all = hp.with_mtp_layers();
-    ScalelessVisitor no_scales(v);
-    for (int64_t il = hp.n_layer; il < std::ssize(all.layers); ++il) {
-      Qwen3NextLayer& layer = mtp.emplace_back();
-      layer.visit(no_scales, all, il);
-      layer.nextn.visit(no_scales, hp, il);
-    }
+    visit_mtp_layers(v, hp, /*required=*/false,
+                     [&](TensorVisitor& mtp_v, const ModelHParams& all, int64_t il) {
+                       Qwen3NextLayer& layer = mtp.emplace_back();
+                       layer.visit(mtp_v, all, il);
+                       layer.nextn.visit(mtp_v, hp, il);
+                     });
   }
 };
 
@@ -128,7 +119,7 @@ class Qwen3NextModel final : public FamilyModel<Qwen3NextWeights> {
     for (int64_t il = 0; il < h.n_layer; ++il) {
       const Qwen3NextLayer& layer = w_.layers[static_cast<size_t>(il)];
       rms_norm(h, s.x, layer.attn_norm, s.normed);
-      if (is_recurrent(h.layer(il))) {
+      if (h.layer(il).is_recurrent()) {
         gated_delta_net(layer.linear, h, il, rows, cache, ctx, s.normed, s.branch);
       } else {
         attention(layer.attn, h, il, s.pass, cache, ctx, s.normed, s.branch);

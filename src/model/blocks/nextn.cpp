@@ -19,4 +19,17 @@ void NextnTensors::visit(TensorVisitor& v, const ModelHParams& hp, int64_t il, b
            /*required=*/nemotron);
 }
 
+void visit_mtp_layers(
+    TensorVisitor& v, const ModelHParams& hp, bool required,
+    const std::function<void(TensorVisitor&, const ModelHParams& all, int64_t il)>& visit_layer) {
+  if (hp.mtp_layers.empty()) return;
+  if (!required &&
+      !v.has(layer_tensor_name(hp.n_layer, "nextn.eh_proj.weight"), /*written=*/true)) {
+    return;
+  }
+  const ModelHParams all = hp.with_mtp_layers();
+  ScalelessVisitor no_scales(v);
+  for (int64_t il = hp.n_layer; il < std::ssize(all.layers); ++il) visit_layer(no_scales, all, il);
+}
+
 }  // namespace cortiq

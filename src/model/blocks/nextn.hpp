@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "kernels/cpu/weight_view.hpp"
@@ -34,5 +35,15 @@ struct NextnTensors {
   // (Nemotron 3's loader).
   void visit(TensorVisitor& v, const ModelHParams& hp, int64_t il, bool nemotron = false);
 };
+
+// Calls visit_layer(v', all, il) for each multi-token-prediction layer il
+// of the file, v' leaving their scales without effect (llama.cpp's generic
+// pass reads none for them) and `all` the hparams that hold them
+// (ModelHParams::with_mtp_layers). Nothing when the model has none, or when
+// the file leaves them out (llama.cpp's trunk_only: the first has no
+// nextn.eh_proj) and the family's loader does not require them.
+void visit_mtp_layers(
+    TensorVisitor& v, const ModelHParams& hp, bool required,
+    const std::function<void(TensorVisitor&, const ModelHParams& all, int64_t il)>& visit_layer);
 
 }  // namespace cortiq
