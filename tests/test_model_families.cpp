@@ -1075,6 +1075,64 @@ TEST(ModelLoad, Minimax01LayersAndResidualScale) {
   EXPECT_NE(error.find("at least two layers"), std::string::npos) << error;
 }
 
+// Kimi Linear: the layers with no KV heads are Kimi Delta Attention (three
+// convolutions' inputs and a d x d matrix per head as state), the others
+// latent attention with one unrotated latent row per position. The
+// converter's [taps, 1, channels, 1] convolutions and [1, H] ssm_a read the
+// same with the dimensions of one dropped, bit for bit; any other shape is
+// refused naming the tensor, as is a file without key_length_mla.
+TEST(ModelLoad, KimiLinearLayersAndSqueezedConvolutions) {
+  test::TempDir dir;
+  RandomModelOptions o = small_model("kimi-linear");
+  o.geometry.n_layer = 3;
+  write_random_model(o, dir / "k.gguf");
+  const auto model = Model::load(dir / "k.gguf", {});
+  const ModelHParams& hp = model->decoder().hparams();
+  const int64_t d = hp.ssm.d_state, width = hp.ssm.n_head * d;
+  ASSERT_EQ(hp.ssm.n_head, o.geometry.n_head);
+  for (const int64_t il : {0, 1}) {
+    EXPECT_EQ(hp.layer(il).recurrent, RecurrentKind::kimi_delta_attention) << il;
+    EXPECT_EQ(hp.layer(il).n_head_kv, 0) << il;
+    EXPECT_EQ(hp.layer(il).state_width, 3 * 3 * width + hp.ssm.n_head * d * d) << il;
+  }
+  EXPECT_EQ(hp.layer(2).state_width, 0);
+  EXPECT_EQ(hp.layer(2).n_head_kv, 1);
+  EXPECT_EQ(hp.layer(2).rope, RopeSlot::none);
+  EXPECT_TRUE(hp.layer(2).values_in_keys);
+  EXPECT_EQ(hp.layer(2).head_dim_k, hp.kv_lora_rank + hp.rope.n_dims);
+  EXPECT_FLOAT_EQ(hp.attention_scale, 1.0f / std::sqrt(static_cast<float>(hp.mla_head_dim_k)));
+
+  // Every convolution [taps, channels] and ssm_a [H]: the same values.
+  const gguf::GgufFile file = gguf::GgufFile::open(dir / "k.gguf");
+  gguf::GgufWriter writer;
+  for (const gguf::KeyValue& kv : file.metadata()) writer.set(kv.key, kv.value);
+  for (const gguf::TensorInfo& t : file.tensors()) {
+    std::vector<int64_t> shape;
+    for (const int64_t dim : t.shape) {
+      if (dim != 1) shape.push_back(dim);
+    }
+    const bool squeeze =
+        t.name.find("ssm_conv1d_") != std::string::npos || t.name.ends_with(".ssm_a");
+    writer.add_tensor(t.name, t.type, squeeze ? shape : t.shape);
+  }
+  writer.begin(dir / "squeezed.gguf");
+  for (const gguf::TensorInfo& t : file.tensors()) writer.write_tensor_data(t.data);
+  writer.finish();
+  const auto squeezed = Model::load(dir / "squeezed.gguf", {});
+  const std::vector<TokenId> ids = {5, 9, 14, 3, 27, 8, 11, 40, 2, 19};
+  Session a(model), b(squeezed);
+  EXPECT_TRUE(bitwise_equal(a.evaluate(ids), b.evaluate(ids)));
+
+  const std::string conv = "blk.1.ssm_conv1d_k.weight";
+  rewrite(dir / "k.gguf", dir / "wide_conv.gguf", conv, {conv, {hp.ssm.conv_taps, width + 1}});
+  std::string error = load_error(dir / "wide_conv.gguf");
+  EXPECT_NE(error.find(conv), std::string::npos) << error;
+  rewrite(dir / "k.gguf", dir / "no_mla_key.gguf", "", {},
+          [](gguf::GgufWriter& w) { w.remove("kimi-linear.attention.key_length_mla"); });
+  error = load_error(dir / "no_mla_key.gguf");
+  EXPECT_NE(error.find("kimi-linear.attention.key_length_mla"), std::string::npos) << error;
+}
+
 // Qwen3-Next's older files carry one fused ssm_in (per key head: q, k, its
 // value heads' v, then their z) instead of attn_qkv and attn_gate: the same
 // rows in another order, so the same logits, bit for bit. Which layers are
@@ -1299,7 +1357,7 @@ INSTANTIATE_TEST_SUITE_P(Families, HybridState,
                          ::testing::Values("lfm2", "lfm2moe", "mamba2", "granitehybrid",
                                            "nemotron_h", "nemotron_h_moe", "qwen3next", "qwen35",
                                            "qwen35moe", "falcon-h1", "mamba", "jamba", "plamo2",
-                                           "minimax-01"));
+                                           "minimax-01", "kimi-linear"));
 
 // inspect names each recurrent layer's block and shapes, what runs beside
 // it, and which layers have experts when the file decides (Jamba).

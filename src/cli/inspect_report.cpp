@@ -324,6 +324,9 @@ std::string recurrent_text(const ModelHParams& hp, RecurrentKind kind) {
                     ll(m.n_group), ll(m.n_head), ll(m.d_state), ll(m.conv_taps));
     case RecurrentKind::lightning_attention:
       return strfmt("lightning attention: %lld heads of %lld", ll(hp.n_head), ll(hp.head_dim_k));
+    case RecurrentKind::kimi_delta_attention:
+      return strfmt("Kimi Delta Attention: %lld heads of %lld, %lld taps", ll(m.n_head),
+                    ll(m.d_state), ll(m.conv_taps));
     case RecurrentKind::none:
       break;
   }

@@ -107,6 +107,7 @@ constexpr const Family* kFamilies[] = {
     &kQwen35Family,         // qwen3next.cpp
     &kQwen35MoeFamily,      // qwen3next.cpp
     &kMinimax01Family,      // minimax01.cpp
+    &kKimiLinearFamily,     // kimi_linear.cpp
 };
 
 }  // namespace

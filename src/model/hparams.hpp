@@ -82,11 +82,12 @@ inline constexpr int kRopeSlots = 2;  // tables: global, local
 // The recurrent block a layer with state runs (LayerSpec::recurrent).
 enum class RecurrentKind : uint8_t {
   none,
-  short_conv,           // LFM2's gated short convolution
-  mamba,                // Mamba's selective scan (a decay per state element)
-  mamba2,               // Mamba-2's (a decay per head)
-  gated_delta_net,      // Qwen3-Next's and Qwen3.5's linear attention
-  lightning_attention,  // MiniMax-01's linear attention (a fixed decay per head)
+  short_conv,            // LFM2's gated short convolution
+  mamba,                 // Mamba's selective scan (a decay per state element)
+  mamba2,                // Mamba-2's (a decay per head)
+  gated_delta_net,       // Qwen3-Next's and Qwen3.5's linear attention
+  lightning_attention,   // MiniMax-01's linear attention (a fixed decay per head)
+  kimi_delta_attention,  // Kimi Linear's delta rule (a decay per key channel)
 };
 
 struct LayerSpec {

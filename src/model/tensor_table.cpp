@@ -32,6 +32,12 @@ void TensorSpecCollector::table(std::vector<float>&, const std::string& name, in
   specs_.push_back({name, {n_cols, n_rows}, kind, required});
 }
 
+void TensorSpecCollector::shaped(std::vector<float>&, const std::string& name,
+                                 const std::vector<int64_t>& shape, TensorKind kind,
+                                 bool required) {
+  specs_.push_back({name, shape, kind, required});
+}
+
 void TensorSpecCollector::scale(float&, const std::string& name) {
   specs_.push_back({name, {1}, TensorKind::scale, false});
 }

@@ -61,6 +61,14 @@ class TensorVisitor {
   // leaves it empty.
   virtual void table(std::vector<float>& values, const std::string& name, int64_t n_cols,
                      int64_t n_rows, TensorKind kind, bool required = true) = 0;
+  // A small tensor of ggml shape `shape` read as f32 in memory order, for
+  // the converters that write dimensions of one between the real ones
+  // (Kimi Linear's convolutions [taps, 1, channels, 1]): the file may have
+  // more or fewer dimensions of one anywhere, the same values in the same
+  // order; gen-model writes `shape`. An optional one that is absent leaves
+  // it empty.
+  virtual void shaped(std::vector<float>& values, const std::string& name,
+                      const std::vector<int64_t>& shape, TensorKind kind, bool required = true) = 0;
   // An optional one-element scale; `value` stays 1 when absent.
   virtual void scale(float& value, const std::string& name) = 0;
 
@@ -97,6 +105,8 @@ class TensorSpecCollector final : public TensorVisitor {
               bool required) override;
   void table(std::vector<float>& values, const std::string& name, int64_t n_cols, int64_t n_rows,
              TensorKind kind, bool required) override;
+  void shaped(std::vector<float>& values, const std::string& name,
+              const std::vector<int64_t>& shape, TensorKind kind, bool required) override;
   void scale(float& value, const std::string& name) override;
   void without_effect(const std::string& name, int64_t n, TensorKind kind) override;
   bool has(const std::string& name, bool written) override;
@@ -134,6 +144,10 @@ class ScalelessVisitor final : public TensorVisitor {
   void table(std::vector<float>& values, const std::string& name, int64_t n_cols, int64_t n_rows,
              TensorKind kind, bool required) override {
     inner_.table(values, name, n_cols, n_rows, kind, required);
+  }
+  void shaped(std::vector<float>& values, const std::string& name,
+              const std::vector<int64_t>& shape, TensorKind kind, bool required) override {
+    inner_.shaped(values, name, shape, kind, required);
   }
   void scale(float&, const std::string&) override {}
   void without_effect(const std::string& name, int64_t n, TensorKind kind) override {

@@ -156,6 +156,36 @@ void WeightBinder::table(std::vector<float>& values, const std::string& name, in
   }
 }
 
+void WeightBinder::shaped(std::vector<float>& values, const std::string& name,
+                          const std::vector<int64_t>& shape, TensorKind, bool required) {
+  values.clear();
+  if (!required && !has(name)) return;
+  const auto& info = require_tensor(file_, name);
+  // Dimensions of one change neither the values nor their order.
+  const auto squeezed = [](const std::vector<int64_t>& dims) {
+    std::vector<int64_t> out;
+    for (const int64_t d : dims) {
+      if (d != 1) out.push_back(d);
+    }
+    return out;
+  };
+  if (squeezed(info.shape) != squeezed(shape)) {
+    throw Error(strfmt("%s: tensor %s has shape %s, expected %s", file_.path().c_str(),
+                       info.name.c_str(), shape_text(info.shape).c_str(),
+                       shape_text(shape).c_str()));
+  }
+  int64_t n = 1;
+  for (const int64_t d : shape) n *= d;
+  used_.insert(info.name);
+  require_supported_weight_type(info.type, info.name);
+  const auto row_bytes = ggml_row_bytes(info.type, static_cast<uint64_t>(n));
+  if (!row_bytes || *row_bytes != info.data.size()) {
+    throw Error(file_.path() + ": tensor " + info.name + " has the wrong size");
+  }
+  values.resize(static_cast<size_t>(n));
+  dequantize_row(info.type, info.data, values);
+}
+
 void WeightBinder::scale(float& value, const std::string& name) {
   value = has(name) ? vector(name, 1)[0] : 1.0f;
 }

@@ -57,6 +57,8 @@ class WeightBinder final : public TensorVisitor {
               bool required) override;
   void table(std::vector<float>& values, const std::string& name, int64_t n_cols, int64_t n_rows,
              TensorKind kind, bool required) override;
+  void shaped(std::vector<float>& values, const std::string& name,
+              const std::vector<int64_t>& shape, TensorKind kind, bool required) override;
   void scale(float& value, const std::string& name) override;
   void without_effect(const std::string& name, int64_t n, TensorKind kind) override;
   bool has(const std::string& name, bool /*written*/) override { return has(name); }

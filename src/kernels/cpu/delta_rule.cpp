@@ -35,6 +35,26 @@ void delta_rule_step(float* state, const float* q, const float* k, const float* 
   }
 }
 
+void delta_rule_step_keyed(float* state, const float* q, const float* k, const float* v, float beta,
+                           const float* decay, float scale, float* o, int64_t d) {
+  const auto n = static_cast<size_t>(d);
+  for (size_t j = 0; j < n; ++j) {
+    float* row = state + j * n;
+    std::array<float, 8> lanes{};
+    for (size_t i = 0; i < n; ++i) {
+      row[i] *= decay[i];
+      lanes[i % 8] = std::fma(row[i], k[i], lanes[i % 8]);
+    }
+    const float delta = (v[j] - fold(lanes)) * beta;
+    lanes = {};
+    for (size_t i = 0; i < n; ++i) {
+      row[i] = std::fma(k[i], delta, row[i]);
+      lanes[i % 8] = std::fma(row[i], q[i], lanes[i % 8]);
+    }
+    o[j] = fold(lanes) * scale;
+  }
+}
+
 }  // namespace scalar
 
 void delta_rule_step(float* state, const float* q, const float* k, const float* v, float beta,
@@ -46,6 +66,17 @@ void delta_rule_step(float* state, const float* q, const float* k, const float* 
   }
 #endif
   scalar::delta_rule_step(state, q, k, v, beta, decay, scale, o, d);
+}
+
+void delta_rule_step_keyed(float* state, const float* q, const float* k, const float* v, float beta,
+                           const float* decay, float scale, float* o, int64_t d) {
+#if defined(__x86_64__)
+  if (d % 8 == 0 && simd_level() >= SimdLevel::avx2) {
+    avx2::delta_rule_step_keyed(state, q, k, v, beta, decay, scale, o, d);
+    return;
+  }
+#endif
+  scalar::delta_rule_step_keyed(state, q, k, v, beta, decay, scale, o, d);
 }
 
 }  // namespace cortiq::kernels

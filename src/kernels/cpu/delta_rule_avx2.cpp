@@ -40,4 +40,25 @@ void delta_rule_step(float* state, const float* q, const float* k, const float* 
   }
 }
 
+void delta_rule_step_keyed(float* state, const float* q, const float* k, const float* v, float beta,
+                           const float* decay, float scale, float* o, int64_t d) {
+  for (int64_t j = 0; j < d; ++j) {
+    float* row = state + j * d;
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < d; i += 8) {
+      const __m256 s = _mm256_mul_ps(_mm256_loadu_ps(row + i), _mm256_loadu_ps(decay + i));
+      _mm256_storeu_ps(row + i, s);
+      acc = _mm256_fmadd_ps(s, _mm256_loadu_ps(k + i), acc);
+    }
+    const __m256 vdelta = _mm256_set1_ps((v[j] - fold(acc)) * beta);
+    acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < d; i += 8) {
+      const __m256 s = _mm256_fmadd_ps(_mm256_loadu_ps(k + i), vdelta, _mm256_loadu_ps(row + i));
+      _mm256_storeu_ps(row + i, s);
+      acc = _mm256_fmadd_ps(s, _mm256_loadu_ps(q + i), acc);
+    }
+    o[j] = fold(acc) * scale;
+  }
+}
+
 }  // namespace cortiq::kernels::avx2

@@ -33,6 +33,13 @@ void rms_norm_rows(std::span<const float> x, std::span<const float> weight, floa
   }
 }
 
+void l2_norm(std::span<float> x, float eps) {
+  double sum = 0.0;
+  for (const float v : x) sum += static_cast<double>(v * v);
+  const float scale = 1.0f / std::fmax(std::sqrt(static_cast<float>(sum)), eps);
+  for (float& v : x) v *= scale;
+}
+
 void layer_norm(std::span<const float> x, std::span<const float> weight,
                 std::span<const float> bias, float eps, std::span<float> out) {
   assert(out.size() == x.size());

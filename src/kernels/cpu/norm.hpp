@@ -16,6 +16,10 @@ void rms_norm(std::span<const float> x, std::span<const float> weight, float eps
 void rms_norm_rows(std::span<const float> x, std::span<const float> weight, float eps,
                    std::span<float> out, size_t width);
 
+// x / max(|x|, eps) in place (ggml_l2_norm: the sum of squares in double,
+// each square rounded to float first).
+void l2_norm(std::span<float> x, float eps);
+
 // Layer norm as ggml_norm computes it, then the weight and the bias as the
 // separate ggml_mul / ggml_add of llama.cpp's build_norm: mean = float(sum in
 // double) / n; y = x - mean; variance = float(sum of float y*y in double / n);

@@ -45,6 +45,9 @@ extern const Family kQwen35MoeFamily;
 // minimax01.cpp
 extern const Family kMinimax01Family;
 
+// kimi_linear.cpp
+extern const Family kKimiLinearFamily;
+
 // mamba.cpp
 extern const Family kMambaFamily;
 extern const Family kMamba2Family;

@@ -96,14 +96,6 @@ void split_qkvz(const ModelHParams::Ssm& s, std::span<const float> fused, std::s
   }
 }
 
-// x / max(|x|, eps) (ggml_l2_norm), the sum of squares in double as there.
-void l2_norm(std::span<float> x, float eps) {
-  double sum = 0.0;
-  for (const float v : x) sum += static_cast<double>(v * v);
-  const float scale = 1.0f / std::fmax(std::sqrt(static_cast<float>(sum)), eps);
-  for (float& v : x) v *= scale;
-}
-
 // Each key head's q and k of every row, L2-normed.
 void normalize_keys(const ModelHParams& hp, size_t n_rows, std::span<float> qkv) {
   const auto& s = hp.ssm;
@@ -114,8 +106,8 @@ void normalize_keys(const ModelHParams& hp, size_t n_rows, std::span<float> qkv)
     float* q = qkv.data() + r * width;
     float* k = q + n_k * d;
     for (size_t kh = 0; kh < n_k; ++kh) {
-      l2_norm({q + kh * d, d}, hp.rms_eps);
-      l2_norm({k + kh * d, d}, hp.rms_eps);
+      kernels::l2_norm({q + kh * d, d}, hp.rms_eps);
+      kernels::l2_norm({k + kh * d, d}, hp.rms_eps);
     }
   }
 }

@@ -135,17 +135,23 @@ void absorbed_queries_and_cache(const LatentAttentionWeights& w, const ModelHPar
   const auto kv_rank = static_cast<size_t>(hp.kv_lora_rank);
   const size_t row = kv_rank + rope;  // a cached row, a latent query head
   per_head_matmul(w.wk_b, rows, nope, qk, q, row, qa, ctx);
+  // Kimi Linear's layers leave the "rope" part unrotated (LayerSpec::rope none).
+  const bool rotated = l.rope != RopeSlot::none;
   const RopeTable& table = pass.rope[static_cast<size_t>(RopeSlot::global)];
   for (size_t r = 0; r < rows; ++r) {
-    const auto cos_sin = table.cache.subspan(r * rope, rope);
+    const auto cos_sin = rotated ? table.cache.subspan(r * rope, rope) : std::span<const float>{};
     auto k_row = kv_a.subspan(r * row, row);
-    kernels::rope_apply(k_row.subspan(kv_rank, rope), 1, static_cast<int64_t>(rope), *table.params,
-                        cos_sin);
+    if (rotated) {
+      kernels::rope_apply(k_row.subspan(kv_rank, rope), 1, static_cast<int64_t>(rope),
+                          *table.params, cos_sin);
+    }
     std::ranges::copy(latent.subspan(r * kv_rank, kv_rank), k_row.begin());
     cache.store_k(layer, pass.cells[r], k_row);
     for (size_t h = 0; h < n_head; ++h) {
       auto q_rope = q.subspan((r * n_head + h) * qk + nope, rope);
-      kernels::rope_apply(q_rope, 1, static_cast<int64_t>(rope), *table.params, cos_sin);
+      if (rotated) {
+        kernels::rope_apply(q_rope, 1, static_cast<int64_t>(rope), *table.params, cos_sin);
+      }
       std::ranges::copy(q_rope,
                         qa.begin() + static_cast<std::ptrdiff_t>((r * n_head + h) * row + kv_rank));
     }
