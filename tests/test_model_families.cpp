@@ -1133,6 +1133,78 @@ TEST(ModelLoad, KimiLinearLayersAndSqueezedConvolutions) {
   EXPECT_NE(error.find("kimi-linear.attention.key_length_mla"), std::string::npos) << error;
 }
 
+// RWKV-6 and RWKV-7: every layer recurrent, its state the time mix's and
+// the channel mix's shifted rows and each head's matrix, no KV rows. RWKV-6's
+// five lerps apart (time_mix_lerp_{w,k,v,r,g}, as llama.cpp also reads them)
+// give the fused tensor's logits bit for bit. A token shift other than 2,
+// no head size or a missing low rank is refused naming the key; RWKV-7's
+// first layer's value mix, required by llama.cpp though never run, too.
+TEST(ModelLoad, RwkvStateLerpsAndRequiredKeys) {
+  test::TempDir dir;
+  for (const char* arch : {"rwkv6", "rwkv7"}) {
+    SCOPED_TRACE(arch);
+    RandomModelOptions o = small_model(arch);
+    o.geometry.n_layer = 2;
+    write_random_model(o, dir / "r.gguf");
+    const auto model = Model::load(dir / "r.gguf", {});
+    const ModelHParams& hp = model->decoder().hparams();
+    for (const int64_t il : {0, 1}) {
+      EXPECT_EQ(hp.layer(il).state_width, 2 * hp.n_embd + hp.n_embd * hp.rwkv.head_size) << il;
+      EXPECT_EQ(hp.layer(il).n_head_kv, 0) << il;
+    }
+    for (const KvLayerShape& layer :
+         model->decoder().kv_cache_shape(1, 64, KvType::f32, 1).layers) {
+      EXPECT_EQ(layer.k_width + layer.v_width, 0);
+    }
+    const std::string p = std::string(arch) + ".";
+    rewrite(dir / "r.gguf", dir / "shift.gguf", "", {},
+            [&](gguf::GgufWriter& w) { w.set(p + "token_shift_count", gguf::Value(uint32_t{1})); });
+    std::string error = load_error(dir / "shift.gguf");
+    EXPECT_NE(error.find("token_shift_count"), std::string::npos) << error;
+    rewrite(dir / "r.gguf", dir / "no_head.gguf", "", {},
+            [&](gguf::GgufWriter& w) { w.remove(p + "wkv.head_size"); });
+    error = load_error(dir / "no_head.gguf");
+    EXPECT_NE(error.find(p + "wkv.head_size"), std::string::npos) << error;
+    const std::string rank =
+        p + (arch == std::string("rwkv6") ? "time_mix_extra_dim" : "attention.gate_lora_rank");
+    rewrite(dir / "r.gguf", dir / "no_rank.gguf", "", {},
+            [&](gguf::GgufWriter& w) { w.remove(rank); });
+    error = load_error(dir / "no_rank.gguf");
+    EXPECT_NE(error.find(rank), std::string::npos) << error;
+  }
+  rewrite(dir / "r.gguf", dir / "no_v1.gguf", "blk.0.time_mix_v1.weight");
+  const std::string error = load_error(dir / "no_v1.gguf");
+  EXPECT_NE(error.find("blk.0.time_mix_v1.weight"), std::string::npos) << error;
+
+  // RWKV-6 with its lerps apart.
+  write_random_model(small_model("rwkv6"), dir / "fused.gguf");
+  const gguf::GgufFile file = gguf::GgufFile::open(dir / "fused.gguf");
+  gguf::GgufWriter writer;
+  for (const gguf::KeyValue& kv : file.metadata()) writer.set(kv.key, kv.value);
+  std::vector<std::span<const std::byte>> data;
+  for (const gguf::TensorInfo& t : file.tensors()) {
+    if (!t.name.ends_with("time_mix_lerp_fused.weight")) {
+      writer.add_tensor(t.name, t.type, t.shape);
+      data.push_back(t.data);
+      continue;
+    }
+    ASSERT_EQ(t.type, GgmlType::F32);
+    const std::string layer = t.name.substr(0, t.name.find("time_mix_lerp_fused"));
+    const size_t part_bytes = t.data.size() / 5;
+    for (size_t p = 0; p < 5; ++p) {
+      writer.add_tensor(layer + "time_mix_lerp_" + "wkvrg"[p] + ".weight", GgmlType::F32,
+                        {t.shape[0], 1, 1});
+      data.push_back(t.data.subspan(p * part_bytes, part_bytes));
+    }
+  }
+  writer.begin(dir / "apart.gguf");
+  for (const auto& bytes : data) writer.write_tensor_data(bytes);
+  writer.finish();
+  const std::vector<TokenId> ids = {5, 9, 14, 3, 27, 8, 11, 40, 2, 19};
+  Session fused(Model::load(dir / "fused.gguf", {})), apart(Model::load(dir / "apart.gguf", {}));
+  EXPECT_TRUE(bitwise_equal(fused.evaluate(ids), apart.evaluate(ids)));
+}
+
 // Qwen3-Next's older files carry one fused ssm_in (per key head: q, k, its
 // value heads' v, then their z) instead of attn_qkv and attn_gate: the same
 // rows in another order, so the same logits, bit for bit. Which layers are
@@ -1357,7 +1429,7 @@ INSTANTIATE_TEST_SUITE_P(Families, HybridState,
                          ::testing::Values("lfm2", "lfm2moe", "mamba2", "granitehybrid",
                                            "nemotron_h", "nemotron_h_moe", "qwen3next", "qwen35",
                                            "qwen35moe", "falcon-h1", "mamba", "jamba", "plamo2",
-                                           "minimax-01", "kimi-linear"));
+                                           "minimax-01", "kimi-linear", "rwkv6", "rwkv7"));
 
 // inspect names each recurrent layer's block and shapes, what runs beside
 // it, and which layers have experts when the file decides (Jamba).

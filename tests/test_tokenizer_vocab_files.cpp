@@ -57,9 +57,12 @@ std::vector<TokenId> parse_ids(std::string_view line) {
   return ids;
 }
 
-std::vector<VocabCase> read_cases(const std::filesystem::path& gguf) {
+// The strings of the file's .inp with the ids of the file's `out_suffix`
+// (".out": no BOS/EOS, specials not parsed).
+std::vector<VocabCase> read_cases(const std::filesystem::path& gguf,
+                                  const std::string& out_suffix = ".out") {
   const std::vector<std::string> inputs = split_inputs(read_text(gguf.string() + ".inp"));
-  std::ifstream out(gguf.string() + ".out", std::ios::binary);
+  std::ifstream out(gguf.string() + out_suffix, std::ios::binary);
   std::vector<VocabCase> cases;
   std::string line;
   for (size_t i = 0; std::getline(out, line); ++i) {
@@ -79,17 +82,19 @@ std::string describe(const Tokenizer& tok, std::span<const TokenId> ids) {
   return s;
 }
 
-// Every string of the file's .inp gives the ids of its .out; decoding those
-// ids gives the string back where `lossless` says the tokenizer keeps it.
+// Every string of the file's .inp gives the ids of its .out (or of
+// `out_suffix`, tokenized with `options`); decoding those ids gives the
+// string back where `lossless` says the tokenizer keeps it.
 void expect_peer_ids(const std::filesystem::path& path,
-                     const std::function<bool(const VocabCase&)>& lossless) {
+                     const std::function<bool(const VocabCase&)>& lossless,
+                     TokenizeOptions options = {.add_special = false, .parse_special = false},
+                     const std::string& out_suffix = ".out") {
   const Tokenizer tok = Tokenizer::from_gguf(gguf::GgufFile::open(path));
-  const std::vector<VocabCase> cases = read_cases(path);
+  const std::vector<VocabCase> cases = read_cases(path, out_suffix);
   ASSERT_FALSE(cases.empty());
   int failures = 0;
   for (const VocabCase& c : cases) {
-    const std::vector<TokenId> ids =
-        tok.encode(c.text, {.add_special = false, .parse_special = false});
+    const std::vector<TokenId> ids = tok.encode(c.text, options);
     if (ids != c.ids) {
       ++failures;
       ADD_FAILURE() << "input '" << c.text << "'\n  expected " << describe(tok, c.ids)
@@ -139,6 +144,67 @@ TEST(VocabFile, Plamo2MatchesPeerIds) {
     return !c.text.starts_with("\xEF\xBB\xBF") && utf8_is_valid(c.text) &&
            c.text.find("<|plamo:bos|>") == std::string::npos;
   });
+}
+
+// The RWKV "world" tokenizer on a synthetic vocabulary of ours
+// (tools/peer/rwkv_vocab.py: the converter's layout, <s>, the 256 escaped
+// bytes, overlapping English and UTF-8 pieces, partial UTF-8 pieces,
+// escapes llama.cpp decodes its own way, two texts with the same bytes,
+// [PADn] unused tokens), the ids and pieces from llama.cpp
+// (tools/peer/make-tokenizer-goldens.sh). Every byte has a token, so
+// decoding is lossless but for the specials, which decoding leaves out
+// (<s>, the control token) or gives unescaped (the user-defined token).
+const std::filesystem::path& rwkv_vocab_path() {
+  static const std::filesystem::path path = test::golden_dir() / "tokenizer" / "rwkv-vocab.gguf";
+  return path;
+}
+
+bool rwkv_lossless(const VocabCase& c) {
+  return c.text.find("<s>") == std::string::npos && c.text.find("<tab\\t>") == std::string::npos &&
+         c.text.find("<|ctl") == std::string::npos;
+}
+
+TEST(VocabFile, RwkvMatchesPeerIds) {
+  ASSERT_TRUE(std::filesystem::exists(rwkv_vocab_path())) << rwkv_vocab_path();
+  expect_peer_ids(rwkv_vocab_path(), rwkv_lossless);
+}
+
+// With add_special and parse_special, as llama.cpp tokenizes them: no BOS
+// although the file says add_bos_token = true (the RWKV tokenizer never
+// adds one), and the control token is split out where its escaped text is
+// written.
+TEST(VocabFile, RwkvAddsNoBosAndParsesSpecialsAsThePeer) {
+  ASSERT_TRUE(std::filesystem::exists(rwkv_vocab_path())) << rwkv_vocab_path();
+  const Vocab vocab = Vocab::from_gguf(gguf::GgufFile::open(rwkv_vocab_path()));
+  ASSERT_EQ(vocab.kind, TokenizerKind::rwkv);
+  ASSERT_TRUE(vocab.add_bos);  // the file asks; the tokenizer does not add it
+  ASSERT_EQ(vocab.bos, 0);
+  expect_peer_ids(rwkv_vocab_path(), rwkv_lossless, {.add_special = true, .parse_special = true},
+                  ".special.out");
+}
+
+// Each token decoded alone gives llama_detokenize's bytes for it (the
+// .pieces file: one line of hex per id): the unescaping, uppercase hex and
+// all, and which types decode to nothing.
+TEST(VocabFile, RwkvPiecesMatchPeer) {
+  const Tokenizer tok = Tokenizer::from_gguf(gguf::GgufFile::open(rwkv_vocab_path()));
+  std::ifstream in(rwkv_vocab_path().string() + ".pieces", std::ios::binary);
+  std::string line;
+  TokenId id = 0;
+  int failures = 0;
+  for (; std::getline(in, line); ++id) {
+    ASSERT_LT(static_cast<size_t>(id), tok.vocab().size());
+    const std::vector<TokenId> ids = {id};
+    std::string hex;
+    for (const unsigned char c : tok.decode(ids)) hex += strfmt("%02x", c);
+    if (hex != line) {
+      ++failures;
+      ADD_FAILURE() << "token " << id << " '" << tok.vocab().tokens[id] << "': expected " << line
+                    << ", got " << hex;
+    }
+  }
+  EXPECT_EQ(static_cast<size_t>(id), tok.vocab().size());
+  EXPECT_EQ(failures, 0) << "of " << id << " tokens";
 }
 
 INSTANTIATE_TEST_SUITE_P(Peer, VocabFile,

@@ -327,6 +327,11 @@ std::string recurrent_text(const ModelHParams& hp, RecurrentKind kind) {
     case RecurrentKind::kimi_delta_attention:
       return strfmt("Kimi Delta Attention: %lld heads of %lld, %lld taps", ll(m.n_head),
                     ll(m.d_state), ll(m.conv_taps));
+    case RecurrentKind::rwkv6:
+    case RecurrentKind::rwkv7:
+      return strfmt("RWKV-%d time mix: %lld heads of %lld, token shift",
+                    kind == RecurrentKind::rwkv6 ? 6 : 7, ll(hp.n_embd / hp.rwkv.head_size),
+                    ll(hp.rwkv.head_size));
     case RecurrentKind::none:
       break;
   }

@@ -108,6 +108,8 @@ constexpr const Family* kFamilies[] = {
     &kQwen35MoeFamily,      // qwen3next.cpp
     &kMinimax01Family,      // minimax01.cpp
     &kKimiLinearFamily,     // kimi_linear.cpp
+    &kRwkv6Family,          // rwkv.cpp
+    &kRwkv7Family,
 };
 
 }  // namespace

@@ -32,6 +32,10 @@ struct ForwardBuffers {
   // and the slots that chose the expert at hand.
   std::vector<float> moe_scores, moe_weights, moe_slots, moe_in, moe_out;
   std::vector<float> attn_gate;  // [rows][q width]: a gated query's gate (Qwen3-Next)
+  // A recurrent block's many rows of intermediates (RWKV's time mix: the
+  // mixed inputs, projections and low-rank products, carved from one).
+  std::vector<float> mixer;
+  std::vector<float> value_first;  // [rows][n_embd]: RWKV-7's first layer's values
   std::vector<float> moe_latent_in, moe_latent_out;  // [rows][latent width] (MoeTensors::latent)
   std::vector<float> moe_weighted_in;  // [rows * k][n_embd]: Llama 4's weighted inputs
   std::vector<int32_t> moe_chosen, moe_members;

@@ -88,6 +88,8 @@ enum class RecurrentKind : uint8_t {
   gated_delta_net,       // Qwen3-Next's and Qwen3.5's linear attention
   lightning_attention,   // MiniMax-01's linear attention (a fixed decay per head)
   kimi_delta_attention,  // Kimi Linear's delta rule (a decay per key channel)
+  rwkv6,                 // RWKV-6's time mixing (a token shift and a decayed key-value state)
+  rwkv7,                 // RWKV-7's (the delta rule with in-context learning rates)
 };
 
 struct LayerSpec {
@@ -224,6 +226,20 @@ struct ModelHParams {
     int64_t head_dim() const { return n_head > 0 ? d_inner / n_head : 0; }
     int64_t conv_width() const { return d_inner + 2 * n_group * d_state; }
   } ssm;
+  // RWKV's time mixing (ARCH.wkv.head_size and the low-rank widths; 0:
+  // none): RWKV-6's data-dependent mix (time_mix_extra_dim) and decay
+  // (time_decay_extra_dim) ranks and its residual halving every
+  // rescale_every_n_layers; RWKV-7's decay, in-context learning rate, value
+  // residual and gate ranks (attention.*_lora_rank).
+  struct Rwkv {
+    int64_t head_size = 0;
+    int64_t mix_rank = 0;
+    int64_t decay_rank = 0;
+    int64_t iclr_rank = 0;
+    int64_t value_mix_rank = 0;
+    int64_t gate_rank = 0;
+    int64_t rescale_every = 0;
+  } rwkv;
   // Gemma 4's per-layer input width (ARCH.embedding_length_per_layer_input; 0 = none).
   int64_t per_layer_embd = 0;
 

@@ -1,5 +1,5 @@
 // A byte trie over token texts, for the tokenizer models that look tokens
-// up by prefix (Unigram, PLaMo-2).
+// up by prefix (Unigram, PLaMo-2, RWKV).
 #pragma once
 
 #include <algorithm>

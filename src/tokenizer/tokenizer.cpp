@@ -29,6 +29,8 @@ std::unique_ptr<TokenizerModel> make_model(const Vocab& vocab) {
       return make_ugm_model(vocab);
     case TokenizerKind::plamo2:
       return make_plamo2_model(vocab);
+    case TokenizerKind::rwkv:
+      return make_rwkv_model(vocab);
     case TokenizerKind::none:
       break;
   }
@@ -162,15 +164,19 @@ std::vector<TokenId> Tokenizer::encode(std::string_view text, TokenizeOptions op
   return out;
 }
 
-// WordPiece always frames its input as [CLS] ... [SEP]; the others follow
-// add_bos/add_eos.
+// WordPiece always frames its input as [CLS] ... [SEP]; RWKV never adds
+// either end, whatever add_bos/add_eos say (llama.cpp's RWKV branch ignores
+// them; the flags still reach what reads them, as llama_vocab_get_add_bos
+// does in the peer); the others follow add_bos/add_eos.
 void Tokenizer::add_prefix(std::vector<TokenId>& out) const {
   const Vocab& v = *vocab_;
+  if (v.kind == TokenizerKind::rwkv) return;
   if (v.kind == TokenizerKind::wpm ? v.bos != kNoToken : v.add_bos) out.push_back(v.bos);
 }
 
 void Tokenizer::add_suffix(std::vector<TokenId>& out) const {
   const Vocab& v = *vocab_;
+  if (v.kind == TokenizerKind::rwkv) return;
   if (v.kind == TokenizerKind::wpm) {
     if (v.sep != kNoToken) out.push_back(v.sep);
   } else if (v.add_eos) {
@@ -234,6 +240,15 @@ std::string Tokenizer::token_to_piece(TokenId id, bool render_special) const {
     throw Error(strfmt("token id %d is outside the vocabulary (%zu tokens)", id, v.size()));
   }
   if (!model_) return {};
+  if (v.kind == TokenizerKind::rwkv) {
+    // Every RWKV token is stored escaped and stands for its unescaped bytes,
+    // whatever its type ([PADn] unused tokens included); control and
+    // unknown ones are left out unless specials are rendered, as for every
+    // model.
+    const TokenType t = v.types[id];
+    if (!render_special && (t == TokenType::control || t == TokenType::unknown)) return {};
+    return model_->token_bytes(id);
+  }
   switch (v.types[id]) {
     case TokenType::control:
     case TokenType::unknown:

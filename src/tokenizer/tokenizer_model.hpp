@@ -36,5 +36,6 @@ std::unique_ptr<TokenizerModel> make_wpm_model(const Vocab& vocab);
 std::unique_ptr<TokenizerModel> make_gemma4_model(const Vocab& vocab);
 std::unique_ptr<TokenizerModel> make_ugm_model(const Vocab& vocab);
 std::unique_ptr<TokenizerModel> make_plamo2_model(const Vocab& vocab);
+std::unique_ptr<TokenizerModel> make_rwkv_model(const Vocab& vocab);
 
 }  // namespace cortiq

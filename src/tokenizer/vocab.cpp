@@ -41,12 +41,13 @@ TokenizerKind kind_of(const gguf::GgufFile& file, const std::string& model) {
   if (model == "gemma4") return TokenizerKind::gemma4;
   if (model == "t5") return TokenizerKind::ugm;
   if (model == "plamo2") return TokenizerKind::plamo2;
-  if (one_of(model, {"rwkv", "hybriddna", "whitespace"})) {
+  if (model == "rwkv") return TokenizerKind::rwkv;
+  if (one_of(model, {"hybriddna", "whitespace"})) {
     fail(file, strfmt("%s: tokenizer model '%s' is not supported yet", kModelKey, model.c_str()));
   }
   fail(file,
        strfmt("%s: unknown tokenizer model '%s' (known: llama, gpt2, bert, gemma4, t5, plamo2, "
-              "no_vocab)",
+              "rwkv, no_vocab)",
               kModelKey, model.c_str()));
 }
 
@@ -100,6 +101,12 @@ void set_model_defaults(Vocab& v) {
       // <|plamo:unk|> 0, <|plamo:bos|> 1, <|plamo:eos|> 2, <|plamo:pad|> 3;
       // nothing added unless the file says so.
       v.unk = 0, v.bos = 1, v.eos = 2, v.pad = 3;
+      break;
+    case TokenizerKind::rwkv:
+      // No special ids, no dummy prefix, nothing added: llama.cpp's
+      // defaults. The converter's keys name <s> (id 0) as BOS and EOS and
+      // "\n\n" as EOT; the tokenizer adds neither whatever add_bos_token says
+      // (Tokenizer::add_prefix).
       break;
     case TokenizerKind::none:
       break;

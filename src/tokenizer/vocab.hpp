@@ -40,6 +40,7 @@ enum class TokenizerKind {
   gemma4,  // "gemma4"
   ugm,     // "t5": Unigram (T5, XLM-R, nomic-bert-moe), llama.cpp's UGM
   plamo2,  // "plamo2": PLaMo-2's best path by integer scores, byte fallback
+  rwkv,    // "rwkv": RWKV world models' greedy longest match over escaped byte tokens
 };
 
 struct Vocab {

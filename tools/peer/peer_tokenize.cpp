@@ -1,9 +1,10 @@
 // Tokenizes each string of a .inp file (separated by
 // "\n__ggml_vocab_test__\n", as llama.cpp's test-tokenizer-0 reads them)
 // with llama.cpp's tokenizer of a vocabulary-only load, no BOS/EOS and
-// specials not parsed, and prints one line of ids per string (the .out
-// format of llama.cpp's vocabulary tests). Built and run by
-// make-tokenizer-goldens.sh; not part of Cortiq's build.
+// specials not parsed (with --special: add_special and parse_special both
+// true), and prints one line of ids per string (the .out format of
+// llama.cpp's vocabulary tests). Built and run by make-tokenizer-goldens.sh;
+// not part of Cortiq's build.
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -13,8 +14,9 @@
 #include "llama.h"
 
 int main(int argc, char** argv) {
-  if (argc != 3) {
-    std::fprintf(stderr, "usage: %s VOCAB.gguf INPUT.inp\n", argv[0]);
+  const bool special = argc == 4 && std::string(argv[3]) == "--special";
+  if (argc != 3 && !special) {
+    std::fprintf(stderr, "usage: %s VOCAB.gguf INPUT.inp [--special]\n", argv[0]);
     return 2;
   }
   llama_backend_init();
@@ -41,7 +43,7 @@ int main(int argc, char** argv) {
   for (const std::string& text : inputs) {
     std::vector<llama_token> ids(text.size() * 4 + 16);
     const int n = llama_tokenize(vocab, text.data(), static_cast<int32_t>(text.size()), ids.data(),
-                                 static_cast<int32_t>(ids.size()), false, false);
+                                 static_cast<int32_t>(ids.size()), special, special);
     if (n < 0) return 1;
     for (int i = 0; i < n; ++i) std::printf(" %d", ids[static_cast<size_t>(i)]);
     std::printf("\n");

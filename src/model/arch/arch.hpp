@@ -48,6 +48,10 @@ extern const Family kMinimax01Family;
 // kimi_linear.cpp
 extern const Family kKimiLinearFamily;
 
+// rwkv.cpp
+extern const Family kRwkv6Family;
+extern const Family kRwkv7Family;
+
 // mamba.cpp
 extern const Family kMambaFamily;
 extern const Family kMamba2Family;
