@@ -1079,8 +1079,9 @@ TEST(ModelLoad, Minimax01LayersAndResidualScale) {
 // convolutions' inputs and a d x d matrix per head as state), the others
 // latent attention with one unrotated latent row per position. The
 // converter's [taps, 1, channels, 1] convolutions and [1, H] ssm_a read the
-// same with the dimensions of one dropped, bit for bit; any other shape is
-// refused naming the tensor, as is a file without key_length_mla.
+// same with the dimensions of one dropped, bit for bit, and value_length
+// (which its converter sets to the head_dim) changes nothing; any other
+// shape is refused naming the tensor, as is a file without key_length_mla.
 TEST(ModelLoad, KimiLinearLayersAndSqueezedConvolutions) {
   test::TempDir dir;
   RandomModelOptions o = small_model("kimi-linear");
@@ -1122,6 +1123,14 @@ TEST(ModelLoad, KimiLinearLayersAndSqueezedConvolutions) {
   const std::vector<TokenId> ids = {5, 9, 14, 3, 27, 8, 11, 40, 2, 19};
   Session a(model), b(squeezed);
   EXPECT_TRUE(bitwise_equal(a.evaluate(ids), b.evaluate(ids)));
+
+  // llama.cpp's converter writes the model's head_dim as value_length (72
+  // for Kimi-Linear-48B), which neither engine reads: the same model.
+  rewrite(dir / "k.gguf", dir / "value_length.gguf", "", {}, [](gguf::GgufWriter& w) {
+    w.set("kimi-linear.attention.value_length", gguf::Value(uint32_t{72}));
+  });
+  Session fresh(model), value_length(Model::load(dir / "value_length.gguf", {}));
+  EXPECT_TRUE(bitwise_equal(fresh.evaluate(ids), value_length.evaluate(ids)));
 
   const std::string conv = "blk.1.ssm_conv1d_k.weight";
   rewrite(dir / "k.gguf", dir / "wide_conv.gguf", conv, {conv, {hp.ssm.conv_taps, width + 1}});

@@ -15,8 +15,9 @@
 // bits.
 //
 // delta_rule_step_keyed is Kimi Delta Attention's step: a decay per key
-// channel instead of one per head, in the order of llama.cpp's fused op
-// (ggml_gated_delta_net with a per-channel gate):
+// channel instead of one per head, its operations in the order of
+// llama.cpp's fused op (ggml_gated_delta_net with a per-channel gate; the
+// dot products there are ggml_vec_dot_f32's, summed in other lanes):
 //
 //   S[j][i] = S[j][i] * decay[i]
 //   delta_j = (v_j - S[j] · k) * beta

@@ -112,9 +112,12 @@ class KimiLinearModel final : public FamilyModel<KimiLinearWeights> {
 // The latent attention layers: absorbed only (llama.cpp's converter splits
 // kv_b; its graph's path for an unsplit one puts the key's parts in
 // another order than the query's), one cached row of kv_lora_rank + rope
-// values, no rotation.
+// values, no rotation. The query is one projection (llama.cpp's loader
+// reads no q_lora_rank); value_length is not read either (the converter
+// writes the model's head_dim there, 72 for Kimi-Linear-48B): the cache
+// holds the latent, the value its first kv_lora_rank floats.
 void read_kimi_attention(const HParamReader& keys, ModelHParams& hp) {
-  hp.q_lora_rank = keys.uint_or("attention.q_lora_rank", 0);
+  hp.q_lora_rank = 0;
   hp.kv_lora_rank = keys.required_uint("attention.kv_lora_rank");
   hp.mla_head_dim_k = keys.required_uint("attention.key_length_mla");
   hp.mla_head_dim_v = keys.required_uint("attention.value_length_mla");
@@ -145,12 +148,12 @@ void read_kimi_linear(const HParamReader& keys, ModelHParams& hp) {
     if (layer.n_head != hp.n_head) {
       keys.invalid("the latent attention layers need the first layer's head count");
     }
-    if (layer.n_head_kv != 1 || layer.head_dim_k != hp.kv_lora_rank + hp.rope.n_dims ||
-        layer.head_dim_v != hp.kv_lora_rank) {
+    if (layer.n_head_kv != 1 || layer.head_dim_k != hp.kv_lora_rank + hp.rope.n_dims) {
       keys.invalid(
-          "an attention layer needs one KV head of key_length kv_lora_rank + rope and "
-          "value_length kv_lora_rank (the latent cache)");
+          "an attention layer needs one KV head of key_length kv_lora_rank + rope (the "
+          "latent cache)");
     }
+    layer.head_dim_v = hp.kv_lora_rank;
     layer.values_in_keys = true;
   }
   // DeepSeek V3's experts, renormalized (llama.cpp's graph passes true).

@@ -160,7 +160,10 @@ void read_rwkv_common(const HParamReader& keys, ModelHParams& hp, RecurrentKind 
     keys.invalid("token_shift_count must be 2 (llama.cpp's rwkv6 and rwkv7 graphs)");
   }
   for (LayerSpec& layer : hp.layers) {
-    if (layer.n_ff <= 0) keys.invalid("feed_forward_length must be positive");
+    // llama.cpp sizes every layer's channel mix by the first layer's.
+    if (layer.n_ff <= 0 || layer.n_ff != hp.layers.front().n_ff) {
+      keys.invalid("feed_forward_length must be positive and the same for every layer");
+    }
     layer = LayerSpec{.n_ff = layer.n_ff,
                       .rope = RopeSlot::none,
                       .state_width = rwkv_state_width(hp),

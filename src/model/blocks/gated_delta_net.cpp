@@ -10,6 +10,7 @@
 #include "kernels/cpu/matmul.hpp"
 #include "kernels/cpu/norm.hpp"
 #include "model/blocks/causal_conv_rows.hpp"
+#include "model/blocks/head_states.hpp"
 #include "model/blocks/mamba2.hpp"
 #include "model/tensor_table.hpp"
 #include "runtime/kv_cache.hpp"
@@ -126,20 +127,16 @@ void delta_rule_rows(const GatedDeltaNetWeights& w, const ModelHParams& hp,
   const auto n_v = static_cast<size_t>(s.n_head);
   const size_t per_key_head = n_v / n_k;
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-  pool.parallel_for(static_cast<int64_t>(n_v), [&](int64_t begin, int64_t end) {
-    for (size_t r = 0; r < rows.size(); ++r) {
-      const auto matrices = cache.state(layer, rows[r].seq).subspan(conv_floats);
-      const float* q = qkv.data() + r * width;
-      const float* k = q + n_k * d;
-      const float* v = k + n_k * d;
-      for (auto h = static_cast<size_t>(begin); h < static_cast<size_t>(end); ++h) {
+  step_heads_in_row_order(
+      rows, layer, cache, pool, conv_floats, n_v, d, [&](float* matrix, size_t r, size_t h) {
+        const float* q = qkv.data() + r * width;
+        const float* k = q + n_k * d;
+        const float* v = k + n_k * d;
         const size_t kh = w.tiled_key_heads ? h % n_k : h / per_key_head;
-        kernels::delta_rule_step(matrices.data() + h * d * d, q + kh * d, k + kh * d, v + h * d,
-                                 beta[r * n_v + h], std::exp(gate[r * n_v + h]), scale,
-                                 o.data() + r * n_v * d + h * d, static_cast<int64_t>(d));
-      }
-    }
-  });
+        kernels::delta_rule_step(matrix, q + kh * d, k + kh * d, v + h * d, beta[r * n_v + h],
+                                 std::exp(gate[r * n_v + h]), scale, o.data() + r * n_v * d + h * d,
+                                 static_cast<int64_t>(d));
+      });
 }
 
 // beta and the decay's log for every row: [rows][H_v] each.

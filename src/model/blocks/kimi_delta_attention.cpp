@@ -9,6 +9,7 @@
 #include "kernels/cpu/matmul.hpp"
 #include "kernels/cpu/norm.hpp"
 #include "model/blocks/causal_conv_rows.hpp"
+#include "model/blocks/head_states.hpp"
 #include "model/hparams.hpp"
 #include "model/tensor_table.hpp"
 #include "runtime/kv_cache.hpp"
@@ -78,19 +79,14 @@ void delta_rule_rows(const ModelHParams& hp, std::span<const BatchRow> rows, int
   const auto width = static_cast<size_t>(s.d_inner);
   const auto conv_floats = static_cast<size_t>(s.conv_taps - 1) * 3 * width;
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-  pool.parallel_for(static_cast<int64_t>(n_head), [&](int64_t begin, int64_t end) {
-    for (size_t r = 0; r < rows.size(); ++r) {
-      float* const matrices = cache.state(layer, rows[r].seq).subspan(conv_floats).data();
-      const float* q = qkv.data() + r * 3 * width;
-      for (auto h = static_cast<size_t>(begin); h < static_cast<size_t>(end); ++h) {
-        const size_t at = h * d;
-        kernels::delta_rule_step_keyed(matrices + h * d * d, q + at, q + width + at,
-                                       q + 2 * width + at, beta[r * n_head + h],
-                                       decay.data() + r * width + at, scale,
-                                       o.data() + r * width + at, static_cast<int64_t>(d));
-      }
-    }
-  });
+  step_heads_in_row_order(
+      rows, layer, cache, pool, conv_floats, n_head, d, [&](float* matrix, size_t r, size_t h) {
+        const float* q = qkv.data() + r * 3 * width + h * d;
+        const size_t at = r * width + h * d;
+        kernels::delta_rule_step_keyed(matrix, q, q + width, q + 2 * width, beta[r * n_head + h],
+                                       decay.data() + at, scale, o.data() + at,
+                                       static_cast<int64_t>(d));
+      });
 }
 
 }  // namespace

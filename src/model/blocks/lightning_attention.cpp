@@ -6,6 +6,7 @@
 #include "kernels/cpu/activations.hpp"
 #include "kernels/cpu/matmul.hpp"
 #include "kernels/cpu/norm.hpp"
+#include "model/blocks/head_states.hpp"
 #include "model/tensor_table.hpp"
 #include "runtime/kv_cache.hpp"
 
@@ -79,16 +80,11 @@ void lightning_attention(const LightningAttentionWeights& w, const ModelHParams&
   kernels::silu_inplace(qkv);
   const std::vector<float> decays = head_decays(hp, layer);
   const auto o = ForwardBuffers::take(buf.attn_out, n_rows * width);
-  ctx.pool.parallel_for(static_cast<int64_t>(n_head), [&](int64_t begin, int64_t end) {
-    for (size_t r = 0; r < n_rows; ++r) {
-      float* matrices = cache.state(layer, rows[r].seq).data();
-      for (auto h = static_cast<size_t>(begin); h < static_cast<size_t>(end); ++h) {
+  step_heads_in_row_order(
+      rows, layer, cache, ctx.pool, 0, n_head, d, [&](float* matrix, size_t r, size_t h) {
         const float* q = qkv.data() + r * 3 * width + h * 3 * d;
-        lightning_step(matrices + h * d * d, q, q + d, q + 2 * d, decays[h],
-                       o.data() + r * width + h * d, d);
-      }
-    }
-  });
+        lightning_step(matrix, q, q + d, q + 2 * d, decays[h], o.data() + r * width + h * d, d);
+      });
   kernels::rms_norm_rows(o, w.norm, hp.rms_eps, o, width);
   for (size_t i = 0; i < o.size(); ++i) o[i] = kernels::sigmoid(gate[i]) * o[i];
   kernels::matmul(w.out, o, n, out.first(n_rows * static_cast<size_t>(hp.n_embd)), hp.n_embd,

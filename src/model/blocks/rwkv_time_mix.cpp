@@ -9,6 +9,7 @@
 #include "kernels/cpu/matmul.hpp"
 #include "kernels/cpu/norm.hpp"
 #include "kernels/cpu/rwkv_wkv.hpp"
+#include "model/blocks/head_states.hpp"
 #include "model/tensor_table.hpp"
 #include "runtime/kv_cache.hpp"
 
@@ -41,25 +42,6 @@ void lerp_rows(std::span<const float> sx, std::span<const float> lerp, std::span
                std::span<float> out) {
   const size_t width = lerp.size();
   for (size_t i = 0; i < x.size(); ++i) out[i] = sx[i] * lerp[i % width] + x[i];
-}
-
-// The heads' state updates, row by row (a sequence's rows in order), heads
-// in parallel: each head's matrix is its own. `step(state, row, channel)`
-// runs one head of one row.
-template <class Step>
-void each_head_in_order(const ModelHParams& hp, std::span<const BatchRow> rows, int64_t layer,
-                        KvCache& cache, ThreadPool& pool, const Step& step) {
-  const auto d = static_cast<size_t>(hp.rwkv.head_size);
-  const auto n_head = static_cast<size_t>(hp.n_embd) / d;
-  const auto shifts = static_cast<size_t>(2 * hp.n_embd);
-  pool.parallel_for(static_cast<int64_t>(n_head), [&](int64_t begin, int64_t end) {
-    for (size_t r = 0; r < rows.size(); ++r) {
-      float* const matrices = cache.state(layer, rows[r].seq).subspan(shifts).data();
-      for (auto h = static_cast<size_t>(begin); h < static_cast<size_t>(end); ++h) {
-        step(matrices + h * d * d, r, h * d);
-      }
-    }
-  });
 }
 
 // y = layer_norm per head(y) * ln + ln_bias (eps 64e-5, llama.cpp's constant).
@@ -164,7 +146,7 @@ void rwkv6_time_mix(const Rwkv6TimeMixWeights& w, const ModelHParams& hp, int64_
   const size_t rows_e = n_rows * e;
   const auto x = x_all.first(rows_e);
   Scratch scratch(ForwardBuffers::take(
-      buf.mixer, n_rows * (9 * e + 6 * mix + static_cast<size_t>(hp.rwkv.decay_rank))));
+      buf.mixer, n_rows * (7 * e + 6 * mix + static_cast<size_t>(hp.rwkv.decay_rank))));
   const auto sx = scratch.take(rows_e);
   const auto xxx = scratch.take(rows_e);
   const auto low = scratch.take(n_rows * 5 * mix);
@@ -206,11 +188,12 @@ void rwkv6_time_mix(const Rwkv6TimeMixWeights& w, const ModelHParams& hp, int64_
   for (size_t i = 0; i < rows_e; ++i) decay[i] = std::exp(-std::exp(decay[i] + w.decay[i % e]));
 
   const auto y = ForwardBuffers::take(buf.attn_out, rows_e);
-  each_head_in_order(hp, rows, layer, cache, ctx.pool, [&](float* state, size_t row, size_t c) {
-    const size_t at = row * e + c;
-    kernels::wkv6_step(state, r.data() + at, k.data() + at, v.data() + at, w.first.data() + c,
-                       decay.data() + at, y.data() + at, static_cast<int64_t>(d));
-  });
+  step_heads_in_row_order(
+      rows, layer, cache, ctx.pool, 2 * e, e / d, d, [&](float* state, size_t row, size_t h) {
+        const size_t c = h * d, at = row * e + c;
+        kernels::wkv6_step(state, r.data() + at, k.data() + at, v.data() + at, w.first.data() + c,
+                           decay.data() + at, y.data() + at, static_cast<int64_t>(d));
+      });
   norm_heads(hp, w.ln, w.ln_bias, y);
   for (size_t i = 0; i < rows_e; ++i) y[i] *= g[i];
   kernels::matmul(w.output, y, n, out.first(rows_e), hp.n_embd, ctx.pool, buf.matmul);
@@ -289,11 +272,12 @@ void rwkv7_time_mix(const Rwkv7TimeMixWeights& w, const ModelHParams& hp, int64_
     kk[i] = -kk[i];
   }
   const auto y = ForwardBuffers::take(buf.attn_out, rows_e);
-  each_head_in_order(hp, rows, layer, cache, ctx.pool, [&](float* state, size_t row, size_t c) {
-    const size_t at = row * e + c;
-    kernels::wkv7_step(state, r.data() + at, decay.data() + at, k.data() + at, v.data() + at,
-                       kk.data() + at, a.data() + at, y.data() + at, static_cast<int64_t>(d));
-  });
+  step_heads_in_row_order(
+      rows, layer, cache, ctx.pool, 2 * e, e / d, d, [&](float* state, size_t row, size_t h) {
+        const size_t at = row * e + h * d;
+        kernels::wkv7_step(state, r.data() + at, decay.data() + at, k.data() + at, v.data() + at,
+                           kk.data() + at, a.data() + at, y.data() + at, static_cast<int64_t>(d));
+      });
   norm_heads(hp, w.ln, w.ln_bias, y);
   // The bonus: y += v * sum per head(k * r * r_k) (llama.cpp's sum_rows: in double).
   for (size_t at = 0; at < rows_e; at += d) {
