@@ -52,6 +52,33 @@ TEST(CliRun, GreedyJsonResult) {
   EXPECT_EQ(streamed, field("text").string + "\n");
 }
 
+// --spec lookup: the ids of plain decoding, the drafts counted in the
+// result; an unknown drafter or n-gram sizes the wrong way round are refused.
+TEST(CliRun, SpecLookupGivesThePlainIds) {
+  const QuietLog quiet;
+  const std::string common =
+      "run " + model_arg() +
+      " --ids '5 17 29 41 17 29 41 53 17 29' -n 24 --temp 0 --ignore-eos --json";
+  std::string plain, spec;
+  ASSERT_EQ(test::run_cli(common, &plain), 0) << plain;
+  ASSERT_EQ(test::run_cli(common + " --spec lookup --draft-max 4", &spec), 0) << spec;
+  const Json a = parse_json(plain), b = parse_json(spec);
+  ASSERT_NE(a.find("ids"), nullptr);
+  ASSERT_NE(b.find("ids"), nullptr);
+  ASSERT_EQ(a.find("ids")->array.size(), 24u);
+  for (size_t i = 0; i < 24; ++i) {
+    EXPECT_EQ(a.find("ids")->array[i].integer, b.find("ids")->array[i].integer) << i;
+  }
+  EXPECT_EQ(a.find("speculative")->find("drafted")->integer, 0);
+  EXPECT_GT(b.find("speculative")->find("drafted")->integer, 0);
+  std::string out;
+  EXPECT_EQ(test::run_cli(common + " --spec draft", &out), 2);
+  EXPECT_NE(out.find("--spec: 'draft'"), std::string::npos) << out;
+  EXPECT_EQ(
+      test::run_cli(common + " --spec lookup --lookup-ngram-min 3 --lookup-ngram-max 2", &out), 2);
+  EXPECT_NE(out.find("--lookup-ngram-min"), std::string::npos) << out;
+}
+
 TEST(CliRun, SpeedGoesToStderr) {
   std::string out;
   ASSERT_EQ(test::run_cli("run " + model_arg() + " --ids '1 5 9' -n 3 --temp 0.7 --seed 3", &out),

@@ -109,6 +109,53 @@ std::string_view finish_reason_name(FinishReason reason);
 // is cleared).
 using PrefillCallback = std::function<bool(int64_t done, int64_t total)>;
 
+// Proposes the tokens likely to follow a context, for speculative
+// decoding (SpeculativeOptions). The model checks every drafted token
+// before it is kept, so a drafter changes the speed, never the output.
+class Drafter {
+ public:
+  virtual ~Drafter() = default;
+  // Up to max_tokens ids to follow `context` (the prompt and the tokens
+  // generated so far, the last one included); fewer or none without a guess.
+  virtual std::vector<TokenId> draft(std::span<const TokenId> context, size_t max_tokens) = 0;
+};
+
+// Prompt lookup: the tokens that followed the latest earlier occurrence of
+// the context's last n tokens, for the longest n from ngram_max down to
+// ngram_min that occurs (no second model; pays where the output copies the
+// prompt or itself: code edits, quotes, summaries, repetitive text).
+class PromptLookupDrafter final : public Drafter {
+ public:
+  // Throws cortiq::Error unless 1 <= ngram_min <= ngram_max <= 64.
+  explicit PromptLookupDrafter(int64_t ngram_min = 1, int64_t ngram_max = 4);
+  std::vector<TokenId> draft(std::span<const TokenId> context, size_t max_tokens) override;
+
+ private:
+  int64_t ngram_min_, ngram_max_;
+};
+
+// Speculative decoding: each step forwards the sampled token and up to
+// draft_max drafted ones in one pass, and keeps the drafts as long as the
+// sampler, run on each row in turn exactly as in plain decoding, picks
+// them. The tokens, their logits, the cache and (for a seeded sampler) the
+// random draws are those of plain decoding, bit for bit; only the number
+// of passes changes. Models with recurrent state decode plainly (their
+// state cannot drop rejected drafts).
+struct SpeculativeOptions {
+  std::shared_ptr<Drafter> drafter;  // null: plain decoding
+  int64_t draft_max = 16;            // drafted tokens per pass at most
+  int64_t draft_min = 0;             // fewer drafted than this: a plain step
+};
+
+struct SpeculativeStats {
+  int64_t passes = 0;    // forward passes that carried drafted tokens
+  int64_t drafted = 0;   // drafted tokens forwarded
+  int64_t accepted = 0;  // of them, kept
+  double acceptance_rate() const {
+    return drafted > 0 ? static_cast<double>(accepted) / static_cast<double>(drafted) : 0.0;
+  }
+};
+
 struct GenerateOptions {
   SamplingParams sampling;
   int64_t max_tokens = -1;        // < 0: until the context is full
@@ -120,6 +167,7 @@ struct GenerateOptions {
   bool add_special = true;     // text prompts: BOS/EOS as the model adds them
   bool parse_special = true;   // text prompts: <|im_start|> etc. become their tokens
   PrefillCallback on_prefill;  // the prompt's progress, chunk by chunk
+  SpeculativeOptions speculative;
 };
 
 struct Timings {
@@ -141,6 +189,7 @@ struct GenerateResult {
   std::vector<float> confidence;  // per generated token: its probability at the
                                   // model's calibration temperature
   Timings timings;
+  SpeculativeStats speculative;
 };
 
 // Receives each generated token's text (UTF-8-safe, possibly empty while a
@@ -249,12 +298,23 @@ class Session {
                     RowOutput output = RowOutput::logits);
   void decode_loop(Sampler& sampler, LoopDetector* loops, const GenerateOptions& options,
                    const TokenCallback& on_token, GenerateResult& result);
+  // decode_loop's step after sampling `id`: the next row's logits into
+  // last_logits_, from a checked draft when id is the next one, else by a
+  // forward pass of id and what options.speculative drafts after it.
+  void advance(TokenId id, const GenerateOptions& options, int64_t budget, GenerateResult& result);
+  // Forgets the drafts not yet checked: their rows leave the cache.
+  void drop_pending_drafts();
   bool cancelled() const { return cancel_requested_.load(std::memory_order_relaxed); }
 
   std::shared_ptr<const Model> model_;
   std::unique_ptr<KvCache> cache_;
   std::unique_ptr<ForwardBuffers> buffers_;
   std::vector<float> last_logits_;  // n_vocab: logits after the last forwarded token
+  // Speculative decoding: the drafts forwarded after the last sampled
+  // token and not yet checked, and their rows' logits ([n][n_vocab]).
+  std::vector<TokenId> pending_drafts_;
+  size_t next_draft_ = 0;  // pending_drafts_[next_draft_] is the next to check
+  std::vector<float> draft_logits_;
   std::vector<BatchRow> rows_;
   std::atomic<bool> cancel_requested_{false};
   // generate()'s GenerateOptions::on_prefill and prompt length while it

@@ -32,6 +32,7 @@ ArgParser chat_parser() {
   parser.option("--system", "TEXT", "a system message that starts the conversation")
       .option("-n,--max-tokens", "N", "at most N tokens per reply (-1: no limit)", "-1");
   add_sampling_options(parser);
+  add_speculative_options(parser);
   return parser;
 }
 
@@ -77,6 +78,7 @@ class Chat {
       : model_(std::move(model)), session_(model_), tmpl_(template_source()) {
     options_.sampling = sampling_from(args, model_->n_vocab());
     options_.max_tokens = args.get_int("max-tokens", -1, INT64_MAX);
+    options_.speculative = speculative_from(args);
     options_.parse_special = true;
     if (args.has("system")) system_ = args.get("system");
     reset();
@@ -119,6 +121,9 @@ class Chat {
         "turn: prompt %lld tokens (%lld cached), %lld generated, %.1f tokens/s",
         static_cast<long long>(result.prompt_tokens), static_cast<long long>(result.cached_tokens),
         static_cast<long long>(result.generated_tokens), result.timings.decode_tokens_per_second());
+    if (options_.speculative.drafter) {
+      LOG_DEBUG("speculative: %s", speculative_text(result.speculative).c_str());
+    }
     messages_.push_back({"assistant", result.text});
   }
 

@@ -32,6 +32,7 @@ ArgParser run_parser() {
       .flag("--confidence", "with --json: the probability of every generated token")
       .flag("--json", "print the result object (ids, text, finish_reason, timings) instead");
   add_sampling_options(parser);
+  add_speculative_options(parser);
   return parser;
 }
 
@@ -58,6 +59,12 @@ void print_json(const GenerateResult& r, bool confidence) {
   json.key("decode_tokens").value(r.timings.decode_tokens);
   json.key("decode_seconds").value(r.timings.decode_seconds);
   json.key("decode_tokens_per_second").value(r.timings.decode_tokens_per_second());
+  json.end_object();
+  json.key("speculative").begin_object();
+  json.key("passes").value(r.speculative.passes);
+  json.key("drafted").value(r.speculative.drafted);
+  json.key("accepted").value(r.speculative.accepted);
+  json.key("acceptance_rate").value(r.speculative.acceptance_rate());
   json.end_object();
   json.end_object();
   std::printf("%s\n", json.text().c_str());
@@ -105,6 +112,7 @@ int run_run(std::span<const std::string> argv) {
   options.parse_special = !args.has("no-special");
   const bool json = args.has("json");
   options.confidence = json && args.has("confidence");
+  options.speculative = speculative_from(args);
 
   Session session(model);
   const InterruptGuard interrupts(session);
@@ -132,6 +140,9 @@ int run_run(std::span<const std::string> argv) {
            static_cast<long long>(result.generated_tokens),
            result.timings.decode_tokens_per_second(),
            std::string(finish_reason_name(result.finish_reason)).c_str());
+  if (options.speculative.drafter) {
+    LOG_INFO("speculative: %s", speculative_text(result.speculative).c_str());
+  }
   return 0;
 }
 

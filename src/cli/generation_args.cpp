@@ -114,6 +114,42 @@ void add_sampling_options(ArgParser& parser) {
       .option("--seed", "S", "random seed (default: random)");
 }
 
+void add_speculative_options(ArgParser& parser) {
+  const SpeculativeOptions d;
+  parser
+      .option("--spec", "KIND",
+              "speculative decoding: lookup (draft from n-grams of the prompt and the output); "
+              "the output is that of plain decoding, token for token")
+      .option("--draft-max", "N", "drafted tokens per forward pass at most",
+              std::to_string(d.draft_max))
+      .option("--draft-min", "N", "draft nothing when fewer than N are proposed",
+              std::to_string(d.draft_min))
+      .option("--lookup-ngram-min", "N", "prompt lookup: shortest n-gram matched", "1")
+      .option("--lookup-ngram-max", "N", "prompt lookup: longest n-gram matched", "4");
+}
+
+SpeculativeOptions speculative_from(const ParsedArgs& args) {
+  SpeculativeOptions o;
+  o.draft_max = args.get_int("draft-max", 1, 256);
+  o.draft_min = args.get_int("draft-min", 0, 256);
+  if (!args.has("spec")) return o;
+  const std::string kind = args.get("spec");
+  if (kind != "lookup") {
+    throw UsageError("--spec: '" + kind + "' is not a drafter Cortiq has (lookup)");
+  }
+  const int64_t lo = args.get_int("lookup-ngram-min", 1, 64);
+  const int64_t hi = args.get_int("lookup-ngram-max", 1, 64);
+  if (lo > hi) throw UsageError("--lookup-ngram-min must not exceed --lookup-ngram-max");
+  o.drafter = std::make_shared<PromptLookupDrafter>(lo, hi);
+  return o;
+}
+
+std::string speculative_text(const SpeculativeStats& stats) {
+  return strfmt("drafted %lld, accepted %lld (%.1f %%) in %lld passes",
+                static_cast<long long>(stats.drafted), static_cast<long long>(stats.accepted),
+                100.0 * stats.acceptance_rate(), static_cast<long long>(stats.passes));
+}
+
 std::vector<TokenId> parse_ids(const std::string& text, const std::string& option) {
   std::vector<TokenId> ids;
   std::string current;

@@ -20,6 +20,13 @@ void add_sampling_options(ArgParser& parser);
 // Validated against the model's vocabulary; throws UsageError naming the option.
 SamplingParams sampling_from(const ParsedArgs& args, int64_t n_vocab);
 
+// Speculative decoding (--spec lookup, --draft-max, --draft-min, the prompt
+// lookup n-gram sizes); without --spec, none.
+void add_speculative_options(ArgParser& parser);
+SpeculativeOptions speculative_from(const ParsedArgs& args);
+// "drafted N, accepted M (P %) in K passes", for the logs.
+std::string speculative_text(const SpeculativeStats& stats);
+
 // "1 2 3" or "1,2,3" -> ids; throws UsageError on anything else.
 std::vector<TokenId> parse_ids(const std::string& text, const std::string& option);
 

@@ -1,6 +1,7 @@
 // Session: one conversation's KV cache and history, prefill with prefix
 // reuse, and the generation loop (sample, stream, stop, forward).
 #include <algorithm>
+#include <limits>
 #include <optional>
 
 #include "base/error.hpp"
@@ -61,6 +62,8 @@ std::span<const TokenId> Session::history() const {
 
 void Session::reset() {
   cache_->clear_all();
+  pending_drafts_.clear();
+  next_draft_ = 0;
 }
 
 void Session::truncate(size_t n_tokens) {
@@ -317,6 +320,59 @@ GenerateResult Session::generate(std::span<const TokenId> prompt, const Generate
   return result;
 }
 
+void Session::drop_pending_drafts() {
+  const auto unchecked = static_cast<int64_t>(pending_drafts_.size() - next_draft_);
+  pending_drafts_.clear();
+  next_draft_ = 0;
+  if (unchecked > 0) cut_history(cache_rows() - unchecked);
+}
+
+void Session::advance(TokenId id, const GenerateOptions& options, int64_t budget,
+                      GenerateResult& result) {
+  const auto n_vocab = static_cast<size_t>(model_->n_vocab());
+  ++result.timings.decode_tokens;
+  if (next_draft_ < pending_drafts_.size() && pending_drafts_[next_draft_] == id) {
+    // The sampler picked the draft: its row, forwarded with the pass that
+    // drafted it, gives the next logits.
+    ++next_draft_;
+    const auto row = std::span<const float>(draft_logits_).subspan(next_draft_ * n_vocab, n_vocab);
+    std::copy(row.begin(), row.end(), last_logits_.begin());
+    ++result.speculative.accepted;
+    return;
+  }
+  drop_pending_drafts();  // wrong from here on
+  std::vector<TokenId> step{id};
+  const SpeculativeOptions& spec = options.speculative;
+  // A state holds every position it saw: rejected drafts could not leave it.
+  if (spec.drafter && !cache_->has_state()) {
+    const int64_t room =
+        std::min({spec.draft_max, model_->context_length() - cache_rows() - 1, budget - 1});
+    if (room > 0) {
+      std::vector<TokenId> context(history().begin(), history().end());
+      context.push_back(id);
+      std::vector<TokenId> draft = spec.drafter->draft(context, static_cast<size_t>(room));
+      draft.resize(std::min(draft.size(), static_cast<size_t>(room)));
+      // A drafter's guess outside the vocabulary ends the draft there.
+      const auto bad = std::ranges::find_if(
+          draft, [&](TokenId t) { return t < 0 || t >= static_cast<TokenId>(n_vocab); });
+      draft.erase(bad, draft.end());
+      if (!draft.empty() && static_cast<int64_t>(draft.size()) >= spec.draft_min) {
+        step.insert(step.end(), draft.begin(), draft.end());
+      }
+    }
+  }
+  if (step.size() == 1) {
+    forward_rows(step, 0, last_logits_);
+    return;
+  }
+  draft_logits_.resize(step.size() * n_vocab);
+  forward_rows(step, 0, draft_logits_);
+  std::copy_n(draft_logits_.begin(), n_vocab, last_logits_.begin());
+  pending_drafts_.assign(step.begin() + 1, step.end());
+  ++result.speculative.passes;
+  result.speculative.drafted += static_cast<int64_t>(pending_drafts_.size());
+}
+
 // The decode loop. Text reaches the user through `output`, fed with the
 // tokens the loop detector has released (all of them at once without loop
 // stop). With loop stop, a second pipeline (`lookahead`) sees every token as
@@ -393,14 +449,21 @@ void Session::decode_loop(Sampler& sampler, LoopDetector* loops, const GenerateO
       result.finish_reason = FinishReason::max_tokens;
       break;
     }
-    if (cache_rows() >= context) {
+    // The rows of the tokens before id, as in plain decoding (drafts
+    // forwarded after it are not yet part of the history).
+    const auto unchecked = static_cast<int64_t>(pending_drafts_.size() - next_draft_);
+    if (cache_rows() - unchecked >= context) {
       result.finish_reason = FinishReason::length;
       break;
     }
-    const TokenId step_ids[] = {id};
-    forward_rows(step_ids, 0, last_logits_);
-    ++result.timings.decode_tokens;
+    const int64_t budget = options.max_tokens >= 0
+                               ? options.max_tokens - static_cast<int64_t>(result.tokens.size())
+                               : std::numeric_limits<int64_t>::max();
+    advance(id, options, budget, result);
   }
+  // Every finish keeps the prompt and the tokens before the last: drafts
+  // forwarded after it go (the last token's own row with them).
+  drop_pending_drafts();
   if (!keep_going) result.finish_reason = FinishReason::cancelled;
 
   if (result.finish_reason == FinishReason::loop) {
