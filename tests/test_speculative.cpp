@@ -138,6 +138,22 @@ TEST(SpeculativeDecoding, APerfectDrafterSavesPasses) {
   EXPECT_DOUBLE_EQ(got.speculative.acceptance_rate(), 1.0);
 }
 
+// The depth adapts: after a round that kept nothing the next drafts one
+// token, so a drafter that is never right costs about one row per pass.
+TEST(SpeculativeDecoding, AUselessDrafterDraftsAboutOneTokenPerPass) {
+  const auto model = test::load_test_model({});
+  const std::vector<TokenId> prompt = {5, 17, 29, 41};
+  const GenerateResult plain =
+      Session(model).generate(std::span<const TokenId>(prompt), options_for(0.0f, 40));
+  GenerateOptions o = options_for(0.0f, 40);
+  o.speculative.drafter = std::make_shared<ScriptedDrafter>(prompt, plain.tokens, 0, true);
+  o.speculative.draft_max = 8;
+  const GenerateResult got = Session(model).generate(std::span<const TokenId>(prompt), o);
+  EXPECT_EQ(got.tokens, plain.tokens);
+  EXPECT_GE(got.speculative.passes, 30);
+  EXPECT_LE(got.speculative.drafted, 8 + 2 * (got.speculative.passes - 1));
+}
+
 // A model with recurrent state decodes plainly: nothing is drafted.
 TEST(SpeculativeDecoding, ModelsWithStateDecodePlainly) {
   test::TestModelSpec spec;

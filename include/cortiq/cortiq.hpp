@@ -143,8 +143,12 @@ class PromptLookupDrafter final : public Drafter {
 // state cannot drop rejected drafts).
 struct SpeculativeOptions {
   std::shared_ptr<Drafter> drafter;  // null: plain decoding
-  int64_t draft_max = 16;            // drafted tokens per pass at most
-  int64_t draft_min = 0;             // fewer drafted than this: a plain step
+  // Drafted tokens per pass at most. Each round asks for as many as the
+  // last one kept, plus one, or twice the last depth after a round kept
+  // whole (starting at draft_max), never past the token budget or the
+  // context.
+  int64_t draft_max = 16;
+  int64_t draft_min = 0;  // fewer drafted than this: a plain step
 };
 
 struct SpeculativeStats {
@@ -313,7 +317,8 @@ class Session {
   // Speculative decoding: the drafts forwarded after the last sampled
   // token and not yet checked, and their rows' logits ([n][n_vocab]).
   std::vector<TokenId> pending_drafts_;
-  size_t next_draft_ = 0;  // pending_drafts_[next_draft_] is the next to check
+  size_t next_draft_ = 0;    // pending_drafts_[next_draft_] is the next to check
+  int64_t draft_depth_ = 0;  // drafts the next round asks for (adaptive)
   std::vector<float> draft_logits_;
   std::vector<BatchRow> rows_;
   std::atomic<bool> cancel_requested_{false};

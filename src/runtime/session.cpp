@@ -340,13 +340,22 @@ void Session::advance(TokenId id, const GenerateOptions& options, int64_t budget
     ++result.speculative.accepted;
     return;
   }
+  const SpeculativeOptions& spec = options.speculative;
+  if (!pending_drafts_.empty()) {
+    // A round ends. The next drafts as many as this one kept, plus one
+    // (twice as many after a round kept whole), so that a drafter that is
+    // seldom right costs about one extra row per pass.
+    const auto kept = static_cast<int64_t>(next_draft_);
+    draft_depth_ = kept == static_cast<int64_t>(pending_drafts_.size())
+                       ? std::min(spec.draft_max, 2 * draft_depth_)
+                       : kept + 1;
+  }
   drop_pending_drafts();  // wrong from here on
   std::vector<TokenId> step{id};
-  const SpeculativeOptions& spec = options.speculative;
   // A state holds every position it saw: rejected drafts could not leave it.
   if (spec.drafter && !cache_->has_state()) {
-    const int64_t room =
-        std::min({spec.draft_max, model_->context_length() - cache_rows() - 1, budget - 1});
+    const int64_t room = std::min({std::max(draft_depth_, spec.draft_min),
+                                   model_->context_length() - cache_rows() - 1, budget - 1});
     if (room > 0) {
       std::vector<TokenId> context(history().begin(), history().end());
       context.push_back(id);
@@ -401,6 +410,7 @@ void Session::decode_loop(Sampler& sampler, LoopDetector* loops, const GenerateO
   };
 
   Timer timer;
+  draft_depth_ = options.speculative.draft_max;
   const int64_t context = model_->context_length();
   bool ends_with_eog = false;
   size_t loop_keep = 0;
