@@ -52,8 +52,9 @@ TEST(CliRun, GreedyJsonResult) {
   EXPECT_EQ(streamed, field("text").string + "\n");
 }
 
-// --spec lookup: the ids of plain decoding, the drafts counted in the
-// result; an unknown drafter or n-gram sizes the wrong way round are refused.
+// --spec lookup and --draft-model: the ids of plain decoding, the drafts
+// counted in the result; an unknown drafter, --spec draft without a model
+// or n-gram sizes the wrong way round are refused.
 TEST(CliRun, SpecLookupGivesThePlainIds) {
   const QuietLog quiet;
   const std::string common =
@@ -73,7 +74,22 @@ TEST(CliRun, SpecLookupGivesThePlainIds) {
   EXPECT_GT(b.find("speculative")->find("drafted")->integer, 0);
   std::string out;
   EXPECT_EQ(test::run_cli(common + " --spec draft", &out), 2);
-  EXPECT_NE(out.find("--spec: 'draft'"), std::string::npos) << out;
+  EXPECT_NE(out.find("--spec draft needs --draft-model"), std::string::npos) << out;
+  EXPECT_EQ(test::run_cli(common + " --spec medusa", &out), 2);
+  EXPECT_NE(out.find("--spec: 'medusa'"), std::string::npos) << out;
+  // The model as its own draft: the same ids, every draft kept.
+  std::string drafted;
+  ASSERT_EQ(
+      test::run_cli(common + " --draft-model " + test::test_model_path({.arch = "llama"}).string(),
+                    &drafted),
+      0)
+      << drafted;
+  const Json c = parse_json(drafted);
+  for (size_t i = 0; i < 24; ++i) {
+    EXPECT_EQ(a.find("ids")->array[i].integer, c.find("ids")->array[i].integer) << i;
+  }
+  EXPECT_EQ(c.find("speculative")->find("accepted")->integer,
+            c.find("speculative")->find("drafted")->integer);
   EXPECT_EQ(
       test::run_cli(common + " --spec lookup --lookup-ngram-min 3 --lookup-ngram-max 2", &out), 2);
   EXPECT_NE(out.find("--lookup-ngram-min"), std::string::npos) << out;

@@ -13,6 +13,10 @@
 #include "base/error.hpp"
 #include "cortiq/cortiq.hpp"
 #include "engine_test_models.hpp"
+#include "formats/gguf/gguf_file.hpp"
+#include "formats/gguf/gguf_writer.hpp"
+#include "gguf_test_files.hpp"
+#include "test_support.hpp"
 
 namespace cortiq {
 namespace {
@@ -107,6 +111,11 @@ TEST_P(Speculative, GivesThePlainTokensCacheAndLogits) {
         true);
   check(std::make_shared<ScriptedDrafter>(prompt, expected.tokens, 0, true), "noise", false);
   check(std::make_shared<PromptLookupDrafter>(1, 3), "prompt lookup", false);
+  test::TestModelSpec small = spec;
+  small.n_layer = 1;
+  small.seed = 8;
+  check(std::make_shared<DraftModelDrafter>(test::load_test_model(small), *model), "draft model",
+        false);
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, Speculative,
@@ -152,6 +161,37 @@ TEST(SpeculativeDecoding, AUselessDrafterDraftsAboutOneTokenPerPass) {
   EXPECT_EQ(got.tokens, plain.tokens);
   EXPECT_GE(got.speculative.passes, 30);
   EXPECT_LE(got.speculative.drafted, 8 + 2 * (got.speculative.passes - 1));
+}
+
+// The target as its own draft model drafts what the target samples
+// greedily: every draft is kept. A draft model with another vocabulary is
+// refused, naming the first token that differs.
+TEST(SpeculativeDecoding, DraftModelOfTheSameWeightsIsAlwaysRight) {
+  const auto model = test::load_test_model({});
+  const std::vector<TokenId> prompt = {5, 17, 29, 41};
+  const GenerateResult plain =
+      Session(model).generate(std::span<const TokenId>(prompt), options_for(0.0f, 40));
+  GenerateOptions o = options_for(0.0f, 40);
+  o.speculative.drafter = std::make_shared<DraftModelDrafter>(model, *model);
+  o.speculative.draft_max = 6;
+  const GenerateResult got = Session(model).generate(std::span<const TokenId>(prompt), o);
+  EXPECT_EQ(got.tokens, plain.tokens);
+  EXPECT_GT(got.speculative.drafted, 0);
+  EXPECT_EQ(got.speculative.accepted, got.speculative.drafted);
+
+  test::TempDir dir;
+  test::rewrite_metadata(test::test_model_path({}), dir / "other.gguf", [](gguf::GgufWriter& w) {
+    const gguf::GgufFile original = gguf::GgufFile::open(test::test_model_path({}));
+    gguf::Array tokens = *original.find("tokenizer.ggml.tokens")->as_array();
+    std::get<std::vector<std::string>>(tokens.items)[10] = "other";
+    w.set("tokenizer.ggml.tokens", gguf::Value(tokens));
+  });
+  try {
+    DraftModelDrafter drafter(Model::load(dir / "other.gguf", {}), *model);
+    ADD_FAILURE() << "a draft model with another vocabulary was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("token 10"), std::string::npos) << e.what();
+  }
 }
 
 // A model with recurrent state decodes plainly: nothing is drafted.

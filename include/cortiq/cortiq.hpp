@@ -134,6 +134,25 @@ class PromptLookupDrafter final : public Drafter {
   int64_t ngram_min_, ngram_max_;
 };
 
+class Session;
+
+// A draft model: a smaller model of the same vocabulary (a smaller size of
+// the family, or the target quantized harder) drafts greedily in a session
+// of its own, whose cache follows the context (what it already holds is
+// reused, a diverging tail is cut back).
+class DraftModelDrafter final : public Drafter {
+ public:
+  // Throws cortiq::Error when the draft's vocabulary is not the target's
+  // (its size or any token's text).
+  DraftModelDrafter(std::shared_ptr<const Model> draft, const Model& target);
+  ~DraftModelDrafter() override;
+  std::vector<TokenId> draft(std::span<const TokenId> context, size_t max_tokens) override;
+
+ private:
+  std::shared_ptr<const Model> model_;
+  std::unique_ptr<Session> session_;
+};
+
 // Speculative decoding: each step forwards the sampled token and up to
 // draft_max drafted ones in one pass, and keeps the drafts as long as the
 // sampler, run on each row in turn exactly as in plain decoding, picks

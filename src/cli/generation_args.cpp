@@ -118,8 +118,11 @@ void add_speculative_options(ArgParser& parser) {
   const SpeculativeOptions d;
   parser
       .option("--spec", "KIND",
-              "speculative decoding: lookup (draft from n-grams of the prompt and the output); "
-              "the output is that of plain decoding, token for token")
+              "speculative decoding: lookup (draft from n-grams of the prompt and the output) "
+              "or draft (a draft model); the output is that of plain decoding, token for token")
+      .option("--draft-model", "FILE",
+              "the draft model for --spec draft (implies it): a smaller model of the same "
+              "vocabulary")
       .option("--draft-max", "N", "drafted tokens per forward pass at most",
               std::to_string(d.draft_max))
       .option("--draft-min", "N", "draft nothing when fewer than N are proposed",
@@ -128,14 +131,32 @@ void add_speculative_options(ArgParser& parser) {
       .option("--lookup-ngram-max", "N", "prompt lookup: longest n-gram matched", "4");
 }
 
-SpeculativeOptions speculative_from(const ParsedArgs& args) {
+SpeculativeOptions speculative_from(const ParsedArgs& args, const Model& target) {
   SpeculativeOptions o;
   o.draft_max = args.get_int("draft-max", 1, 256);
   o.draft_min = args.get_int("draft-min", 0, 256);
-  if (!args.has("spec")) return o;
-  const std::string kind = args.get("spec");
+  const std::string kind = args.has("spec")          ? args.get("spec")
+                           : args.has("draft-model") ? "draft"
+                                                     : "";
+  if (kind.empty()) return o;
+  if (kind == "draft") {
+    if (!args.has("draft-model")) throw UsageError("--spec draft needs --draft-model FILE");
+    LoadOptions load = target.options();
+    load.threads = target.pool().size();
+    load.context = target.context_length();
+    load.progress = nullptr;
+    Timer timer;
+    const std::string path = args.get("draft-model");
+    auto draft = Model::load(path, load);
+    LOG_INFO("loaded the draft model %s (%s, %lld layers) in %.2f s", path.c_str(),
+             draft->hparams().arch.c_str(), static_cast<long long>(draft->hparams().n_layer),
+             timer.seconds());
+    o.drafter = std::make_shared<DraftModelDrafter>(std::move(draft), target);
+    return o;
+  }
+  if (args.has("draft-model")) throw UsageError("--draft-model goes with --spec draft");
   if (kind != "lookup") {
-    throw UsageError("--spec: '" + kind + "' is not a drafter Cortiq has (lookup)");
+    throw UsageError("--spec: '" + kind + "' is not a drafter Cortiq has (lookup, draft)");
   }
   const int64_t lo = args.get_int("lookup-ngram-min", 1, 64);
   const int64_t hi = args.get_int("lookup-ngram-max", 1, 64);

@@ -20,10 +20,12 @@ void add_sampling_options(ArgParser& parser);
 // Validated against the model's vocabulary; throws UsageError naming the option.
 SamplingParams sampling_from(const ParsedArgs& args, int64_t n_vocab);
 
-// Speculative decoding (--spec lookup, --draft-max, --draft-min, the prompt
-// lookup n-gram sizes); without --spec, none.
+// Speculative decoding (--spec lookup|draft, --draft-model, --draft-max,
+// --draft-min, the prompt lookup n-gram sizes); without --spec or
+// --draft-model, none. A draft model loads with the target's threads,
+// context, KV type and chunk.
 void add_speculative_options(ArgParser& parser);
-SpeculativeOptions speculative_from(const ParsedArgs& args);
+SpeculativeOptions speculative_from(const ParsedArgs& args, const Model& target);
 // "drafted N, accepted M (P %) in K passes", for the logs.
 std::string speculative_text(const SpeculativeStats& stats);
 
