@@ -101,7 +101,9 @@ TEST_P(Speculative, GivesThePlainTokensCacheAndLogits) {
     EXPECT_TRUE(std::ranges::equal(session.history(), plain.history()));
     EXPECT_TRUE(same_floats(session.last_logits(), plain.last_logits()));
     EXPECT_GT(got.speculative.drafted, 0);
-    if (accepts) EXPECT_GT(got.speculative.accepted, 0);
+    if (accepts) {
+      EXPECT_GT(got.speculative.accepted, 0);
+    }
     EXPECT_LE(got.speculative.accepted, got.speculative.drafted);
     // The next turn continues the same history.
     EXPECT_TRUE(same_floats(session.evaluate(more), expected_more));

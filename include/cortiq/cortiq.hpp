@@ -325,6 +325,8 @@ class Session {
   // last_logits_, from a checked draft when id is the next one, else by a
   // forward pass of id and what options.speculative drafts after it.
   void advance(TokenId id, const GenerateOptions& options, int64_t budget, GenerateResult& result);
+  // Drafts forwarded but not yet checked (their rows are in the cache).
+  int64_t unchecked_drafts() const;
   // Forgets the drafts not yet checked: their rows leave the cache.
   void drop_pending_drafts();
   bool cancelled() const { return cancel_requested_.load(std::memory_order_relaxed); }

@@ -320,8 +320,12 @@ GenerateResult Session::generate(std::span<const TokenId> prompt, const Generate
   return result;
 }
 
+int64_t Session::unchecked_drafts() const {
+  return static_cast<int64_t>(pending_drafts_.size() - next_draft_);
+}
+
 void Session::drop_pending_drafts() {
-  const auto unchecked = static_cast<int64_t>(pending_drafts_.size() - next_draft_);
+  const int64_t unchecked = unchecked_drafts();
   pending_drafts_.clear();
   next_draft_ = 0;
   if (unchecked > 0) cut_history(cache_rows() - unchecked);
@@ -461,8 +465,7 @@ void Session::decode_loop(Sampler& sampler, LoopDetector* loops, const GenerateO
     }
     // The rows of the tokens before id, as in plain decoding (drafts
     // forwarded after it are not yet part of the history).
-    const auto unchecked = static_cast<int64_t>(pending_drafts_.size() - next_draft_);
-    if (cache_rows() - unchecked >= context) {
+    if (cache_rows() - unchecked_drafts() >= context) {
       result.finish_reason = FinishReason::length;
       break;
     }

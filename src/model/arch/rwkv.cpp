@@ -69,14 +69,13 @@ void channel_mix(const ChannelMixWeights& w, const ModelHParams& hp, int64_t il,
   const auto mixed = ForwardBuffers::take(buf.k, rows_e);
   const auto hidden = ForwardBuffers::take(buf.up, n_rows * static_cast<size_t>(w.key.n_rows));
   rwkv_token_shift(hp, rows, il, rwkv_channel_shift_offset(hp), cache, x, sx);
-  for (size_t i = 0; i < rows_e; ++i) sx[i] = sx[i] - x[i];
-  for (size_t i = 0; i < rows_e; ++i) mixed[i] = sx[i] * w.lerp_k[i % e] + x[i];
+  rwkv_lerp_rows(sx, w.lerp_k, x, mixed);
   kernels::matmul(w.key, mixed, n, hidden, w.key.n_rows, ctx.pool, buf.matmul);
   kernels::relu_sqr_inplace(hidden);
   const auto y = out.first(rows_e);
   kernels::matmul(w.value, hidden, n, y, hp.n_embd, ctx.pool, buf.matmul);
   if (w.receptance.empty()) return;
-  for (size_t i = 0; i < rows_e; ++i) mixed[i] = sx[i] * w.lerp_r[i % e] + x[i];
+  rwkv_lerp_rows(sx, w.lerp_r, x, mixed);
   const auto r = ForwardBuffers::take(buf.v, rows_e);
   kernels::matmul(w.receptance, mixed, n, r, hp.n_embd, ctx.pool, buf.matmul);
   for (size_t i = 0; i < rows_e; ++i) y[i] = kernels::sigmoid(r[i]) * y[i];

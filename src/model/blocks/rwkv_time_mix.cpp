@@ -36,14 +36,6 @@ class Scratch {
   size_t at_ = 0;
 };
 
-// out = sx * lerp + x, elementwise over [rows][n_embd] (llama.cpp's mul,
-// then add: two roundings).
-void lerp_rows(std::span<const float> sx, std::span<const float> lerp, std::span<const float> x,
-               std::span<float> out) {
-  const size_t width = lerp.size();
-  for (size_t i = 0; i < x.size(); ++i) out[i] = sx[i] * lerp[i % width] + x[i];
-}
-
 // y = layer_norm per head(y) * ln + ln_bias (eps 64e-5, llama.cpp's constant).
 void norm_heads(const ModelHParams& hp, std::span<const float> ln, std::span<const float> bias,
                 std::span<float> y) {
@@ -124,14 +116,21 @@ void Rwkv7TimeMixWeights::visit(TensorVisitor& v, const ModelHParams& hp, int64_
 
 void rwkv_token_shift(const ModelHParams& hp, std::span<const BatchRow> rows, int64_t layer,
                       int64_t offset, KvCache& cache, std::span<const float> x,
-                      std::span<float> prev) {
+                      std::span<float> sx) {
   const auto width = static_cast<size_t>(hp.n_embd);
   for (size_t r = 0; r < rows.size(); ++r) {
     const auto held = cache.state(layer, rows[r].seq).subspan(static_cast<size_t>(offset), width);
-    std::copy(held.begin(), held.end(), prev.begin() + static_cast<ptrdiff_t>(r * width));
     const auto row = x.subspan(r * width, width);
+    float* const diff = sx.data() + r * width;
+    for (size_t i = 0; i < width; ++i) diff[i] = held[i] - row[i];
     std::copy(row.begin(), row.end(), held.begin());
   }
+}
+
+void rwkv_lerp_rows(std::span<const float> sx, std::span<const float> lerp,
+                    std::span<const float> x, std::span<float> out) {
+  const size_t width = lerp.size();
+  for (size_t i = 0; i < x.size(); ++i) out[i] = sx[i] * lerp[i % width] + x[i];
 }
 
 void rwkv6_time_mix(const Rwkv6TimeMixWeights& w, const ModelHParams& hp, int64_t layer,
@@ -156,8 +155,7 @@ void rwkv6_time_mix(const Rwkv6TimeMixWeights& w, const ModelHParams& hp, int64_
   const auto part = [&](size_t p) { return parts.subspan(p * rows_e, rows_e); };
 
   rwkv_token_shift(hp, rows, layer, 0, cache, x, sx);
-  for (size_t i = 0; i < rows_e; ++i) sx[i] = sx[i] - x[i];
-  lerp_rows(sx, w.lerp_x, x, xxx);
+  rwkv_lerp_rows(sx, w.lerp_x, x, xxx);
   kernels::matmul(w.w1, xxx, n, low, static_cast<int64_t>(5 * mix), ctx.pool, buf.matmul);
   for (float& t : low) t = std::tanh(t);
   for (size_t p = 0; p < 5; ++p) {
@@ -221,7 +219,7 @@ void rwkv7_time_mix(const Rwkv7TimeMixWeights& w, const ModelHParams& hp, int64_
   const auto g = scratch.take(rows_e);
   const auto low = scratch.take(n_rows * widest_rank);
   const auto part = [&](size_t p) { return parts.subspan(p * rows_e, rows_e); };
-  // dst = up · f(down · in) + bias, f applied to the low-rank product.
+  // dst = up · f(down · in), f applied to the low-rank product.
   const auto low_rank = [&](const kernels::WeightView& down, const kernels::WeightView& up,
                             std::span<const float> in, auto f, std::span<float> dst) {
     const auto lo = low.first(n_rows * static_cast<size_t>(down.n_rows));
@@ -232,9 +230,8 @@ void rwkv7_time_mix(const Rwkv7TimeMixWeights& w, const ModelHParams& hp, int64_
   const auto same = [](float t) { return t; };
 
   rwkv_token_shift(hp, rows, layer, 0, cache, x, sx);
-  for (size_t i = 0; i < rows_e; ++i) sx[i] = sx[i] - x[i];
   for (size_t p = 0; p < 6; ++p) {
-    lerp_rows(sx, std::span<const float>(w.lerp).subspan(p * e, e), x, part(p));
+    rwkv_lerp_rows(sx, std::span<const float>(w.lerp).subspan(p * e, e), x, part(p));
   }
   const auto r = ForwardBuffers::take(buf.q, rows_e);
   const auto k = ForwardBuffers::take(buf.k, rows_e);

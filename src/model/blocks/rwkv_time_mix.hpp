@@ -80,12 +80,17 @@ inline int64_t rwkv_channel_shift_offset(const ModelHParams& hp) {
   return hp.n_embd;
 }
 
-// prev[r] = the row before rows[r] in its sequence: for the first row of a
-// sequence in this pass the one the state holds at `offset`, which ends
-// holding each sequence's last row. x and prev [rows][n_embd].
+// The token shift: sx[r] = prev[r] - x[r], prev[r] the row before rows[r]
+// in its sequence (for the first row of a sequence in this pass the one the
+// state holds at `offset`, which ends holding each sequence's last row).
+// x and sx [rows][n_embd].
 void rwkv_token_shift(const ModelHParams& hp, std::span<const BatchRow> rows, int64_t layer,
                       int64_t offset, KvCache& cache, std::span<const float> x,
-                      std::span<float> prev);
+                      std::span<float> sx);
+// out = sx * lerp + x, elementwise over [rows][lerp.size()] (llama.cpp's
+// mul, then add: two roundings).
+void rwkv_lerp_rows(std::span<const float> sx, std::span<const float> lerp,
+                    std::span<const float> x, std::span<float> out);
 
 // out = time_mix(x) for the rows in order: x and out [rows][n_embd].
 void rwkv6_time_mix(const Rwkv6TimeMixWeights& w, const ModelHParams& hp, int64_t layer,
