@@ -190,6 +190,120 @@ TEST(ServerScheduler, EveryFamilyGivesASessionsTokens) {
   }
 }
 
+// Runs the jobs as one request and collects them.
+Collected run_all(Scheduler& scheduler, std::vector<GenerationJob> jobs) {
+  const size_t n = jobs.size();
+  auto stream = std::make_shared<RequestStream>();
+  scheduler.submit(std::move(jobs), stream);
+  return collect(*stream, n);
+}
+
+// Speculative decoding inside continuous batching: each sequence's drafts
+// are verified in the same step as the others' rows, and every sequence
+// gets the tokens and log-probabilities it gets without drafting (greedy
+// and seeded sampling) — with prompt lookup, with the target as its own
+// draft model (every draft kept), and on a sliding-window model. The
+// drafted rows leave no KV blocks behind.
+TEST(ServerScheduler, SpeculativeDecodingKeepsEverySequencesTokensAndLogprobs) {
+  for (const char* arch : {"llama", "gemma2"}) {
+    SCOPED_TRACE(arch);
+    test::TestModelSpec s = spec();
+    s.arch = arch;
+    const auto model = test::load_test_model(s);
+    std::vector<GenerationJob> jobs;
+    for (int i = 0; i < 6; ++i) {
+      // Repeating prompts, so that prompt lookup finds something.
+      std::vector<TokenId> prompt;
+      for (int r = 0; r < 3; ++r) {
+        const auto part = prompt_of(7 + i, i + 1);
+        prompt.insert(prompt.end(), part.begin(), part.end());
+      }
+      GenerationJob job = job_of(prompt, 40 + i, 24 + i);
+      if (i % 2 == 0) job.sampling.temperature = 0.0f;
+      job.top_logprobs = 2;
+      job.choice = i;
+      jobs.push_back(std::move(job));
+    }
+    SchedulerOptions plain_options;
+    plain_options.parallel = 6;
+    plain_options.step_rows = 16;
+    Metrics plain_metrics;
+    Collected plain;
+    {
+      Scheduler scheduler(model, plain_options, plain_metrics);
+      plain = run_all(scheduler, jobs);
+    }
+    for (size_t i = 0; i < jobs.size(); i += 3) {
+      EXPECT_EQ(plain.tokens[i], session_tokens(model, jobs[i])) << "sequence " << i;
+    }
+    const std::pair<const char*, std::shared_ptr<Drafter>> drafters[] = {
+        {"prompt lookup", std::make_shared<PromptLookupDrafter>(1, 3)},
+        {"itself as draft model", std::make_shared<DraftModelDrafter>(model, *model)}};
+    for (const auto& [what, drafter] : drafters) {
+      SCOPED_TRACE(what);
+      SchedulerOptions options = plain_options;
+      options.drafter = drafter;
+      options.draft_max = 5;
+      options.same_draws = true;  // the draft model samples greedily: plain sampling's draws
+      Metrics metrics;
+      Scheduler scheduler(model, options, metrics);
+      const Collected got = run_all(scheduler, jobs);
+      int64_t drafted = 0, accepted = 0;
+      for (size_t i = 0; i < jobs.size(); ++i) {
+        EXPECT_EQ(got.tokens[i], plain.tokens[i]) << "sequence " << i;
+        EXPECT_EQ(got.logprobs[i], plain.logprobs[i]) << "sequence " << i;
+        drafted += got.finished[i].stats.drafted_tokens;
+        accepted += got.finished[i].stats.accepted_tokens;
+        if (std::string(what) != "prompt lookup" && jobs[i].sampling.temperature == 0.0f) {
+          EXPECT_EQ(got.finished[i].stats.accepted_tokens, got.finished[i].stats.drafted_tokens)
+              << "sequence " << i;
+        }
+      }
+      EXPECT_GT(drafted, 0);
+      EXPECT_GT(accepted, 0);
+      const std::string text = metrics.prometheus_text();
+      EXPECT_NE(text.find("cortiq_draft_tokens_total " + std::to_string(drafted)),
+                std::string::npos)
+          << text;
+      for (int i = 0; i < 50 && metrics.state().running != 0; ++i) {
+        std::this_thread::sleep_for(10ms);
+      }
+      EXPECT_EQ(metrics.state().kv_blocks_used, 0);
+    }
+  }
+}
+
+// Sampled drafts (a draft model at a sampling temperature) are checked by
+// speculative sampling: a seeded request repeats, alone or beside others.
+TEST(ServerScheduler, SpeculativeSamplingRepeatsForASeed) {
+  const auto model = test::load_test_model(spec());
+  test::TestModelSpec other = spec();  // the weights in Q4_0: most drafts kept, not all
+  other.type = GgmlType::Q4_0;
+  SchedulerOptions options;
+  options.parallel = 4;
+  options.drafter = std::make_shared<DraftModelDrafter>(test::load_test_model(other), *model);
+  Metrics metrics;
+  Scheduler scheduler(model, options, metrics);
+  const GenerationJob probe = job_of(prompt_of(30, 2), 77, 30);
+  const auto alone = run_alone(scheduler, probe);
+  ASSERT_EQ(alone.size(), 30u);
+  std::vector<GenerationJob> jobs;
+  for (int i = 0; i < 4; ++i) {
+    GenerationJob job = i == 2 ? probe : job_of(prompt_of(20 + i, i + 9), i, 20);
+    job.choice = i;
+    jobs.push_back(std::move(job));
+  }
+  const Collected all = run_all(scheduler, jobs);
+  EXPECT_EQ(all.tokens[2], alone);
+  int64_t drafted = 0, accepted = 0;
+  for (const auto& f : all.finished) {
+    drafted += f.stats.drafted_tokens;
+    accepted += f.stats.accepted_tokens;
+  }
+  EXPECT_GT(accepted, 0);
+  EXPECT_LT(accepted, drafted);
+}
+
 TEST(ServerScheduler, PrefixCacheHitReusesBlocksAndKeepsTheTokens) {
   const auto model = test::load_test_model(spec());
   Metrics metrics;

@@ -93,6 +93,9 @@ TEST_P(Speculative, GivesThePlainTokensCacheAndLogits) {
     SCOPED_TRACE(what);
     GenerateOptions o = plain_options;
     o.speculative.drafter = std::move(drafter);
+    // Sampling with a draft model keeps plain sampling's draws only so (by
+    // default it is speculative sampling: test_speculative_sampling.cpp).
+    o.speculative.same_draws = true;
     o.speculative.draft_max = 5;
     Session session(model);
     const GenerateResult got = session.generate(std::span<const TokenId>(prompt), o);

@@ -53,7 +53,11 @@ inline constexpr int64_t kDefaultContextCap = 4096;
 inline constexpr std::string_view kCalibrationTemperatureKey = "cortiq.calibration.temperature";
 
 struct LoadOptions {
-  int threads = 0;          // 0: one per core
+  int threads = 0;  // 0: one per core
+  // Another model's threads (Model::shared_pool) to run on instead of
+  // threads of its own: a draft model takes turns with its target, and two
+  // pools would spin against each other for the same cores.
+  std::shared_ptr<ThreadPool> pool;
   int64_t context = 0;      // KV positions per session; 0: min(trained context, 4096)
   int64_t min_context = 0;  // with context 0: at least this many positions
   KvType kv_type = KvType::f16;
@@ -87,13 +91,14 @@ class Model {
   // The chat template stored in the file (tokenizer.chat_template), or "".
   std::string chat_template() const;
   ThreadPool& pool() const { return *pool_; }
+  std::shared_ptr<ThreadPool> shared_pool() const { return pool_; }
 
  private:
   Model() = default;
   std::unique_ptr<gguf::GgufFile> file_;
   std::unique_ptr<Tokenizer> tokenizer_;
   std::unique_ptr<DecoderModel> decoder_;
-  std::unique_ptr<ThreadPool> pool_;
+  std::shared_ptr<ThreadPool> pool_;
   LoadOptions options_;
   int64_t context_ = 0;
   double calibration_temperature_ = 1.0;
@@ -109,15 +114,34 @@ std::string_view finish_reason_name(FinishReason reason);
 // is cleared).
 using PrefillCallback = std::function<bool(int64_t done, int64_t total)>;
 
+// Tokens a drafter sampled, each with the distribution it was drawn from.
+struct SampledDraft {
+  std::vector<TokenId> tokens;
+  std::vector<TokenDistribution> distributions;  // one per token
+};
+
 // Proposes the tokens likely to follow a context, for speculative
 // decoding (SpeculativeOptions). The model checks every drafted token
-// before it is kept, so a drafter changes the speed, never the output.
+// before it is kept, so a drafter changes the speed, never the output (or,
+// for sampled drafts, never the distribution of the output).
 class Drafter {
  public:
   virtual ~Drafter() = default;
   // Up to max_tokens ids to follow `context` (the prompt and the tokens
   // generated so far, the last one included); fewer or none without a guess.
   virtual std::vector<TokenId> draft(std::span<const TokenId> context, size_t max_tokens) = 0;
+  // Whether draft_sampled() is available.
+  virtual bool samples() const { return false; }
+  // Up to max_tokens ids sampled with `params` (a seed the drafter derives
+  // from params.seed and the context, so seeded runs repeat), each with the
+  // distribution it was drawn from: the target keeps the i-th with
+  // probability min(1, p/q) (speculative sampling).
+  virtual SampledDraft draft_sampled(std::span<const TokenId> context, size_t max_tokens,
+                                     const SamplingParams& params);
+  // A drafter of the same kind for another sequence running beside this
+  // one (the server's slots): what it can share (a draft model's weights)
+  // is shared, what follows one sequence (a draft model's cache) is not.
+  virtual std::shared_ptr<Drafter> for_another_sequence() const;
 };
 
 // Prompt lookup: the tokens that followed the latest earlier occurrence of
@@ -129,6 +153,7 @@ class PromptLookupDrafter final : public Drafter {
   // Throws cortiq::Error unless 1 <= ngram_min <= ngram_max <= 64.
   explicit PromptLookupDrafter(int64_t ngram_min = 1, int64_t ngram_max = 4);
   std::vector<TokenId> draft(std::span<const TokenId> context, size_t max_tokens) override;
+  std::shared_ptr<Drafter> for_another_sequence() const override;
 
  private:
   int64_t ngram_min_, ngram_max_;
@@ -137,9 +162,10 @@ class PromptLookupDrafter final : public Drafter {
 class Session;
 
 // A draft model: a smaller model of the same vocabulary (a smaller size of
-// the family, or the target quantized harder) drafts greedily in a session
-// of its own, whose cache follows the context (what it already holds is
-// reused, a diverging tail is cut back).
+// the family, or the target quantized harder) drafts in a session of its
+// own, whose cache follows the context (what it already holds is reused, a
+// diverging tail is cut back): greedily, or sampling with the target's
+// sampler settings for speculative sampling.
 class DraftModelDrafter final : public Drafter {
  public:
   // Throws cortiq::Error when the draft's vocabulary is not the target's
@@ -147,10 +173,18 @@ class DraftModelDrafter final : public Drafter {
   DraftModelDrafter(std::shared_ptr<const Model> draft, const Model& target);
   ~DraftModelDrafter() override;
   std::vector<TokenId> draft(std::span<const TokenId> context, size_t max_tokens) override;
+  bool samples() const override { return true; }
+  SampledDraft draft_sampled(std::span<const TokenId> context, size_t max_tokens,
+                             const SamplingParams& params) override;
+  std::shared_ptr<Drafter> for_another_sequence() const override;
 
  private:
+  DraftModelDrafter() = default;
   std::shared_ptr<const Model> model_;
   std::unique_ptr<Session> session_;
+  // Brings the draft session's history to `context` and returns the logits
+  // of its last token (empty when it does not fit the draft's context).
+  std::vector<float> follow(std::span<const TokenId> context, size_t max_tokens);
 };
 
 // Speculative decoding: each step forwards the sampled token and up to
@@ -158,10 +192,18 @@ class DraftModelDrafter final : public Drafter {
 // sampler, run on each row in turn exactly as in plain decoding, picks
 // them. The tokens, their logits, the cache and (for a seeded sampler) the
 // random draws are those of plain decoding, bit for bit; only the number
-// of passes changes. Models with recurrent state decode plainly (their
-// state cannot drop rejected drafts).
+// of passes changes.
+//
+// With a sampling temperature and a drafter that samples (a draft model),
+// drafts are checked by speculative sampling instead (kept with
+// probability min(1, p/q), Sampler::sample_speculative): more of them are
+// kept, and the tokens are distributed as plain sampling's but are not
+// its draws for the same seed (same_draws keeps those). Models with
+// recurrent state decode plainly (their state cannot drop rejected
+// drafts).
 struct SpeculativeOptions {
   std::shared_ptr<Drafter> drafter;  // null: plain decoding
+  bool same_draws = false;           // sampling: draft greedily, keep plain decoding's draws
   // Drafted tokens per pass at most. Each round asks for as many as the
   // last one kept, plus one, or twice the last depth after a round kept
   // whole (starting at draft_max), never past the token budget or the
@@ -176,6 +218,10 @@ struct SpeculativeStats {
   int64_t accepted = 0;  // of them, kept
   double acceptance_rate() const {
     return drafted > 0 ? static_cast<double>(accepted) / static_cast<double>(drafted) : 0.0;
+  }
+  // Drafted tokens kept per pass that carried drafts.
+  double mean_accepted_length() const {
+    return passes > 0 ? static_cast<double>(accepted) / static_cast<double>(passes) : 0.0;
   }
 };
 
@@ -324,7 +370,15 @@ class Session {
   // decode_loop's step after sampling `id`: the next row's logits into
   // last_logits_, from a checked draft when id is the next one, else by a
   // forward pass of id and what options.speculative drafts after it.
-  void advance(TokenId id, const GenerateOptions& options, int64_t budget, GenerateResult& result);
+  void advance(TokenId id, const Sampler& sampler, const GenerateOptions& options, int64_t budget,
+               GenerateResult& result);
+  // The drafts to forward after `id` (possibly none), with their
+  // distributions in pending_q_ when they were sampled.
+  std::vector<TokenId> draft_after(TokenId id, const Sampler& sampler,
+                                   const SpeculativeOptions& spec, int64_t budget);
+  // The next token from last_logits_: a sampled draft is checked by
+  // speculative sampling, anything else sampled as in plain decoding.
+  TokenId next_token(Sampler& sampler);
   // Drafts forwarded but not yet checked (their rows are in the cache).
   int64_t unchecked_drafts() const;
   // Forgets the drafts not yet checked: their rows leave the cache.
@@ -341,6 +395,8 @@ class Session {
   size_t next_draft_ = 0;    // pending_drafts_[next_draft_] is the next to check
   int64_t draft_depth_ = 0;  // drafts the next round asks for (adaptive)
   std::vector<float> draft_logits_;
+  // For sampled drafts, the distribution each was drawn from (else empty).
+  std::vector<TokenDistribution> pending_q_;
   std::vector<BatchRow> rows_;
   std::atomic<bool> cancel_requested_{false};
   // generate()'s GenerateOptions::on_prefill and prompt length while it

@@ -65,6 +65,7 @@ void print_json(const GenerateResult& r, bool confidence) {
   json.key("drafted").value(r.speculative.drafted);
   json.key("accepted").value(r.speculative.accepted);
   json.key("acceptance_rate").value(r.speculative.acceptance_rate());
+  json.key("mean_accepted_length").value(r.speculative.mean_accepted_length());
   json.end_object();
   json.end_object();
   std::printf("%s\n", json.text().c_str());

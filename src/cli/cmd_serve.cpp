@@ -1,5 +1,5 @@
 // `cortiq serve -m FILE [--host H] [--port P] [--parallel N] [-c CTX]
-// [--kv-budget MB] [--api-key KEY] [-t N]`: the OpenAI-compatible HTTP
+// [--kv-budget MB] [--api-key KEY] [-t N] [--spec lookup|draft ...]`: the OpenAI-compatible HTTP
 // server (src/server). SIGINT / SIGTERM stop it cleanly.
 #include <pthread.h>
 
@@ -46,6 +46,7 @@ ArgParser serve_parser() {
       .option("--api-key", "KEY", "require Authorization: Bearer KEY (not on /health)")
       .option("--alias", "NAME", "the model's name in the API (default: the file name)")
       .option("--max-body", "MB", "largest request body", "8");
+  add_speculative_options(parser);
   return parser;
 }
 
@@ -138,6 +139,11 @@ int run_serve(std::span<const std::string> argv) {
                            ? args.get("alias")
                            : std::filesystem::path(args.get("model")).filename().string();
   options.scheduler.kv_cells = kv_cells_for(args, *model);
+  const SpeculativeOptions speculative = speculative_from(args, *model);
+  options.scheduler.drafter = speculative.drafter;
+  options.scheduler.draft_max = speculative.draft_max;
+  options.scheduler.draft_min = speculative.draft_min;
+  options.scheduler.same_draws = speculative.same_draws;
 
   server::HttpServer server(model, options);
   const int port = server.bind();

@@ -119,7 +119,8 @@ void add_speculative_options(ArgParser& parser) {
   parser
       .option("--spec", "KIND",
               "speculative decoding: lookup (draft from n-grams of the prompt and the output) "
-              "or draft (a draft model); the output is that of plain decoding, token for token")
+              "or draft (a draft model); greedy output is that of plain decoding, token for "
+              "token, and sampled output is distributed as plain sampling's")
       .option("--draft-model", "FILE",
               "the draft model for --spec draft (implies it): a smaller model of the same "
               "vocabulary")
@@ -127,6 +128,9 @@ void add_speculative_options(ArgParser& parser) {
               std::to_string(d.draft_max))
       .option("--draft-min", "N", "draft nothing when fewer than N are proposed",
               std::to_string(d.draft_min))
+      .flag("--spec-same-draws",
+            "sampling with a draft model: draft greedily and keep the draws plain sampling makes "
+            "with the same seed (fewer drafts kept than speculative sampling's min(1, p/q))")
       .option("--lookup-ngram-min", "N", "prompt lookup: shortest n-gram matched", "1")
       .option("--lookup-ngram-max", "N", "prompt lookup: longest n-gram matched", "4");
 }
@@ -135,6 +139,7 @@ SpeculativeOptions speculative_from(const ParsedArgs& args, const Model& target)
   SpeculativeOptions o;
   o.draft_max = args.get_int("draft-max", 1, 256);
   o.draft_min = args.get_int("draft-min", 0, 256);
+  o.same_draws = args.has("spec-same-draws");
   const std::string kind = args.has("spec")          ? args.get("spec")
                            : args.has("draft-model") ? "draft"
                                                      : "";
@@ -142,7 +147,7 @@ SpeculativeOptions speculative_from(const ParsedArgs& args, const Model& target)
   if (kind == "draft") {
     if (!args.has("draft-model")) throw UsageError("--spec draft needs --draft-model FILE");
     LoadOptions load = target.options();
-    load.threads = target.pool().size();
+    load.pool = target.shared_pool();  // the two take turns on the same threads
     load.context = target.context_length();
     load.progress = nullptr;
     Timer timer;
@@ -166,9 +171,10 @@ SpeculativeOptions speculative_from(const ParsedArgs& args, const Model& target)
 }
 
 std::string speculative_text(const SpeculativeStats& stats) {
-  return strfmt("drafted %lld, accepted %lld (%.1f %%) in %lld passes",
+  return strfmt("drafted %lld, accepted %lld (%.1f %%) in %lld passes (%.2f kept per pass)",
                 static_cast<long long>(stats.drafted), static_cast<long long>(stats.accepted),
-                100.0 * stats.acceptance_rate(), static_cast<long long>(stats.passes));
+                100.0 * stats.acceptance_rate(), static_cast<long long>(stats.passes),
+                stats.mean_accepted_length());
 }
 
 std::vector<TokenId> parse_ids(const std::string& text, const std::string& option) {

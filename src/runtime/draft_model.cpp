@@ -1,7 +1,9 @@
 // Drafting with a second, smaller model (cortiq.hpp's DraftModelDrafter).
+#include <algorithm>
 #include <string>
 
 #include "base/error.hpp"
+#include "base/random.hpp"
 #include "base/strings.hpp"
 #include "cortiq/cortiq.hpp"
 #include "tokenizer/tokenizer.hpp"
@@ -16,16 +18,17 @@ void require_same_vocabulary(const Model& draft, const Model& target) {
   const auto& a = draft.tokenizer().vocab().tokens;
   const auto& b = target.tokenizer().vocab().tokens;
   if (draft.n_vocab() != target.n_vocab() || a.size() != b.size()) {
-    throw Error(strfmt("the draft model's vocabulary has %lld tokens, the target's %lld: a draft "
-                       "model must share the target's vocabulary",
-                       static_cast<long long>(draft.n_vocab()),
-                       static_cast<long long>(target.n_vocab())));
+    throw Error(
+        strfmt("the draft model's vocabulary has %lld tokens, the target's %lld: a draft "
+               "model must share the target's vocabulary",
+               static_cast<long long>(draft.n_vocab()), static_cast<long long>(target.n_vocab())));
   }
   for (size_t i = 0; i < a.size(); ++i) {
     if (a[i] != b[i]) {
-      throw Error(strfmt("the draft model's token %zu is \"%s\", the target's \"%s\": a draft "
-                         "model must share the target's vocabulary",
-                         i, a[i].c_str(), b[i].c_str()));
+      throw Error(
+          strfmt("the draft model's token %zu is \"%s\", the target's \"%s\": a draft "
+                 "model must share the target's vocabulary",
+                 i, a[i].c_str(), b[i].c_str()));
     }
   }
 }
@@ -40,8 +43,15 @@ DraftModelDrafter::DraftModelDrafter(std::shared_ptr<const Model> draft, const M
 
 DraftModelDrafter::~DraftModelDrafter() = default;
 
-std::vector<TokenId> DraftModelDrafter::draft(std::span<const TokenId> context,
-                                              size_t max_tokens) {
+std::shared_ptr<Drafter> DraftModelDrafter::for_another_sequence() const {
+  // The vocabulary was checked when this one was made.
+  std::shared_ptr<DraftModelDrafter> other(new DraftModelDrafter());
+  other->model_ = model_;
+  other->session_ = std::make_unique<Session>(model_);
+  return other;
+}
+
+std::vector<TokenId> DraftModelDrafter::draft(std::span<const TokenId> context, size_t max_tokens) {
   if (max_tokens == 0 || context.empty()) return {};
   // Past the draft's context there is nothing to draft with.
   if (static_cast<int64_t>(context.size() + max_tokens) > model_->context_length()) return {};
@@ -49,6 +59,46 @@ std::vector<TokenId> DraftModelDrafter::draft(std::span<const TokenId> context,
   options.sampling.temperature = 0.0f;
   options.max_tokens = static_cast<int64_t>(max_tokens);
   return session_->generate(context, options).tokens;
+}
+
+std::vector<float> DraftModelDrafter::follow(std::span<const TokenId> context, size_t max_tokens) {
+  if (max_tokens == 0 || context.empty()) return {};
+  if (static_cast<int64_t>(context.size() + max_tokens) > model_->context_length()) return {};
+  const auto cached = session_->history();
+  size_t common = static_cast<size_t>(std::ranges::mismatch(cached, context).in1 - cached.begin());
+  // The last context token is forwarded again: its logits start the draft.
+  if (common == context.size()) --common;
+  session_->truncate(common);
+  const auto rest = context.subspan(common);
+  return session_->evaluate(rest, 0, rest.size() - 1);
+}
+
+SampledDraft DraftModelDrafter::draft_sampled(std::span<const TokenId> context, size_t max_tokens,
+                                              const SamplingParams& params) {
+  SampledDraft out;
+  std::vector<float> logits = follow(context, max_tokens);
+  if (logits.empty()) return out;
+  SamplingParams own = params;
+  // A stream of its own, fixed by the seed and the position: a seeded run
+  // drafts the same tokens however often the drafter was used before.
+  own.seed = SplitMix64::mix(params.seed ^ SplitMix64::mix(context.size()));
+  Sampler sampler(std::move(own), model_->n_vocab());
+  // The penalties see what the target's sampler sees.
+  const size_t window = params.penalty_last_n < 0
+                            ? context.size()
+                            : std::min(context.size(), static_cast<size_t>(params.penalty_last_n));
+  for (const TokenId id : context.last(window)) sampler.accept(id);
+  for (;;) {
+    TokenDistribution q;
+    const TokenId id = sampler.sample(logits, q);
+    out.tokens.push_back(id);
+    out.distributions.push_back(std::move(q));
+    if (out.tokens.size() == max_tokens) break;
+    sampler.accept(id);
+    const TokenId next[] = {id};
+    logits = session_->evaluate(next);
+  }
+  return out;
 }
 
 }  // namespace cortiq

@@ -116,7 +116,7 @@ std::shared_ptr<const Model> Model::load(const std::filesystem::path& path,
   kv.n_ubatch = options.chunk_size;  // as a Session sizes it
   check_memory(file, KvCache::bytes_needed(kv));
   if (options.progress) touch_weights(file, model->decoder_->packed_weights(), options.progress);
-  model->pool_ = std::make_unique<ThreadPool>(options.threads);
+  model->pool_ = options.pool ? options.pool : std::make_shared<ThreadPool>(options.threads);
   return model;
 }
 

@@ -18,6 +18,10 @@ PromptLookupDrafter::PromptLookupDrafter(int64_t ngram_min, int64_t ngram_max)
   }
 }
 
+std::shared_ptr<Drafter> PromptLookupDrafter::for_another_sequence() const {
+  return std::make_shared<PromptLookupDrafter>(*this);  // it keeps no state
+}
+
 std::vector<TokenId> PromptLookupDrafter::draft(std::span<const TokenId> context,
                                                 size_t max_tokens) {
   if (max_tokens == 0 || context.size() < 2) return {};

@@ -258,19 +258,26 @@ void Sampler::apply_top_p_min_p(bool& sorted) {
   }
 }
 
+double Sampler::weight(size_t i, double max_logit) const {
+  return std::exp((static_cast<double>(candidates_[i].first) - max_logit) / params_.temperature);
+}
+
+double Sampler::total_weight(double max_logit) const {
+  double total = 0;
+  for (size_t i = 0; i < candidates_.size(); ++i) total += weight(i, max_logit);
+  return total;
+}
+
 // Temperature, softmax (double) and the draw: walk the candidates in
 // descending order until the running weight reaches u * total.
 TokenId Sampler::draw(bool& sorted) {
-  Candidates& c = candidates_;
-  const double temp = params_.temperature;
+  const Candidates& c = candidates_;
   const double maxl = max_logit(c, sorted);
-  double total = 0;
-  for (const Candidate& x : c) total += std::exp((static_cast<double>(x.first) - maxl) / temp);
-  const double target = next_uniform() * total;
+  const double target = next_uniform() * total_weight(maxl);
   double cum = 0;
   TokenId last_positive = kNoToken;
-  const size_t at = walk_descending(c, sorted, [&](size_t i) {
-    const double w = std::exp((static_cast<double>(c[i].first) - maxl) / temp);
+  const size_t at = walk_descending(candidates_, sorted, [&](size_t i) {
+    const double w = weight(i, maxl);
     if (w > 0) last_positive = c[i].second;
     cum += w;
     return cum >= target;
@@ -281,7 +288,18 @@ TokenId Sampler::draw(bool& sorted) {
   return last_positive;
 }
 
-TokenId Sampler::sample(std::span<const float> logits) {
+void Sampler::write_distribution(bool sorted, TokenDistribution& out) {
+  const double maxl = max_logit(candidates_, sorted);
+  const double total = total_weight(maxl);
+  out.probs.clear();
+  for (size_t i = 0; i < candidates_.size(); ++i) {
+    out.probs.emplace_back(candidates_[i].second, weight(i, maxl) / total);
+  }
+  // Unsorted candidates are in id order already.
+  if (sorted) std::ranges::sort(out.probs, {}, &std::pair<TokenId, double>::first);
+}
+
+TokenId Sampler::filter(std::span<const float> logits, bool& sorted) {
   if (static_cast<int64_t>(logits.size()) != n_vocab_)
     throw Error(strfmt("sampler: expected %lld logits, got %zu", static_cast<long long>(n_vocab_),
                        logits.size()));
@@ -309,7 +327,7 @@ TokenId Sampler::sample(std::span<const float> logits) {
 
   Candidates& c = candidates_;
   c.clear();
-  bool sorted = false;
+  sorted = false;
   const int32_t top_k = params_.top_k;
   if (maxl == kPosInf) {
     // +inf logits (overflow, or a +inf bias) leave only those tokens, as equals.
@@ -344,7 +362,65 @@ TokenId Sampler::sample(std::span<const float> logits) {
   }
   if (params_.typical_p < 1.0f && c.size() > 1) apply_typical(sorted);
   if ((params_.top_p < 1.0f || params_.min_p > 0.0f) && c.size() > 1) apply_top_p_min_p(sorted);
+  return kNoToken;
+}
+
+TokenId Sampler::sample(std::span<const float> logits) {
+  bool sorted = false;
+  const TokenId best = filter(logits, sorted);
+  return best != kNoToken ? best : draw(sorted);
+}
+
+TokenId Sampler::sample(std::span<const float> logits, TokenDistribution& distribution) {
+  bool sorted = false;
+  const TokenId best = filter(logits, sorted);
+  if (best != kNoToken) {
+    distribution.probs.assign(1, {best, 1.0});
+    return best;
+  }
+  write_distribution(sorted, distribution);
   return draw(sorted);
+}
+
+TokenId Sampler::sample_speculative(std::span<const float> logits, TokenId draft,
+                                    const TokenDistribution& q) {
+  bool sorted = false;
+  const TokenId best = filter(logits, sorted);
+  if (best != kNoToken) return best;
+  const Candidates& c = candidates_;
+  const double maxl = max_logit(c, sorted);
+  const double total = total_weight(maxl);
+  double p_draft = 0;
+  for (size_t i = 0; i < c.size(); ++i) {
+    if (c[i].second == draft) p_draft = weight(i, maxl) / total;
+  }
+  // u < p / q, written without the division (q may be 0 for a drafter that
+  // misreports: the ratio is then infinite and the draft kept).
+  if (next_uniform() * q.prob(draft) < p_draft) return draft;
+  // The residual in the canonical descending order, so its walk is the
+  // draw's; the draft itself has p < q there and weighs nothing.
+  double residual_total = 0;
+  for (size_t i = 0; i < c.size(); ++i) {
+    residual_total += std::max(0.0, weight(i, maxl) / total - q.prob(c[i].second));
+  }
+  // p <= q everywhere means p = q up to rounding, where a rejection is
+  // only rounding too: draw from p.
+  if (!(residual_total > 0)) return draw(sorted);
+  const double target = next_uniform() * residual_total;
+  double cum = 0;
+  TokenId last_positive = kNoToken;
+  const size_t at = walk_descending(candidates_, sorted, [&](size_t i) {
+    const double r = std::max(0.0, weight(i, maxl) / total - q.prob(c[i].second));
+    if (r > 0) last_positive = c[i].second;
+    cum += r;
+    return cum >= target;
+  });
+  return at < c.size() ? c[at].second : last_positive;
+}
+
+double TokenDistribution::prob(TokenId id) const {
+  const auto it = std::ranges::lower_bound(probs, id, {}, &std::pair<TokenId, double>::first);
+  return it != probs.end() && it->first == id ? it->second : 0.0;
 }
 
 double token_probability(std::span<const float> logits, TokenId id, double temperature) {

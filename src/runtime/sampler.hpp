@@ -39,6 +39,13 @@ struct SamplingParams {
   void validate(int64_t n_vocab) const;
 };
 
+// A distribution over tokens: (id, probability) in ascending id order, the
+// probabilities summing to 1 up to rounding. Tokens not listed have 0.
+struct TokenDistribution {
+  std::vector<std::pair<TokenId, double>> probs;
+  double prob(TokenId id) const;
+};
+
 class Sampler {
  public:
   // Validates params (see SamplingParams::validate).
@@ -59,6 +66,21 @@ class Sampler {
   // exactly one number from the stream (even when one token is left);
   // greedy takes none.
   TokenId sample(std::span<const float> logits);
+  // The same, also writing the distribution the token was drawn from: the
+  // probabilities after every penalty and filter (temperature 0: the chosen
+  // token alone).
+  TokenId sample(std::span<const float> logits, TokenDistribution& distribution);
+
+  // Speculative sampling (Leviathan et al. 2023; Chen et al. 2023): `draft`
+  // was drawn from q by a drafter; with p the distribution sample() draws
+  // from for these logits, the draft is kept with probability
+  // min(1, p(draft) / q(draft)), and otherwise a token is drawn from the
+  // residual max(0, p - q), renormalised. Whatever q is, the token returned
+  // is distributed as sample()'s. Takes one number from the stream, two
+  // when the draft is rejected; greedy (temperature 0) takes none and keeps
+  // the draft exactly when it is the best token.
+  TokenId sample_speculative(std::span<const float> logits, TokenId draft,
+                             const TokenDistribution& q);
 
  private:
   SamplingParams params_;
@@ -79,6 +101,14 @@ class Sampler {
   };
   std::vector<Typical> typical_;
 
+  // Bias, suppression, penalties and the filters: returns the best token
+  // for greedy sampling, else kNoToken with candidates_ holding the kept
+  // tokens (sorted says in which canonical order).
+  TokenId filter(std::span<const float> logits, bool& sorted);
+  // exp((logit - max) / temperature) of candidate i, and their sum.
+  double weight(size_t i, double max_logit) const;
+  double total_weight(double max_logit) const;
+  void write_distribution(bool sorted, TokenDistribution& out);
   void apply_penalties(float* logits);
   void apply_typical(bool& sorted);
   void apply_top_p_min_p(bool& sorted);

@@ -10,6 +10,7 @@
 #include "cortiq/cortiq.hpp"
 #include "kernels/cpu/log_softmax.hpp"
 #include "model/decoder_model.hpp"
+#include "runtime/speculation.hpp"
 #include "runtime/text_output.hpp"
 #include "tokenizer/tokenizer.hpp"
 
@@ -63,6 +64,7 @@ std::span<const TokenId> Session::history() const {
 void Session::reset() {
   cache_->clear_all();
   pending_drafts_.clear();
+  pending_q_.clear();
   next_draft_ = 0;
 }
 
@@ -327,12 +329,37 @@ int64_t Session::unchecked_drafts() const {
 void Session::drop_pending_drafts() {
   const int64_t unchecked = unchecked_drafts();
   pending_drafts_.clear();
+  pending_q_.clear();
   next_draft_ = 0;
   if (unchecked > 0) cut_history(cache_rows() - unchecked);
 }
 
-void Session::advance(TokenId id, const GenerateOptions& options, int64_t budget,
-                      GenerateResult& result) {
+TokenId Session::next_token(Sampler& sampler) {
+  if (next_draft_ < pending_q_.size()) {
+    return sampler.sample_speculative(last_logits_, pending_drafts_[next_draft_],
+                                      pending_q_[next_draft_]);
+  }
+  return sampler.sample(last_logits_);
+}
+
+std::vector<TokenId> Session::draft_after(TokenId id, const Sampler& sampler,
+                                          const SpeculativeOptions& spec, int64_t budget) {
+  // A state holds every position it saw: rejected drafts could not leave it.
+  if (!spec.drafter || cache_->has_state()) return {};
+  DraftRequest request;
+  request.room = std::min({std::max(draft_depth_, spec.draft_min),
+                           model_->context_length() - cache_rows() - 1, budget - 1});
+  request.draft_min = spec.draft_min;
+  request.same_draws = spec.same_draws;
+  request.n_vocab = model_->n_vocab();
+  if (request.room <= 0) return {};
+  std::vector<TokenId> context(history().begin(), history().end());
+  context.push_back(id);
+  return propose_drafts(*spec.drafter, context, request, sampler.params(), pending_q_);
+}
+
+void Session::advance(TokenId id, const Sampler& sampler, const GenerateOptions& options,
+                      int64_t budget, GenerateResult& result) {
   const auto n_vocab = static_cast<size_t>(model_->n_vocab());
   ++result.timings.decode_tokens;
   if (next_draft_ < pending_drafts_.size() && pending_drafts_[next_draft_] == id) {
@@ -346,34 +373,15 @@ void Session::advance(TokenId id, const GenerateOptions& options, int64_t budget
   }
   const SpeculativeOptions& spec = options.speculative;
   if (!pending_drafts_.empty()) {
-    // A round ends. The next drafts as many as this one kept, plus one
-    // (twice as many after a round kept whole), so that a drafter that is
-    // seldom right costs about one extra row per pass.
-    const auto kept = static_cast<int64_t>(next_draft_);
-    draft_depth_ = kept == static_cast<int64_t>(pending_drafts_.size())
-                       ? std::min(spec.draft_max, 2 * draft_depth_)
-                       : kept + 1;
+    // A round ends: the next one's depth follows what this one kept.
+    draft_depth_ = next_draft_depth(static_cast<int64_t>(next_draft_),
+                                    static_cast<int64_t>(pending_drafts_.size()), draft_depth_,
+                                    spec.draft_max);
   }
   drop_pending_drafts();  // wrong from here on
   std::vector<TokenId> step{id};
-  // A state holds every position it saw: rejected drafts could not leave it.
-  if (spec.drafter && !cache_->has_state()) {
-    const int64_t room = std::min({std::max(draft_depth_, spec.draft_min),
-                                   model_->context_length() - cache_rows() - 1, budget - 1});
-    if (room > 0) {
-      std::vector<TokenId> context(history().begin(), history().end());
-      context.push_back(id);
-      std::vector<TokenId> draft = spec.drafter->draft(context, static_cast<size_t>(room));
-      draft.resize(std::min(draft.size(), static_cast<size_t>(room)));
-      // A drafter's guess outside the vocabulary ends the draft there.
-      const auto bad = std::ranges::find_if(
-          draft, [&](TokenId t) { return t < 0 || t >= static_cast<TokenId>(n_vocab); });
-      draft.erase(bad, draft.end());
-      if (!draft.empty() && static_cast<int64_t>(draft.size()) >= spec.draft_min) {
-        step.insert(step.end(), draft.begin(), draft.end());
-      }
-    }
-  }
+  const std::vector<TokenId> draft = draft_after(id, sampler, spec, budget);
+  step.insert(step.end(), draft.begin(), draft.end());
   if (step.size() == 1) {
     forward_rows(step, 0, last_logits_);
     return;
@@ -423,7 +431,7 @@ void Session::decode_loop(Sampler& sampler, LoopDetector* loops, const GenerateO
       result.finish_reason = FinishReason::max_tokens;
       break;
     }
-    const TokenId id = sampler.sample(last_logits_);
+    const TokenId id = next_token(sampler);
     if (options.confidence) {
       result.confidence.push_back(static_cast<float>(
           token_probability(last_logits_, id, model_->calibration_temperature())));
@@ -472,7 +480,7 @@ void Session::decode_loop(Sampler& sampler, LoopDetector* loops, const GenerateO
     const int64_t budget = options.max_tokens >= 0
                                ? options.max_tokens - static_cast<int64_t>(result.tokens.size())
                                : std::numeric_limits<int64_t>::max();
-    advance(id, options, budget, result);
+    advance(id, sampler, options, budget, result);
   }
   // Every finish keeps the prompt and the tokens before the last: drafts
   // forwarded after it go (the last token's own row with them).

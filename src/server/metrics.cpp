@@ -57,6 +57,11 @@ std::string Metrics::prometheus_text() const {
          integer(cache_hit_tokens_));
   metric(out, "cortiq_requests_cancelled_total", "counter",
          "Choices stopped because the client went away.", integer(cancelled_));
+  metric(out, "cortiq_draft_tokens_total", "counter",
+         "Speculative decoding: drafted tokens forwarded for verification.",
+         integer(drafted_tokens_));
+  metric(out, "cortiq_draft_tokens_accepted_total", "counter",
+         "Speculative decoding: drafted tokens kept.", integer(accepted_tokens_));
   // Rates over the recent window: tokens forwarded per second of wall time.
   int64_t prefill = 0;
   int64_t decode = 0;

@@ -30,6 +30,11 @@ class Metrics {
   void add_generated_tokens(int64_t n) { generated_tokens_ += n; }
   void add_cache_hit_tokens(int64_t n) { cache_hit_tokens_ += n; }
   void add_cancelled() { ++cancelled_; }
+  // Speculative decoding: drafts forwarded, and drafts kept.
+  void add_drafts(int64_t drafted, int64_t accepted) {
+    drafted_tokens_ += drafted;
+    accepted_tokens_ += accepted;
+  }
   // One scheduler step: how many prompt rows and decode rows it forwarded.
   void record_step(int64_t prefill_rows, int64_t decode_rows);
   void publish(const SchedulerState& state);
@@ -51,6 +56,8 @@ class Metrics {
   std::atomic<int64_t> generated_tokens_{0};
   std::atomic<int64_t> cache_hit_tokens_{0};
   std::atomic<int64_t> cancelled_{0};
+  std::atomic<int64_t> drafted_tokens_{0};
+  std::atomic<int64_t> accepted_tokens_{0};
   mutable std::mutex mutex_;
   std::map<int, int64_t> responses_;  // by HTTP status
   std::deque<Step> steps_;

@@ -682,7 +682,9 @@ Json timings_json(const std::vector<ChoiceResult>& choices) {
           {"queue_ms", s.queue_ms},
           {"ttft_ms", s.ttft_ms},
           {"predicted_per_second",
-           s.decode_ms > 0 && predicted_n > 1 ? (predicted_n - 1) * 1000.0 / s.decode_ms : 0.0}};
+           s.decode_ms > 0 && predicted_n > 1 ? (predicted_n - 1) * 1000.0 / s.decode_ms : 0.0},
+          {"draft_n", s.drafted_tokens},
+          {"draft_n_accepted", s.accepted_tokens}};
 }
 
 Json envelope(const GenerationRequest& request, const ResponseId& rid, const ApiContext& api,

@@ -38,6 +38,8 @@ struct ChoiceStats {
   double prompt_ms = 0;          // admission to the first token
   double ttft_ms = 0;            // arrival to the first token
   double decode_ms = 0;          // first token to the last
+  int64_t drafted_tokens = 0;    // speculative decoding: drafts forwarded
+  int64_t accepted_tokens = 0;   // of them, kept
 };
 
 struct StreamEvent {

@@ -13,6 +13,7 @@
 #include "model/forward_buffers.hpp"
 #include "model/hparams.hpp"
 #include "runtime/kv_cache.hpp"
+#include "runtime/speculation.hpp"
 #include "runtime/text_output.hpp"
 #include "scoring/embedding.hpp"
 #include "scoring/next_token.hpp"
@@ -121,6 +122,15 @@ struct Scheduler::Sequence {
   std::vector<int64_t> snapshot_points;
   int64_t generated = 0;
   TokenId next = 0;  // the token the next decode row feeds
+  // Speculative decoding: the slot's drafter (null: none), the drafts the
+  // next step forwards after `next`, and for sampled drafts the
+  // distribution of each.
+  Drafter* drafter = nullptr;
+  std::vector<TokenId> drafts;
+  std::vector<TokenDistribution> draft_q;
+  int64_t draft_depth = 0;
+  int64_t drafted = 0;   // drafts forwarded
+  int64_t accepted = 0;  // of them, kept
   bool decoding = false;
   bool finished = false;
   Clock::time_point arrived;
@@ -136,6 +146,9 @@ struct Scheduler::Engine {
   std::vector<Sequence*> owners;  // the sequence of each logits row, in row order
   std::vector<float> logits;
   std::vector<bool> slot_used;  // the last slot is the embeddings' own
+  // Each slot's drafter, made when a sequence first needs it and kept (a
+  // draft model's cache follows the next sequence of the slot).
+  std::vector<std::shared_ptr<Drafter>> drafters;
 };
 
 Scheduler::Scheduler(std::shared_ptr<const Model> model, SchedulerOptions options, Metrics& metrics)
@@ -165,6 +178,13 @@ Scheduler::Scheduler(std::shared_ptr<const Model> model, SchedulerOptions option
              human_bytes(state_bytes * static_cast<uint64_t>(shape.n_prefix_states)).c_str());
   }
   engine_ = std::make_unique<Engine>(shape);
+  engine_->drafters.resize(static_cast<size_t>(options_.parallel));
+  if (options_.draft_max < 1) throw Error("--draft-max must be at least 1");
+  if (options_.drafter && engine_->cache.has_state()) {
+    LOG_WARN(
+        "speculative decoding is off: this model keeps recurrent state, which cannot drop "
+        "rejected drafts");
+  }
   publish_state();
   worker_ = std::thread([this] { run(); });
 }
@@ -359,6 +379,12 @@ bool Scheduler::admit(Pending& pending) {
       std::make_unique<Sequence>(*model_, std::move(job), pending.stream, slot, pending.arrived);
   seq->prompt_done = static_cast<size_t>(attached);
   seq->cached = attached;
+  if (options_.drafter && !cache.has_state()) {
+    auto& drafter = engine_->drafters[static_cast<size_t>(slot)];
+    if (!drafter) drafter = options_.drafter->for_another_sequence();
+    seq->drafter = drafter.get();
+    seq->draft_depth = options_.draft_max;
+  }
   if (cache.has_state() && cache.shape().n_prefix_states > 0) {
     // Where this prompt leaves the prefixes registered so far, and its
     // last boundary before the final token.
@@ -471,8 +497,13 @@ void Scheduler::step() {
   int64_t prefill_rows = 0;
   for (auto& seq : active_) {
     if (!seq->decoding) continue;
-    e.rows.push_back({seq->next, static_cast<int32_t>(e.cache.length(seq->slot)), seq->slot, true});
+    const auto at = static_cast<int32_t>(e.cache.length(seq->slot));
+    e.rows.push_back({seq->next, at, seq->slot, true});
     e.owners.push_back(seq.get());
+    for (size_t j = 0; j < seq->drafts.size(); ++j) {
+      e.rows.push_back({seq->drafts[j], at + 1 + static_cast<int32_t>(j), seq->slot, true});
+      e.owners.push_back(seq.get());
+    }
   }
   // Prompts share what the decode rows leave of the step (at least a
   // quarter of it, so prompts advance however many sequences decode).
@@ -507,8 +538,12 @@ void Scheduler::step() {
     return;
   }
   if (e.cache.shape().n_prefix_states > 0) save_prefix_states();
-  for (size_t i = 0; i < e.owners.size(); ++i) {
-    handle_output(*e.owners[i], std::span<const float>(e.logits).subspan(i * n_vocab, n_vocab));
+  for (size_t i = 0; i < e.owners.size();) {
+    size_t n = 1;  // the sequence's rows: consecutive
+    while (i + n < e.owners.size() && e.owners[i + n] == e.owners[i]) ++n;
+    handle_rows(*e.owners[i], std::span<const float>(e.logits).subspan(i * n_vocab, n * n_vocab),
+                n);
+    i += n;
   }
   metrics_.record_step(prefill_rows, static_cast<int64_t>(e.owners.size()));
   std::erase_if(active_, [](const auto& seq) { return seq->finished; });
@@ -541,24 +576,80 @@ void Scheduler::save_prefix_states() {
   }
 }
 
-void Scheduler::handle_output(Sequence& seq, std::span<const float> logits) {
+void Scheduler::handle_rows(Sequence& seq, std::span<const float> logits, size_t n_rows) {
   if (!seq.decoding) {
     seq.decoding = true;
     seq.first_token = Clock::now();
   }
-  TokenId id = 0;
-  try {
-    id = seq.sampler.sample(logits);
-  } catch (const std::exception& error) {  // e.g. logit_bias banned every token
-    fail(seq, error.what());
+  const auto n_vocab = static_cast<size_t>(model_->n_vocab());
+  // Row j holds the logits after drafts[j - 1] (row 0: after `next`); each
+  // sampled token that is the next draft makes the following row valid.
+  size_t used = 0;
+  for (; used < n_rows;) {
+    const auto row = logits.subspan(used * n_vocab, n_vocab);
+    const bool sampled_draft = used < seq.draft_q.size();
+    TokenId id = 0;
+    try {
+      id = sampled_draft ? seq.sampler.sample_speculative(row, seq.drafts[used], seq.draft_q[used])
+                         : seq.sampler.sample(row);
+    } catch (const std::exception& error) {  // e.g. logit_bias banned every token
+      fail(seq, error.what());
+      return;
+    }
+    const bool kept = used < seq.drafts.size() && seq.drafts[used] == id;
+    ++used;
+    if (!emit(seq, row, id)) return;
+    if (!kept) break;
+    ++seq.accepted;
+    metrics_.add_drafts(0, 1);
+  }
+  if (seq.drafts.empty()) {
+    plan_drafts(seq);
     return;
   }
+  // The rows after the last used one held rejected drafts.
+  auto& cache = engine_->cache;
+  cache.truncate(seq.slot, cache.length(seq.slot) - static_cast<int64_t>(n_rows - used));
+  seq.draft_depth =
+      next_draft_depth(static_cast<int64_t>(used) - 1, static_cast<int64_t>(seq.drafts.size()),
+                       seq.draft_depth, options_.draft_max);
+  plan_drafts(seq);
+}
+
+void Scheduler::plan_drafts(Sequence& seq) {
+  seq.drafts.clear();
+  seq.draft_q.clear();
+  if (!seq.drafter) return;
+  auto& cache = engine_->cache;
+  DraftRequest request;
+  // Within the blocks admission reserved (prompt + max_tokens) and within
+  // what one step may append to a sequence.
+  request.room = std::min({std::max(seq.draft_depth, options_.draft_min),
+                           seq.job.max_tokens - seq.generated - 1, options_.step_rows - 1});
+  request.draft_min = options_.draft_min;
+  request.same_draws = options_.same_draws;
+  request.n_vocab = model_->n_vocab();
+  if (request.room <= 0) return;
+  const auto history = cache.tokens(seq.slot);
+  std::vector<TokenId> context(history.begin(), history.end());
+  context.push_back(seq.next);
+  try {
+    seq.drafts = propose_drafts(*seq.drafter, context, request, seq.sampler.params(), seq.draft_q);
+  } catch (const std::exception& error) {
+    fail(seq, std::string("drafting failed: ") + error.what());
+    return;
+  }
+  seq.drafted += static_cast<int64_t>(seq.drafts.size());
+  metrics_.add_drafts(static_cast<int64_t>(seq.drafts.size()), 0);
+}
+
+bool Scheduler::emit(Sequence& seq, std::span<const float> logits, TokenId id) {
   seq.sampler.accept(id);
   ++seq.generated;
   metrics_.add_generated_tokens(1);
   if (!seq.job.ignore_eos && model_->tokenizer().vocab().is_end_of_generation(id)) {
     finish(seq, ChoiceEnd::stop);
-    return;
+    return false;
   }
   StreamEvent event;
   event.choice = seq.job.choice;
@@ -572,11 +663,14 @@ void Scheduler::handle_output(Sequence& seq, std::span<const float> logits) {
   // The parser capped max_tokens so prompt + max_tokens fits the context.
   if (seq.output.stopped()) {
     finish(seq, ChoiceEnd::stop);
-  } else if (seq.generated >= seq.job.max_tokens) {
-    finish(seq, ChoiceEnd::length);
-  } else {
-    seq.next = id;
+    return false;
   }
+  if (seq.generated >= seq.job.max_tokens) {
+    finish(seq, ChoiceEnd::length);
+    return false;
+  }
+  seq.next = id;
+  return true;
 }
 
 void Scheduler::finish(Sequence& seq, ChoiceEnd end) {
@@ -590,6 +684,8 @@ void Scheduler::finish(Sequence& seq, ChoiceEnd end) {
   stats.prompt_tokens = static_cast<int64_t>(seq.job.prompt.size());
   stats.cached_tokens = seq.cached;
   stats.generated_tokens = seq.generated;
+  stats.drafted_tokens = seq.drafted;
+  stats.accepted_tokens = seq.accepted;
   stats.queue_ms = ms_between(seq.arrived, seq.admitted);
   if (seq.decoding) {
     stats.prompt_ms = ms_between(seq.admitted, seq.first_token);

@@ -42,8 +42,9 @@
 #include "server/request_stream.hpp"
 
 namespace cortiq {
+class Drafter;
 class Model;
-}
+}  // namespace cortiq
 
 namespace cortiq::server {
 
@@ -57,6 +58,14 @@ struct SchedulerOptions {
   // Recurrent-state snapshots kept for prefix reuse by a model with state
   // (2 per parallel sequence when negative; 0: such a model shares none).
   int32_t state_snapshots = -1;
+  // Speculative decoding (cortiq.hpp's SpeculativeOptions): each slot
+  // drafts with its own Drafter::for_another_sequence of `drafter`, and a
+  // sequence's drafts are verified in the same step as the other
+  // sequences' rows. Null: none; models with recurrent state draft nothing.
+  std::shared_ptr<Drafter> drafter;
+  int64_t draft_max = 16;
+  int64_t draft_min = 0;
+  bool same_draws = false;
 };
 
 class Scheduler {
@@ -102,7 +111,15 @@ class Scheduler {
   size_t prompt_rows(const Sequence& seq, int64_t budget) const;
   // Keeps the states of the step's sequences that reached a snapshot point.
   void save_prefix_states();
-  void handle_output(Sequence& seq, std::span<const float> logits);
+  // The step's logits rows of one sequence: its prompt's last row, or its
+  // decode row and the rows of the drafts forwarded after it. Samples
+  // token after token while the drafts are kept, then cuts the rejected
+  // drafts' rows from the cache and drafts the next round.
+  void handle_rows(Sequence& seq, std::span<const float> logits, size_t n_rows);
+  // One sampled token to the client; false when the sequence ended.
+  bool emit(Sequence& seq, std::span<const float> logits, TokenId id);
+  // The drafts the sequence's next step forwards after its next token.
+  void plan_drafts(Sequence& seq);
   void finish(Sequence& seq, ChoiceEnd end);
   void fail(Sequence& seq, const std::string& message);
   // Frees the sequence's slot and KV blocks (full blocks stay cached).
