@@ -699,6 +699,54 @@ TEST(KvCacheState, SnapshotsAreCutsThatRestoreTheirState) {
   EXPECT_TRUE(cache.state_snapshot_lengths(0).empty());
 }
 
+// Speculative decoding's checkpoint: a cut to its length restores its
+// state, as a snapshot's does, but it evicts no snapshot, a new checkpoint
+// replaces it, a cut below or drop_checkpoint() forgets it.
+TEST(KvCacheState, TheCheckpointIsACutBesideTheSnapshots) {
+  KvCacheShape shape = small_shape(64, 2, 4);
+  shape.layers[1].state_width = 3;
+  KvCache cache(shape);
+  const auto fill = [&](float v) { std::ranges::fill(cache.state(1, 0), v); };
+  const auto holds = [&](float v) {
+    return std::ranges::all_of(cache.state(1, 0), [v](float x) { return x == v; });
+  };
+  for (int i = 1; i <= 4; ++i) {
+    cache.append(0, std::vector<TokenId>{i});
+    fill(static_cast<float>(i));
+    cache.save_state_snapshot(0);
+  }
+  cache.append(0, std::vector<TokenId>{5});
+  fill(5.0f);
+  cache.checkpoint_state(0);
+  EXPECT_EQ(cache.state_snapshot_lengths(0), (std::vector<int64_t>{1, 2, 3, 4}));
+  cache.append(0, std::vector<TokenId>{6, 7});
+  fill(7.0f);
+  EXPECT_TRUE(cache.can_truncate(0, 5));
+  EXPECT_FALSE(cache.can_truncate(0, 6));
+  EXPECT_EQ(cache.nearest_truncation(0, 6), 5);
+  cache.truncate(0, 5);
+  EXPECT_TRUE(holds(5.0f));
+  // Still there for the next round; a new one replaces it.
+  cache.append(0, std::vector<TokenId>{6});
+  fill(6.0f);
+  EXPECT_TRUE(cache.can_truncate(0, 5));
+  cache.checkpoint_state(0);
+  cache.append(0, std::vector<TokenId>{7});
+  fill(7.5f);
+  EXPECT_FALSE(cache.can_truncate(0, 5));
+  cache.truncate(0, 6);
+  EXPECT_TRUE(holds(6.0f));
+  cache.drop_checkpoint(0);
+  cache.append(0, std::vector<TokenId>{7});
+  EXPECT_FALSE(cache.can_truncate(0, 6));
+  // A cut below it (to a snapshot) forgets it.
+  cache.checkpoint_state(0);
+  cache.truncate(0, 4);
+  EXPECT_TRUE(holds(4.0f));
+  cache.append(0, std::vector<TokenId>{5, 6, 7, 8});
+  EXPECT_FALSE(cache.can_truncate(0, 7));  // the forgotten checkpoint's length
+}
+
 // Prefix states: a sequence with recurrent state attaches registered blocks
 // only up to the last one whose end has a kept state, and starts from that
 // state; registered_prefix_length still sees the whole chain. The slots are

@@ -2,8 +2,8 @@
 // generate() gives the tokens, the cache and the last logits of plain
 // decoding, bit for bit — with a drafter that is always right, one wrong at
 // every third token, one that is never right, and prompt lookup; greedy and
-// seeded sampling; dense, mixture-of-experts, sliding-window and latent
-// attention models. Models with recurrent state decode plainly.
+// seeded sampling; dense, mixture-of-experts, sliding-window, latent
+// attention, recurrent and hybrid models.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -126,7 +126,10 @@ TEST_P(Speculative, GivesThePlainTokensCacheAndLogits) {
 INSTANTIATE_TEST_SUITE_P(Families, Speculative,
                          ::testing::Values(Case{"llama", 0.0f}, Case{"llama", 0.9f},
                                            Case{"qwen3moe", 0.0f}, Case{"gemma2", 0.0f},
-                                           Case{"deepseek2", 0.0f}, Case{"gpt-oss", 0.7f}),
+                                           Case{"deepseek2", 0.0f}, Case{"gpt-oss", 0.7f},
+                                           Case{"lfm2", 0.0f}, Case{"mamba2", 0.9f},
+                                           Case{"qwen3next", 0.0f}, Case{"rwkv7", 0.0f},
+                                           Case{"falcon-h1", 0.8f}),
                          [](const auto& info) {
                            std::string name = info.param.arch;
                            std::ranges::replace(name, '-', '_');
@@ -199,19 +202,38 @@ TEST(SpeculativeDecoding, DraftModelOfTheSameWeightsIsAlwaysRight) {
   }
 }
 
-// A model with recurrent state decodes plainly: nothing is drafted.
-TEST(SpeculativeDecoding, ModelsWithStateDecodePlainly) {
+// A model with recurrent state goes back to its checkpoint after a
+// rejected round and forwards the kept rows with the next pass: the same
+// tokens and cache as plain decoding in fewer passes, the turn's prompt
+// snapshot still there for the next turn, and no checkpoint left behind.
+TEST(SpeculativeDecoding, ModelsWithStateRollBackToACheckpoint) {
   test::TestModelSpec spec;
   spec.arch = "lfm2";
   const auto model = test::load_test_model(spec);
   const std::vector<TokenId> prompt = {5, 17, 29, 41, 17, 29};
-  const GenerateResult plain =
-      Session(model).generate(std::span<const TokenId>(prompt), options_for(0.0f, 12));
-  GenerateOptions o = options_for(0.0f, 12);
-  o.speculative.drafter = std::make_shared<PromptLookupDrafter>();
-  const GenerateResult got = Session(model).generate(std::span<const TokenId>(prompt), o);
-  EXPECT_EQ(got.tokens, plain.tokens);
-  EXPECT_EQ(got.speculative.drafted, 0);
+  Session plain(model);
+  const GenerateResult expected =
+      plain.generate(std::span<const TokenId>(prompt), options_for(0.0f, 30));
+  GenerateOptions o = options_for(0.0f, 30);
+  o.speculative.drafter = std::make_shared<ScriptedDrafter>(prompt, expected.tokens, 3, false);
+  o.speculative.draft_max = 4;
+  Session session(model);
+  const GenerateResult got = session.generate(std::span<const TokenId>(prompt), o);
+  EXPECT_EQ(got.tokens, expected.tokens);
+  EXPECT_GT(got.speculative.accepted, 0);
+  EXPECT_LT(got.speculative.accepted, got.speculative.drafted);
+  EXPECT_LT(got.speculative.passes + 5, static_cast<int64_t>(expected.tokens.size())) << got.speculative.drafted << " drafted, " << got.speculative.accepted << " kept";
+  EXPECT_TRUE(std::ranges::equal(session.history(), plain.history()));
+  EXPECT_TRUE(same_floats(session.last_logits(), plain.last_logits()));
+  // The next turn resumes from the prompt's snapshot in both.
+  std::vector<TokenId> next_turn = prompt;
+  next_turn.insert(next_turn.end(), {7, 9});
+  const GenerateResult a =
+      plain.generate(std::span<const TokenId>(next_turn), options_for(0.0f, 8));
+  const GenerateResult b =
+      session.generate(std::span<const TokenId>(next_turn), options_for(0.0f, 8));
+  EXPECT_EQ(a.tokens, b.tokens);
+  EXPECT_EQ(a.cached_tokens, b.cached_tokens);
 }
 
 TEST(PromptLookupDrafter, TheLatestLongestMatchAndWhatFollowedIt) {

@@ -192,15 +192,15 @@ class DraftModelDrafter final : public Drafter {
 // sampler, run on each row in turn exactly as in plain decoding, picks
 // them. The tokens, their logits, the cache and (for a seeded sampler) the
 // random draws are those of plain decoding, bit for bit; only the number
-// of passes changes.
+// of passes changes. Models with recurrent state keep a checkpoint of it
+// before each round: a rejection goes back to it, and the kept rows ride
+// with the next pass.
 //
 // With a sampling temperature and a drafter that samples (a draft model),
 // drafts are checked by speculative sampling instead (kept with
 // probability min(1, p/q), Sampler::sample_speculative): more of them are
 // kept, and the tokens are distributed as plain sampling's but are not
-// its draws for the same seed (same_draws keeps those). Models with
-// recurrent state decode plainly (their state cannot drop rejected
-// drafts).
+// its draws for the same seed (same_draws keeps those).
 struct SpeculativeOptions {
   std::shared_ptr<Drafter> drafter;  // null: plain decoding
   bool same_draws = false;           // sampling: draft greedily, keep plain decoding's draws
@@ -381,8 +381,17 @@ class Session {
   TokenId next_token(Sampler& sampler);
   // Drafts forwarded but not yet checked (their rows are in the cache).
   int64_t unchecked_drafts() const;
-  // Forgets the drafts not yet checked: their rows leave the cache.
-  void drop_pending_drafts();
+  // The rows of the context so far: the cache's, less the unchecked
+  // drafts, plus the owed ones.
+  int64_t decoded_rows() const;
+  void clear_drafts();
+  // Ends a round of drafts: the unchecked ones leave the cache (with
+  // recurrent state, by going back to the round's checkpoint and owing the
+  // good rows to the next pass).
+  void end_round();
+  // At the end of a generation: the cache holds exactly the context (the
+  // owed rows forwarded).
+  void settle_drafts();
   bool cancelled() const { return cancel_requested_.load(std::memory_order_relaxed); }
 
   std::shared_ptr<const Model> model_;
@@ -397,6 +406,11 @@ class Session {
   std::vector<float> draft_logits_;
   // For sampled drafts, the distribution each was drawn from (else empty).
   std::vector<TokenDistribution> pending_q_;
+  // Models with recurrent state: the cache length at the round's
+  // checkpoint, and the context's tokens after the cache that the next
+  // pass forwards first.
+  int64_t round_start_ = 0;
+  std::vector<TokenId> owed_;
   std::vector<BatchRow> rows_;
   std::atomic<bool> cancel_requested_{false};
   // generate()'s GenerateOptions::on_prefill and prompt length while it

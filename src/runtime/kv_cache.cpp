@@ -402,7 +402,7 @@ int64_t KvCache::n_prefix_states() const {
 
 bool KvCache::can_truncate(int32_t seq, int64_t length) const {
   const Sequence& s = sequences_[index_of(seq)];
-  if (has_state() && length > 0 && length < this->length(seq) &&
+  if (has_state() && length > 0 && length < this->length(seq) && s.checkpoint.length != length &&
       std::ranges::none_of(s.snapshots,
                            [&](const StateSnapshot& snap) { return snap.length == length; })) {
     return false;
@@ -413,12 +413,27 @@ bool KvCache::can_truncate(int32_t seq, int64_t length) const {
 int64_t KvCache::nearest_truncation(int32_t seq, int64_t length) const {
   if (can_truncate(seq, length)) return length;
   int64_t best = 0;
-  for (const StateSnapshot& snap : sequences_[index_of(seq)].snapshots) {
+  const Sequence& s = sequences_[index_of(seq)];
+  for (const StateSnapshot& snap : s.snapshots) {
     if (snap.length <= length && snap.length > best && can_truncate(seq, snap.length)) {
       best = snap.length;
     }
   }
+  const int64_t checkpoint = s.checkpoint.length;
+  if (checkpoint <= length && checkpoint > best && can_truncate(seq, checkpoint)) best = checkpoint;
   return best;
+}
+
+void KvCache::checkpoint_state(int32_t seq) {
+  if (!has_state()) return;
+  Sequence& s = sequences_[index_of(seq)];
+  s.checkpoint.length = length(seq);
+  const auto state = seq_states(seq);
+  s.checkpoint.state.assign(state.begin(), state.end());
+}
+
+void KvCache::drop_checkpoint(int32_t seq) {
+  sequences_[index_of(seq)].checkpoint.length = -1;
 }
 
 void KvCache::save_state_snapshot(int32_t seq) {
@@ -458,9 +473,13 @@ void KvCache::truncate(int32_t seq, int64_t length) {
   if (kept == 0) {
     std::ranges::fill(seq_states(seq), 0.0f);
   } else if (has_state()) {
-    // can_truncate found a snapshot at exactly `kept`.
-    for (const StateSnapshot& snap : sequences_[index_of(seq)].snapshots) {
+    // can_truncate found a snapshot or the checkpoint at exactly `kept`.
+    const Sequence& s = sequences_[index_of(seq)];
+    for (const StateSnapshot& snap : s.snapshots) {
       if (snap.length == kept) std::ranges::copy(snap.state, seq_states(seq).begin());
+    }
+    if (s.checkpoint.length == kept) {
+      std::ranges::copy(s.checkpoint.state, seq_states(seq).begin());
     }
   }
 }
@@ -503,6 +522,7 @@ void KvCache::cut(int32_t seq, int64_t length) {
   std::erase_if(s.snapshots, [&](const StateSnapshot& snap) {
     return snap.length > static_cast<int64_t>(kept);
   });
+  if (s.checkpoint.length > static_cast<int64_t>(kept)) s.checkpoint.length = -1;
   s.chain.resize(std::min(s.chain.size(), kept / per_block));
   if (copy) {
     replace_last_block_with_copy(s, rows_in_cut_block);

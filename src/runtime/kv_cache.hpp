@@ -185,6 +185,13 @@ class KvCache {
   // drops it.
   void save_state_snapshot(int32_t seq);
   static constexpr size_t kMaxStateSnapshots = 4;
+  // Speculative decoding's checkpoint: like a snapshot (truncate() back to
+  // its length restores the state), but one per sequence, kept apart from
+  // the snapshots (it evicts none of them) and reusing its memory, until
+  // the next checkpoint_state(), drop_checkpoint() or a cut below it.
+  // No-op without state.
+  void checkpoint_state(int32_t seq);
+  void drop_checkpoint(int32_t seq);
   // Keeps the sequence's recurrent state as the prefix state of its last
   // block, for attach_prefix: call after commit(), at a length that is a
   // whole number of blocks. `rolling`: the sequence's previous rolling
@@ -239,6 +246,8 @@ class KvCache {
     std::vector<int32_t> blocks;
     std::vector<ChainLink> chain;          // the first chain.size() blocks are committed
     std::vector<StateSnapshot> snapshots;  // oldest first, lengths distinct
+    StateSnapshot checkpoint;              // length < 0: none
+    Sequence() { checkpoint.length = -1; }
     // The prefix id of the sequence's latest rolling prefix state.
     uint64_t rolling_prefix_state = KvBlockPool::kNoPrefixId;
   };

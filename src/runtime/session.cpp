@@ -63,9 +63,8 @@ std::span<const TokenId> Session::history() const {
 
 void Session::reset() {
   cache_->clear_all();
-  pending_drafts_.clear();
-  pending_q_.clear();
-  next_draft_ = 0;
+  clear_drafts();
+  owed_.clear();
 }
 
 void Session::truncate(size_t n_tokens) {
@@ -326,12 +325,46 @@ int64_t Session::unchecked_drafts() const {
   return static_cast<int64_t>(pending_drafts_.size() - next_draft_);
 }
 
-void Session::drop_pending_drafts() {
-  const int64_t unchecked = unchecked_drafts();
+int64_t Session::decoded_rows() const {
+  return cache_rows() - unchecked_drafts() + static_cast<int64_t>(owed_.size());
+}
+
+void Session::clear_drafts() {
   pending_drafts_.clear();
   pending_q_.clear();
   next_draft_ = 0;
-  if (unchecked > 0) cut_history(cache_rows() - unchecked);
+}
+
+void Session::end_round() {
+  if (pending_drafts_.empty()) return;
+  const int64_t unchecked = unchecked_drafts();
+  if (unchecked == 0) {
+    // Every draft kept: the round's rows are all the context's.
+    owed_.clear();
+    cache_->drop_checkpoint(0);
+  } else if (cache_->has_state()) {
+    // The state went through the rejected drafts too: back to the
+    // checkpoint before the round, and the round's good rows are owed to
+    // the next pass (which forwards them anyway, so the rollback costs
+    // rows in a pass rather than a pass).
+    const auto good = history().subspan(static_cast<size_t>(round_start_));
+    owed_.assign(good.begin(), good.end() - unchecked);
+    cache_->truncate(0, round_start_);
+  } else {
+    cut_history(cache_rows() - unchecked);
+  }
+  clear_drafts();
+}
+
+void Session::settle_drafts() {
+  end_round();
+  if (!owed_.empty()) {
+    // Not forwarded through prefill(): it stops when cancelled, and the
+    // history must hold these rows whatever ended the generation.
+    const std::vector<TokenId> owed = std::exchange(owed_, {});
+    forward_rows(owed, owed.size(), {});
+  }
+  cache_->drop_checkpoint(0);
 }
 
 TokenId Session::next_token(Sampler& sampler) {
@@ -344,16 +377,20 @@ TokenId Session::next_token(Sampler& sampler) {
 
 std::vector<TokenId> Session::draft_after(TokenId id, const Sampler& sampler,
                                           const SpeculativeOptions& spec, int64_t budget) {
-  // A state holds every position it saw: rejected drafts could not leave it.
-  if (!spec.drafter || cache_->has_state()) return {};
+  if (!spec.drafter) return {};
+  const auto owed = static_cast<int64_t>(owed_.size());
+  // A model with state forwards the owed rows with the drafts: past
+  // draft_max of them, a pass without drafts settles them.
+  if (owed >= spec.draft_max) return {};
   DraftRequest request;
   request.room = std::min({std::max(draft_depth_, spec.draft_min),
-                           model_->context_length() - cache_rows() - 1, budget - 1});
+                           model_->context_length() - cache_rows() - owed - 1, budget - 1});
   request.draft_min = spec.draft_min;
   request.same_draws = spec.same_draws;
   request.n_vocab = model_->n_vocab();
   if (request.room <= 0) return {};
   std::vector<TokenId> context(history().begin(), history().end());
+  context.insert(context.end(), owed_.begin(), owed_.end());
   context.push_back(id);
   return propose_drafts(*spec.drafter, context, request, sampler.params(), pending_q_);
 }
@@ -378,18 +415,25 @@ void Session::advance(TokenId id, const Sampler& sampler, const GenerateOptions&
                                     static_cast<int64_t>(pending_drafts_.size()), draft_depth_,
                                     spec.draft_max);
   }
-  drop_pending_drafts();  // wrong from here on
-  std::vector<TokenId> step{id};
+  end_round();  // the drafts from the first wrong one on leave the context
   const std::vector<TokenId> draft = draft_after(id, sampler, spec, budget);
-  step.insert(step.end(), draft.begin(), draft.end());
-  if (step.size() == 1) {
-    forward_rows(step, 0, last_logits_);
+  std::vector<TokenId> step = std::exchange(owed_, {});
+  const size_t first_wanted = step.size();  // the row of id
+  step.push_back(id);
+  if (draft.empty()) {
+    forward_rows(step, first_wanted, last_logits_);
     return;
   }
-  draft_logits_.resize(step.size() * n_vocab);
-  forward_rows(step, 0, draft_logits_);
+  if (cache_->has_state()) {
+    // Where a rejection takes the state back to.
+    round_start_ = cache_rows();
+    cache_->checkpoint_state(0);
+  }
+  step.insert(step.end(), draft.begin(), draft.end());
+  draft_logits_.resize((step.size() - first_wanted) * n_vocab);
+  forward_rows(step, first_wanted, draft_logits_);
   std::copy_n(draft_logits_.begin(), n_vocab, last_logits_.begin());
-  pending_drafts_.assign(step.begin() + 1, step.end());
+  pending_drafts_ = draft;
   ++result.speculative.passes;
   result.speculative.drafted += static_cast<int64_t>(pending_drafts_.size());
 }
@@ -473,7 +517,7 @@ void Session::decode_loop(Sampler& sampler, LoopDetector* loops, const GenerateO
     }
     // The rows of the tokens before id, as in plain decoding (drafts
     // forwarded after it are not yet part of the history).
-    if (cache_rows() - unchecked_drafts() >= context) {
+    if (decoded_rows() >= context) {
       result.finish_reason = FinishReason::length;
       break;
     }
@@ -484,7 +528,7 @@ void Session::decode_loop(Sampler& sampler, LoopDetector* loops, const GenerateO
   }
   // Every finish keeps the prompt and the tokens before the last: drafts
   // forwarded after it go (the last token's own row with them).
-  drop_pending_drafts();
+  settle_drafts();
   if (!keep_going) result.finish_reason = FinishReason::cancelled;
 
   if (result.finish_reason == FinishReason::loop) {
