@@ -142,6 +142,14 @@ class Drafter {
   // one (the server's slots): what it can share (a draft model's weights)
   // is shared, what follows one sequence (a draft model's cache) is not.
   virtual std::shared_ptr<Drafter> for_another_sequence() const;
+  // Whether the drafter reads the target's hidden states (observe()).
+  virtual bool observes_hidden() const { return false; }
+  // Every row the target forwards while the drafter is in use: the ids at
+  // positions [first_pos, first_pos + ids.size()) of the context and their
+  // final-normed hidden states ([ids][n_embd]). A first_pos below what it
+  // saw before means the context was cut back there.
+  virtual void observe(std::span<const TokenId> ids, int64_t first_pos,
+                       std::span<const float> hidden);
 };
 
 // Prompt lookup: the tokens that followed the latest earlier occurrence of
@@ -185,6 +193,43 @@ class DraftModelDrafter final : public Drafter {
   // Brings the draft session's history to `context` and returns the logits
   // of its last token (empty when it does not fit the draft's context).
   std::vector<float> follow(std::span<const TokenId> context, size_t max_tokens);
+};
+
+// Multi-token prediction: the model's own MTP layer (the nextn layer of a
+// GLM-4.5 file) drafts from the target's final hidden state and the last
+// token, then from its own output, one token per step (llama.cpp's
+// draft-mtp). Its layer keeps a cache of its own, filled from every row the
+// target forwards (observe()): a session must use it in every generate(),
+// from the first; after a history it did not see it drafts nothing until
+// the session starts over.
+class MtpDrafter final : public Drafter {
+ public:
+  // Throws cortiq::Error when the model runs no MTP layer.
+  explicit MtpDrafter(std::shared_ptr<const Model> model);
+  ~MtpDrafter() override;
+  std::vector<TokenId> draft(std::span<const TokenId> context, size_t max_tokens) override;
+  bool samples() const override { return true; }
+  SampledDraft draft_sampled(std::span<const TokenId> context, size_t max_tokens,
+                             const SamplingParams& params) override;
+  bool observes_hidden() const override { return true; }
+  void observe(std::span<const TokenId> ids, int64_t first_pos,
+               std::span<const float> hidden) override;
+  // Receives the MTP layer's logits at each draft step with the position
+  // it predicts from (for diagnostics and the tests against llama.cpp).
+  using StepCallback = std::function<void(int64_t position, std::span<const float> logits)>;
+  void on_step(StepCallback callback) { on_step_ = std::move(callback); }
+
+ private:
+  struct State;
+  StepCallback on_step_;
+  std::shared_ptr<const Model> model_;
+  std::unique_ptr<State> state_;
+  // Brings the MTP cache to the context's first n - 1 tokens; false when it
+  // has not seen them.
+  bool follow(std::span<const TokenId> context);
+  // Up to max_tokens drafts, each picked from the MTP logits by `pick`.
+  std::vector<TokenId> run(std::span<const TokenId> context, size_t max_tokens,
+                           const std::function<TokenId(std::span<const float>)>& pick);
 };
 
 // Speculative decoding: each step forwards the sampled token and up to
@@ -412,6 +457,10 @@ class Session {
   int64_t round_start_ = 0;
   std::vector<TokenId> owed_;
   std::vector<BatchRow> rows_;
+  // While generate() runs with a drafter that reads hidden states (MTP):
+  // it, and the hidden states of the rows forwarded.
+  Drafter* observer_ = nullptr;
+  std::vector<float> observed_hidden_;
   std::atomic<bool> cancel_requested_{false};
   // generate()'s GenerateOptions::on_prefill and prompt length while it
   // forwards the prompt (null otherwise).

@@ -78,7 +78,7 @@ class Chat {
       : model_(std::move(model)), session_(model_), tmpl_(template_source()) {
     options_.sampling = sampling_from(args, model_->n_vocab());
     options_.max_tokens = args.get_int("max-tokens", -1, INT64_MAX);
-    options_.speculative = speculative_from(args, *model_);
+    options_.speculative = speculative_from(args, model_);
     options_.parse_special = true;
     if (args.has("system")) system_ = args.get("system");
     reset();

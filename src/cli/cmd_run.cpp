@@ -113,7 +113,7 @@ int run_run(std::span<const std::string> argv) {
   options.parse_special = !args.has("no-special");
   const bool json = args.has("json");
   options.confidence = json && args.has("confidence");
-  options.speculative = speculative_from(args, *model);
+  options.speculative = speculative_from(args, model);
 
   Session session(model);
   const InterruptGuard interrupts(session);

@@ -139,7 +139,7 @@ int run_serve(std::span<const std::string> argv) {
                            ? args.get("alias")
                            : std::filesystem::path(args.get("model")).filename().string();
   options.scheduler.kv_cells = kv_cells_for(args, *model);
-  const SpeculativeOptions speculative = speculative_from(args, *model);
+  const SpeculativeOptions speculative = speculative_from(args, model);
   options.scheduler.drafter = speculative.drafter;
   options.scheduler.draft_max = speculative.draft_max;
   options.scheduler.draft_min = speculative.draft_min;

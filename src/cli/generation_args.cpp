@@ -118,8 +118,9 @@ void add_speculative_options(ArgParser& parser) {
   const SpeculativeOptions d;
   parser
       .option("--spec", "KIND",
-              "speculative decoding: lookup (draft from n-grams of the prompt and the output) "
-              "or draft (a draft model); greedy output is that of plain decoding, token for "
+              "speculative decoding: lookup (draft from n-grams of the prompt and the output), "
+              "draft (a draft model) or mtp (the model's own multi-token-prediction layer: "
+              "GLM-4.5); greedy output is that of plain decoding, token for "
               "token, and sampled output is distributed as plain sampling's")
       .option("--draft-model", "FILE",
               "the draft model for --spec draft (implies it): a smaller model of the same "
@@ -135,7 +136,9 @@ void add_speculative_options(ArgParser& parser) {
       .option("--lookup-ngram-max", "N", "prompt lookup: longest n-gram matched", "4");
 }
 
-SpeculativeOptions speculative_from(const ParsedArgs& args, const Model& target) {
+SpeculativeOptions speculative_from(const ParsedArgs& args,
+                                    const std::shared_ptr<const Model>& model) {
+  const Model& target = *model;
   SpeculativeOptions o;
   o.draft_max = args.get_int("draft-max", 1, 256);
   o.draft_min = args.get_int("draft-min", 0, 256);
@@ -160,8 +163,12 @@ SpeculativeOptions speculative_from(const ParsedArgs& args, const Model& target)
     return o;
   }
   if (args.has("draft-model")) throw UsageError("--draft-model goes with --spec draft");
+  if (kind == "mtp") {
+    o.drafter = std::make_shared<MtpDrafter>(model);
+    return o;
+  }
   if (kind != "lookup") {
-    throw UsageError("--spec: '" + kind + "' is not a drafter Cortiq has (lookup, draft)");
+    throw UsageError("--spec: '" + kind + "' is not a drafter Cortiq has (lookup, draft, mtp)");
   }
   const int64_t lo = args.get_int("lookup-ngram-min", 1, 64);
   const int64_t hi = args.get_int("lookup-ngram-max", 1, 64);

@@ -20,12 +20,13 @@ void add_sampling_options(ArgParser& parser);
 // Validated against the model's vocabulary; throws UsageError naming the option.
 SamplingParams sampling_from(const ParsedArgs& args, int64_t n_vocab);
 
-// Speculative decoding (--spec lookup|draft, --draft-model, --draft-max,
-// --draft-min, the prompt lookup n-gram sizes); without --spec or
-// --draft-model, none. A draft model loads with the target's threads,
-// context, KV type and chunk.
+// Speculative decoding (--spec lookup|draft|mtp, --draft-model, --draft-max,
+// --draft-min, --spec-same-draws, the prompt lookup n-gram sizes); without
+// --spec or --draft-model, none. A draft model loads with the target's
+// context, KV type and chunk, on its threads.
 void add_speculative_options(ArgParser& parser);
-SpeculativeOptions speculative_from(const ParsedArgs& args, const Model& target);
+SpeculativeOptions speculative_from(const ParsedArgs& args,
+                                    const std::shared_ptr<const Model>& target);
 // "drafted N, accepted M (P %) in K passes", for the logs.
 std::string speculative_text(const SpeculativeStats& stats);
 

@@ -112,6 +112,44 @@ void DecoderModel::forward(std::span<const BatchRow> rows, KvCache& cache, Forwa
   }
 }
 
+void DecoderModel::forward_mtp(std::span<const BatchRow> rows, std::span<const float> h_in,
+                               KvCache& cache, ForwardContext& ctx, std::span<float> h_out,
+                               std::span<float> logits) const {
+  if (!has_mtp()) throw Error(hparams_.arch + ": this model runs no multi-token-prediction layer");
+  const auto n_embd = static_cast<size_t>(hparams_.n_embd);
+  if (h_in.size() != rows.size() * n_embd || h_out.size() != rows.size() * n_embd) {
+    throw Error(strfmt("MTP forward: %zu rows need %zu hidden floats, got %zu in and %zu out",
+                       rows.size(), rows.size() * n_embd, h_in.size(), h_out.size()));
+  }
+  check_rows(rows, cache, hparams_.n_vocab, hparams_.n_vocab, static_cast<int64_t>(logits.size()),
+             ctx.buffers.seq_next);
+  auto& cells = ctx.buffers.row_cells;
+  cells.resize(rows.size());
+  try {
+    for (size_t i = 0; i < rows.size(); ++i) {
+      cells[i] = cache.append(rows[i].seq, {&rows[i].token, 1})[0];
+    }
+    run_mtp(rows, cells, h_in, cache, ctx, h_out, logits);
+  } catch (...) {
+    for (const auto& row : rows) cache.truncate(row.seq, row.pos);
+    throw;
+  }
+}
+
+void DecoderModel::run_mtp(std::span<const BatchRow> /*rows*/, std::span<const int32_t> /*cells*/,
+                           std::span<const float> /*h_in*/, KvCache& /*cache*/,
+                           ForwardContext& /*ctx*/, std::span<float> /*h_out*/,
+                           std::span<float> /*logits*/) const {
+  throw Error(hparams_.arch + ": this model runs no multi-token-prediction layer");
+}
+
+KvCacheShape DecoderModel::mtp_cache_shape(int64_t n_cells, KvType type) const {
+  KvCacheShape shape = kv_cache_shape_of(hparams_.with_mtp_layers(), n_cells, 1, type);
+  // The trunk's layers keep nothing here.
+  for (size_t il = 0; il < static_cast<size_t>(hparams_.n_layer); ++il) shape.layers[il] = {};
+  return shape;
+}
+
 DecoderModel::DecoderModel(ModelHParams hparams, WeightBinder& binder)
     : hparams_(std::move(hparams)) {
   binder.pack_into(&packed_weights_);

@@ -51,6 +51,22 @@ class DecoderModel {
   void forward(std::span<const BatchRow> rows, KvCache& cache, ForwardContext& ctx,
                std::span<float> logits) const;
 
+  // Multi-token prediction (the file's first nextn layer), for speculative
+  // drafting (MtpDrafter): whether the family runs it.
+  virtual bool has_mtp() const { return false; }
+  // The KV cache forward_mtp writes: the MTP layer's rows only (the trunk's
+  // layers take no memory in it).
+  KvCacheShape mtp_cache_shape(int64_t n_cells, KvType type) const;
+  // Runs the MTP layer over rows x_p at position p of one sequence, each
+  // paired with the trunk's final-normed hidden state at p - 1 (`h_in`,
+  // [rows][n_embd]; zeros at p = 0): their keys and values enter `cache`
+  // (mtp_cache_shape), `h_out` ([rows][n_embd]) gets the layer's normed
+  // output (the h of the next drafting step) and the rows marked `logits`
+  // write theirs to `logits`, in order. Rolls the rows back on an
+  // exception, as forward() does.
+  void forward_mtp(std::span<const BatchRow> rows, std::span<const float> h_in, KvCache& cache,
+                   ForwardContext& ctx, std::span<float> h_out, std::span<float> logits) const;
+
  protected:
   // Matrices the binder packs from now on go to this model's store.
   DecoderModel(ModelHParams hparams, WeightBinder& binder);
@@ -59,6 +75,10 @@ class DecoderModel {
   // gives each row's cell.
   virtual void run_layers(std::span<const BatchRow> rows, std::span<const int32_t> cells,
                           KvCache& cache, ForwardContext& ctx, std::span<float> logits) const = 0;
+  // forward_mtp's work, for a family whose has_mtp() is true.
+  virtual void run_mtp(std::span<const BatchRow> rows, std::span<const int32_t> cells,
+                       std::span<const float> h_in, KvCache& cache, ForwardContext& ctx,
+                       std::span<float> h_out, std::span<float> logits) const;
 
   ModelHParams hparams_;
   // Packed copies of the matrices the integer kernels read interleaved; the

@@ -47,6 +47,7 @@ struct ForwardBuffers {
   std::array<std::vector<float>, 2> rope;
   std::vector<std::vector<float>> scores;  // per thread: attention scores of one row
   kernels::MatmulScratch matmul;
+  std::vector<float> mtp_input;    // [rows][2 n_embd]: an MTP layer's [enorm(e) ; hnorm(h)]
   std::vector<int32_t> token_ids;  // [rows]
   std::vector<int32_t> row_cells;  // [rows]: each row's cache cell
   std::vector<int64_t> seq_next;   // [sequences]: next position, while checking a batch
@@ -63,6 +64,9 @@ struct ForwardContext {
   ThreadPool& pool;
   ForwardBuffers& buffers;
   RowOutput output = RowOutput::logits;
+  // When set ([rows][n_embd]): every row's final-normed hidden state, beside
+  // the logits of the marked rows (what an MTP drafter reads).
+  std::span<float> all_hidden = {};
 };
 
 }  // namespace cortiq

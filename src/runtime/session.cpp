@@ -128,7 +128,12 @@ void Session::forward_rows(std::span<const TokenId> ids, size_t first_wanted,
     rows_.push_back({ids[i], start + static_cast<int32_t>(i), 0, i >= first_wanted});
   }
   ForwardContext ctx{model_->pool(), *buffers_, output};
+  if (observer_) {
+    observed_hidden_.resize(ids.size() * static_cast<size_t>(model_->hparams().n_embd));
+    ctx.all_hidden = observed_hidden_;
+  }
   model_->decoder().forward(rows_, *cache_, ctx, logits);
+  if (observer_) observer_->observe(ids, start, observed_hidden_);
 }
 
 size_t Session::chunk_rows(int64_t requested) const {
@@ -294,6 +299,13 @@ GenerateResult Session::generate(std::span<const TokenId> prompt, const Generate
 
   GenerateResult result;
   result.prompt_tokens = static_cast<int64_t>(prompt.size());
+  // A drafter that reads hidden states (MTP) sees the rows this call forwards.
+  const auto& drafter = options.speculative.drafter;
+  observer_ = drafter && drafter->observes_hidden() ? drafter.get() : nullptr;
+  struct ObserverScope {
+    Drafter*& observer;
+    ~ObserverScope() { observer = nullptr; }
+  } observer_scope{observer_};
   try {
     Timer prefill_timer;
     const size_t reused = reuse_prefix(prompt);

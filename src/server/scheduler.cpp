@@ -180,6 +180,11 @@ Scheduler::Scheduler(std::shared_ptr<const Model> model, SchedulerOptions option
   engine_ = std::make_unique<Engine>(shape);
   engine_->drafters.resize(static_cast<size_t>(options_.parallel));
   if (options_.draft_max < 1) throw Error("--draft-max must be at least 1");
+  if (options_.drafter && options_.drafter->observes_hidden()) {
+    throw Error(
+        "the server does not draft with MTP layers yet (--spec mtp); use --spec lookup or "
+        "--draft-model");
+  }
   if (options_.drafter && engine_->cache.has_state()) {
     LOG_WARN(
         "speculative decoding is off: this model keeps recurrent state, which cannot drop "

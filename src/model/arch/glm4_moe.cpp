@@ -31,14 +31,18 @@
 //
 // Multi-token prediction: block_count counts the trunk and the
 // nextn_predict_layers MTP layers after it (one on GLM-4.5). Each is a full
-// layer plus its nextn.* tensors (blocks/nextn.hpp); bound and checked, not
-// run, as llama.cpp decodes without an MTP draft. A file whose MTP layers
-// were left out (no blk.N.nextn.eh_proj) runs the trunk the same.
+// layer plus its nextn.* tensors (blocks/nextn.hpp), bound and checked; the
+// trunk never runs them. GLM-4.5's first one drafts for speculative
+// decoding (Glm4MoeModel::run_mtp, MtpDrafter), as llama.cpp's draft-mtp.
+// A file whose MTP layers were left out (no blk.N.nextn.eh_proj) runs the
+// trunk the same.
+#include <algorithm>
 #include <iterator>
 #include <memory>
 
 #include "base/strings.hpp"
 #include "formats/gguf/gguf_file.hpp"
+#include "kernels/cpu/matmul.hpp"
 #include "model/arch/arch.hpp"
 #include "model/arch/family_support.hpp"
 #include "model/arch/pre_norm_layer.hpp"
@@ -101,7 +105,7 @@ struct Glm4MoeWeights {
   OutputHead head;
   RopeTables rope;
   std::vector<PreNormMoeLayer> layers;
-  std::vector<MtpLayer> mtp;  // bound, not run
+  std::vector<MtpLayer> mtp;  // not run by the trunk (glm4moe: drafts)
   // hy_v3: dense FFN tensors beside a layer's experts, which llama.cpp
   // loads (every FFN tensor is optional to it) and its graph never runs.
   std::vector<FfnWeights> unused_dense;
@@ -135,6 +139,80 @@ struct Glm4MoeWeights {
           }
         });
   }
+};
+
+// GLM-4.5 with its MTP layer run for speculative drafting (llama.cpp's
+// graph_mtp of glm4-moe.cpp):
+//
+//   x = eh_proj · [rms_norm(e) * enorm ; rms_norm(h) * hnorm]
+//       e = (nextn.embed_tokens or token_embd)[x_p], h = the trunk's
+//       final-normed hidden state at p - 1
+//   x = the layer (attention over the MTP layer's own cache, experts and
+//       the shared expert) as a trunk layer
+//   h' = rms_norm(x) * (shared_head_norm or output_norm)
+//   logits = (shared_head_head or output) · h'
+class Glm4MoeModel final : public FamilyModel<Glm4MoeWeights> {
+ public:
+  Glm4MoeModel(ModelHParams hparams, WeightBinder& binder)
+      : FamilyModel<Glm4MoeWeights>(std::move(hparams), binder),
+        with_mtp_(hparams_.with_mtp_layers()) {
+    if (has_mtp()) {
+      const NextnTensors& nextn = w_.mtp.front().nextn;
+      mtp_embedding_.table = nextn.embed_tokens.empty() ? w_.embedding.table : nextn.embed_tokens;
+    }
+  }
+
+  bool has_mtp() const override { return hparams_.arch == "glm4moe" && !w_.mtp.empty(); }
+
+ private:
+  void run_layers(std::span<const BatchRow> rows, std::span<const int32_t> cells, KvCache& cache,
+                  ForwardContext& ctx, std::span<float> logits) const override {
+    run_pre_norm_layers(w_, hparams_, rows, cells, cache, ctx, logits);
+  }
+
+  void run_mtp(std::span<const BatchRow> rows, std::span<const int32_t> cells,
+               std::span<const float> h_in, KvCache& cache, ForwardContext& ctx,
+               std::span<float> h_out, std::span<float> logits) const override {
+    const ModelHParams& hp = with_mtp_;
+    const MtpLayer& layer = w_.mtp.front();
+    const int64_t il = hparams_.n_layer;
+    const auto n = static_cast<int64_t>(rows.size());
+    const auto width = static_cast<size_t>(hp.n_embd);
+    auto& buf = ctx.buffers;
+    const LayerStream s = start_layers(hp, rows, cells, ctx, mtp_embedding_, w_.rope);
+    const auto input = ForwardBuffers::take(buf.mtp_input, rows.size() * 2 * width);
+    for (size_t r = 0; r < rows.size(); ++r) {
+      const auto row = input.subspan(r * 2 * width, 2 * width);
+      rms_norm(hp, s.x.subspan(r * width, width), layer.nextn.enorm, row.first(width));
+      rms_norm(hp, h_in.subspan(r * width, width), layer.nextn.hnorm, row.last(width));
+    }
+    kernels::matmul(layer.nextn.eh_proj, input, n, s.x, hp.n_embd, ctx.pool, buf.matmul);
+    layer.block.run(hp, il, s, cache, ctx);
+    if (layer.nextn.shared_head_norm.empty()) {
+      for (size_t r = 0; r < rows.size(); ++r) {
+        w_.head.norm.apply(s.x.subspan(r * width, width), h_out.subspan(r * width, width));
+      }
+    } else {
+      rms_norm(hp, s.x, layer.nextn.shared_head_norm, h_out);
+    }
+    size_t n_out = 0;
+    for (const auto& row : rows) n_out += row.logits ? 1 : 0;
+    if (n_out == 0) return;
+    const auto normed = ForwardBuffers::take(buf.normed, n_out * width);
+    size_t k = 0;
+    for (size_t r = 0; r < rows.size(); ++r) {
+      if (!rows[r].logits) continue;
+      std::ranges::copy(h_out.subspan(r * width, width), normed.subspan(k++ * width).begin());
+    }
+    const kernels::WeightView& head =
+        layer.nextn.shared_head_head.empty() ? w_.head.output : layer.nextn.shared_head_head;
+    kernels::matmul(head, normed, static_cast<int64_t>(n_out),
+                    logits.first(n_out * static_cast<size_t>(hp.n_vocab)), hp.n_vocab, ctx.pool,
+                    buf.matmul);
+  }
+
+  ModelHParams with_mtp_;         // the trunk's layers and the MTP layers
+  TokenEmbedding mtp_embedding_;  // nextn.embed_tokens, or the trunk's table
 };
 
 // Ling 2 (Ling-mini-2.0, Ling-flash-2.0, Ring): the expert_shared_count
@@ -246,7 +324,7 @@ constexpr std::string_view kGlm4MoeOptional[] = {"attn_q.bias", "attn_k.bias", "
 
 const Family kGlm4MoeFamily{.arch = "glm4moe",
                             .neox_rope = true,
-                            .make = make_model<PreNormModel<Glm4MoeWeights>>,
+                            .make = make_model<Glm4MoeModel>,
                             .read_hparams = read_glm4moe,
                             .tensors = tensors_of<Glm4MoeWeights>,
                             .write_hparams = write_glm4moe,

@@ -91,6 +91,12 @@ void OutputHead::apply(const ModelHParams& hp, std::span<const BatchRow> rows,
                        std::span<float> logits) const {
   auto& buf = ctx.buffers;
   const auto n_embd = static_cast<size_t>(hp.n_embd);
+  const bool all_hidden = !ctx.all_hidden.empty();
+  if (all_hidden) {
+    for (size_t r = 0; r < rows.size(); ++r) {
+      norm.apply(x.subspan(r * n_embd, n_embd), ctx.all_hidden.subspan(r * n_embd, n_embd));
+    }
+  }
   size_t n_out = 0;
   for (const auto& row : rows) n_out += row.logits ? 1 : 0;
   if (n_out == 0) return;
@@ -100,7 +106,12 @@ void OutputHead::apply(const ModelHParams& hp, std::span<const BatchRow> rows,
   size_t k = 0;
   for (size_t r = 0; r < rows.size(); ++r) {
     if (!rows[r].logits) continue;
-    norm.apply(x.subspan(r * n_embd, n_embd), normed.subspan(k++ * n_embd, n_embd));
+    const auto out = normed.subspan(k++ * n_embd, n_embd);
+    if (all_hidden) {
+      std::ranges::copy(ctx.all_hidden.subspan(r * n_embd, n_embd), out.begin());
+    } else {
+      norm.apply(x.subspan(r * n_embd, n_embd), out);
+    }
   }
   if (hidden) return;
   const auto out = logits.first(n_out * static_cast<size_t>(hp.n_vocab));

@@ -61,7 +61,8 @@ struct OutputHead {
              NormKind norm_kind = NormKind::rms, bool norm_bias_required = true);
   // Final norm and lm_head for the rows that want output (their normed
   // hidden states themselves when ctx.output is hidden), then the final
-  // logit softcap. `logits` gets one row per marked row, in order.
+  // logit softcap. `logits` gets one row per marked row, in order; with
+  // ctx.all_hidden, every row's normed hidden state goes there too.
   void apply(const ModelHParams& hp, std::span<const BatchRow> rows, std::span<const float> x,
              ForwardContext& ctx, std::span<float> logits) const;
 };

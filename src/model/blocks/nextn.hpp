@@ -8,7 +8,8 @@
 //
 // llama.cpp runs it only as a speculative draft; decoding without one it
 // loads nothing of it but checks the file has it. Cortiq binds and checks
-// the tensors (Family::mtp_layers) and does not run them yet.
+// the tensors (Family::mtp_layers); GLM-4.5's first MTP layer drafts
+// (DecoderModel::forward_mtp, MtpDrafter).
 #pragma once
 
 #include <cstdint>
