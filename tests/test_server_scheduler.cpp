@@ -202,10 +202,11 @@ Collected run_all(Scheduler& scheduler, std::vector<GenerationJob> jobs) {
 // are verified in the same step as the others' rows, and every sequence
 // gets the tokens and log-probabilities it gets without drafting (greedy
 // and seeded sampling) — with prompt lookup, with the target as its own
-// draft model (every draft kept), and on a sliding-window model. The
+// draft model (every draft kept), on a sliding-window model and on models
+// with recurrent state (back to a checkpoint after a rejection). The
 // drafted rows leave no KV blocks behind.
 TEST(ServerScheduler, SpeculativeDecodingKeepsEverySequencesTokensAndLogprobs) {
-  for (const char* arch : {"llama", "gemma2"}) {
+  for (const char* arch : {"llama", "gemma2", "lfm2", "qwen3next"}) {
     SCOPED_TRACE(arch);
     test::TestModelSpec s = spec();
     s.arch = arch;
@@ -260,7 +261,10 @@ TEST(ServerScheduler, SpeculativeDecodingKeepsEverySequencesTokensAndLogprobs) {
         }
       }
       EXPECT_GT(drafted, 0);
-      EXPECT_GT(accepted, 0);
+      // Prompt lookup finds repeats in what llama and Gemma 2 write here;
+      // the other random models do not repeat themselves.
+      const bool repeats = std::string(arch) == "llama" || std::string(arch) == "gemma2";
+      if (std::string(what) != "prompt lookup" || repeats) EXPECT_GT(accepted, 0);
       const std::string text = metrics.prometheus_text();
       EXPECT_NE(text.find("cortiq_draft_tokens_total " + std::to_string(drafted)),
                 std::string::npos)

@@ -62,6 +62,8 @@ std::string Metrics::prometheus_text() const {
          integer(drafted_tokens_));
   metric(out, "cortiq_draft_tokens_accepted_total", "counter",
          "Speculative decoding: drafted tokens kept.", integer(accepted_tokens_));
+  metric(out, "cortiq_draft_rounds_total", "counter",
+         "Speculative decoding: decode steps that carried drafts.", integer(draft_rounds_));
   // Rates over the recent window: tokens forwarded per second of wall time.
   int64_t prefill = 0;
   int64_t decode = 0;

@@ -35,6 +35,7 @@ class Metrics {
     drafted_tokens_ += drafted;
     accepted_tokens_ += accepted;
   }
+  void add_draft_round() { ++draft_rounds_; }
   // One scheduler step: how many prompt rows and decode rows it forwarded.
   void record_step(int64_t prefill_rows, int64_t decode_rows);
   void publish(const SchedulerState& state);
@@ -58,6 +59,7 @@ class Metrics {
   std::atomic<int64_t> cancelled_{0};
   std::atomic<int64_t> drafted_tokens_{0};
   std::atomic<int64_t> accepted_tokens_{0};
+  std::atomic<int64_t> draft_rounds_{0};
   mutable std::mutex mutex_;
   std::map<int, int64_t> responses_;  // by HTTP status
   std::deque<Step> steps_;

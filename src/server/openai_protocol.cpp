@@ -684,7 +684,12 @@ Json timings_json(const std::vector<ChoiceResult>& choices) {
           {"predicted_per_second",
            s.decode_ms > 0 && predicted_n > 1 ? (predicted_n - 1) * 1000.0 / s.decode_ms : 0.0},
           {"draft_n", s.drafted_tokens},
-          {"draft_n_accepted", s.accepted_tokens}};
+          {"draft_n_accepted", s.accepted_tokens},
+          {"draft_rounds", s.draft_rounds},
+          {"draft_acceptance_rate",
+           s.drafted_tokens > 0 ? static_cast<double>(s.accepted_tokens) / s.drafted_tokens : 0.0},
+          {"draft_accepted_per_round",
+           s.draft_rounds > 0 ? static_cast<double>(s.accepted_tokens) / s.draft_rounds : 0.0}};
 }
 
 Json envelope(const GenerationRequest& request, const ResponseId& rid, const ApiContext& api,

@@ -40,6 +40,7 @@ struct ChoiceStats {
   double decode_ms = 0;          // first token to the last
   int64_t drafted_tokens = 0;    // speculative decoding: drafts forwarded
   int64_t accepted_tokens = 0;   // of them, kept
+  int64_t draft_rounds = 0;      // decode steps that carried drafts
 };
 
 struct StreamEvent {

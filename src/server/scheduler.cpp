@@ -128,6 +128,13 @@ struct Scheduler::Sequence {
   Drafter* drafter = nullptr;
   std::vector<TokenId> drafts;
   std::vector<TokenDistribution> draft_q;
+  // Models with recurrent state: the cache length at the round's
+  // checkpoint, and the tokens after the cache that the next step forwards
+  // first (a rejection went back to the checkpoint).
+  int64_t round_start = 0;
+  std::vector<TokenId> owed;
+  bool speculating = false;  // this step carries drafts or owed rows
+  int64_t rounds = 0;        // steps that carried drafts
   int64_t draft_depth = 0;
   int64_t drafted = 0;   // drafts forwarded
   int64_t accepted = 0;  // of them, kept
@@ -184,11 +191,6 @@ Scheduler::Scheduler(std::shared_ptr<const Model> model, SchedulerOptions option
     throw Error(
         "the server does not draft with MTP layers yet (--spec mtp); use --spec lookup or "
         "--draft-model");
-  }
-  if (options_.drafter && engine_->cache.has_state()) {
-    LOG_WARN(
-        "speculative decoding is off: this model keeps recurrent state, which cannot drop "
-        "rejected drafts");
   }
   publish_state();
   worker_ = std::thread([this] { run(); });
@@ -384,7 +386,7 @@ bool Scheduler::admit(Pending& pending) {
       std::make_unique<Sequence>(*model_, std::move(job), pending.stream, slot, pending.arrived);
   seq->prompt_done = static_cast<size_t>(attached);
   seq->cached = attached;
-  if (options_.drafter && !cache.has_state()) {
+  if (options_.drafter) {
     auto& drafter = engine_->drafters[static_cast<size_t>(slot)];
     if (!drafter) drafter = options_.drafter->for_another_sequence();
     seq->drafter = drafter.get();
@@ -502,7 +504,16 @@ void Scheduler::step() {
   int64_t prefill_rows = 0;
   for (auto& seq : active_) {
     if (!seq->decoding) continue;
-    const auto at = static_cast<int32_t>(e.cache.length(seq->slot));
+    auto at = static_cast<int32_t>(e.cache.length(seq->slot));
+    seq->speculating = !seq->drafts.empty() || !seq->owed.empty();
+    if (!seq->drafts.empty() && e.cache.has_state()) {
+      // Where a rejection takes the state back to.
+      seq->round_start = at;
+      e.cache.checkpoint_state(seq->slot);
+    }
+    for (const TokenId id : std::exchange(seq->owed, {})) {
+      e.rows.push_back({id, at++, seq->slot, false});
+    }
     e.rows.push_back({seq->next, at, seq->slot, true});
     e.owners.push_back(seq.get());
     for (size_t j = 0; j < seq->drafts.size(); ++j) {
@@ -573,9 +584,10 @@ void Scheduler::save_prefix_states() {
     if (!points.empty() && points[0] == length) {
       cache.save_prefix_state(seq->slot);
       points.erase(points.begin());
-    } else if (length % block == 0 && length >= std::ssize(seq->job.prompt)) {
+    } else if (length % block == 0 && length >= std::ssize(seq->job.prompt) && !seq->speculating) {
       // The prompt's end or a reply's boundary (its sequence is marked
-      // decoding only once its output is handled, after this).
+      // decoding only once its output is handled, after this). Not after a
+      // step with drafts: their rows may not stay.
       cache.save_prefix_state(seq->slot, /*rolling=*/true);
     }
   }
@@ -612,9 +624,22 @@ void Scheduler::handle_rows(Sequence& seq, std::span<const float> logits, size_t
     plan_drafts(seq);
     return;
   }
+  ++seq.rounds;
+  metrics_.add_draft_round();
   // The rows after the last used one held rejected drafts.
   auto& cache = engine_->cache;
-  cache.truncate(seq.slot, cache.length(seq.slot) - static_cast<int64_t>(n_rows - used));
+  const auto rejected = static_cast<int64_t>(n_rows - used);
+  if (rejected == 0) {
+    cache.drop_checkpoint(seq.slot);
+  } else if (cache.has_state()) {
+    // The state went through them too: back to the checkpoint, the round's
+    // good rows owed to the next step (rows in a pass, not a pass).
+    const auto tokens = cache.tokens(seq.slot);
+    seq.owed.assign(tokens.begin() + seq.round_start, tokens.end() - rejected);
+    cache.truncate(seq.slot, seq.round_start);
+  } else {
+    cache.truncate(seq.slot, cache.length(seq.slot) - rejected);
+  }
   seq.draft_depth =
       next_draft_depth(static_cast<int64_t>(used) - 1, static_cast<int64_t>(seq.drafts.size()),
                        seq.draft_depth, options_.draft_max);
@@ -626,17 +651,21 @@ void Scheduler::plan_drafts(Sequence& seq) {
   seq.draft_q.clear();
   if (!seq.drafter) return;
   auto& cache = engine_->cache;
+  const auto owed = static_cast<int64_t>(seq.owed.size());
+  // Past draft_max owed rows, a step without drafts settles them.
+  if (owed >= options_.draft_max) return;
   DraftRequest request;
   // Within the blocks admission reserved (prompt + max_tokens) and within
   // what one step may append to a sequence.
   request.room = std::min({std::max(seq.draft_depth, options_.draft_min),
-                           seq.job.max_tokens - seq.generated - 1, options_.step_rows - 1});
+                           seq.job.max_tokens - seq.generated - 1, options_.step_rows - 1 - owed});
   request.draft_min = options_.draft_min;
   request.same_draws = options_.same_draws;
   request.n_vocab = model_->n_vocab();
   if (request.room <= 0) return;
   const auto history = cache.tokens(seq.slot);
   std::vector<TokenId> context(history.begin(), history.end());
+  context.insert(context.end(), seq.owed.begin(), seq.owed.end());
   context.push_back(seq.next);
   try {
     seq.drafts = propose_drafts(*seq.drafter, context, request, seq.sampler.params(), seq.draft_q);
@@ -691,6 +720,7 @@ void Scheduler::finish(Sequence& seq, ChoiceEnd end) {
   stats.generated_tokens = seq.generated;
   stats.drafted_tokens = seq.drafted;
   stats.accepted_tokens = seq.accepted;
+  stats.draft_rounds = seq.rounds;
   stats.queue_ms = ms_between(seq.arrived, seq.admitted);
   if (seq.decoding) {
     stats.prompt_ms = ms_between(seq.admitted, seq.first_token);
