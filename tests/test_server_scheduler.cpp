@@ -277,6 +277,57 @@ TEST(ServerScheduler, SpeculativeDecodingKeepsEverySequencesTokensAndLogprobs) {
   }
 }
 
+// GLM-4.5's MTP layer drafting per slot: each sequence's tokens and
+// log-probabilities as without drafting; the drafters see every row of
+// their sequence, prompt chunks included.
+TEST(ServerScheduler, MtpDraftsPerSlotKeepTheTokens) {
+  test::TestModelSpec s = spec();
+  s.arch = "glm4moe";
+  const auto model = test::load_test_model(s);
+  std::vector<GenerationJob> jobs;
+  for (int i = 0; i < 4; ++i) {
+    GenerationJob job = job_of(prompt_of(30 + 9 * i, i + 4), 70 + i, 16);
+    if (i % 2 == 0) job.sampling.temperature = 0.0f;
+    job.top_logprobs = 1;
+    job.choice = i;
+    jobs.push_back(std::move(job));
+  }
+  SchedulerOptions options;
+  options.parallel = 4;
+  options.step_rows = 16;  // prompts over several steps beside the decoders
+  Metrics plain_metrics;
+  Collected plain;
+  {
+    Scheduler scheduler(model, options, plain_metrics);
+    plain = run_all(scheduler, jobs);
+  }
+  options.drafter = std::make_shared<MtpDrafter>(model);
+  options.draft_max = 3;
+  options.same_draws = true;
+  Metrics metrics;
+  Scheduler scheduler(model, options, metrics);
+  const Collected got = run_all(scheduler, jobs);
+  int64_t drafted = 0;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    EXPECT_EQ(got.tokens[i], plain.tokens[i]) << "sequence " << i;
+    EXPECT_EQ(got.logprobs[i], plain.logprobs[i]) << "sequence " << i;
+    drafted += got.finished[i].stats.drafted_tokens;
+    if (jobs[i].sampling.temperature > 0) continue;
+    // Greedy, a Session drafts as many with its own MTP drafter: the
+    // slot's drafter saw every row (one that missed some drafts nothing).
+    GenerateOptions o;
+    o.sampling = jobs[i].sampling;
+    o.max_tokens = jobs[i].max_tokens;
+    o.ignore_eos = true;
+    o.speculative.drafter = std::make_shared<MtpDrafter>(model);
+    o.speculative.draft_max = 3;
+    const GenerateResult alone =
+        Session(model).generate(std::span<const TokenId>(jobs[i].prompt), o);
+    EXPECT_EQ(got.finished[i].stats.drafted_tokens, alone.speculative.drafted) << "sequence " << i;
+  }
+  EXPECT_GT(drafted, static_cast<int64_t>(jobs.size()));
+}
+
 // Sampled drafts (a draft model at a sampling temperature) are checked by
 // speculative sampling: a seeded request repeats, alone or beside others.
 TEST(ServerScheduler, SpeculativeSamplingRepeatsForASeed) {

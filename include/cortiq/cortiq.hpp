@@ -214,6 +214,7 @@ class MtpDrafter final : public Drafter {
   bool observes_hidden() const override { return true; }
   void observe(std::span<const TokenId> ids, int64_t first_pos,
                std::span<const float> hidden) override;
+  std::shared_ptr<Drafter> for_another_sequence() const override;
   // Receives the MTP layer's logits at each draft step with the position
   // it predicts from (for diagnostics and the tests against llama.cpp).
   using StepCallback = std::function<void(int64_t position, std::span<const float> logits)>;

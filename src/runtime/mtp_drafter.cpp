@@ -67,6 +67,10 @@ MtpDrafter::MtpDrafter(std::shared_ptr<const Model> model) : model_(std::move(mo
 
 MtpDrafter::~MtpDrafter() = default;
 
+std::shared_ptr<Drafter> MtpDrafter::for_another_sequence() const {
+  return std::make_shared<MtpDrafter>(model_);  // the weights shared, a cache of its own
+}
+
 void MtpDrafter::observe(std::span<const TokenId> ids, int64_t first_pos,
                          std::span<const float> hidden) {
   State& st = *state_;

@@ -152,6 +152,7 @@ struct Scheduler::Engine {
   std::vector<BatchRow> rows;
   std::vector<Sequence*> owners;  // the sequence of each logits row, in row order
   std::vector<float> logits;
+  std::vector<float> hidden;    // [rows][n_embd] when an MTP drafter reads them
   std::vector<bool> slot_used;  // the last slot is the embeddings' own
   // Each slot's drafter, made when a sequence first needs it and kept (a
   // draft model's cache follows the next sequence of the slot).
@@ -187,11 +188,6 @@ Scheduler::Scheduler(std::shared_ptr<const Model> model, SchedulerOptions option
   engine_ = std::make_unique<Engine>(shape);
   engine_->drafters.resize(static_cast<size_t>(options_.parallel));
   if (options_.draft_max < 1) throw Error("--draft-max must be at least 1");
-  if (options_.drafter && options_.drafter->observes_hidden()) {
-    throw Error(
-        "the server does not draft with MTP layers yet (--spec mtp); use --spec lookup or "
-        "--draft-model");
-  }
   publish_state();
   worker_ = std::thread([this] { run(); });
 }
@@ -541,8 +537,13 @@ void Scheduler::step() {
   if (e.rows.empty()) return;
   const auto n_vocab = static_cast<size_t>(model_->n_vocab());
   e.logits.resize(e.owners.size() * n_vocab);
+  const bool observed = options_.drafter && options_.drafter->observes_hidden();
   try {
     ForwardContext ctx{model_->pool(), e.buffers, RowOutput::logits};
+    if (observed) {
+      e.hidden.resize(e.rows.size() * static_cast<size_t>(model_->hparams().n_embd));
+      ctx.all_hidden = e.hidden;
+    }
     model_->decoder().forward(e.rows, e.cache, ctx, e.logits);
   } catch (const std::exception& error) {
     // The pass rolled back every row's cache entry: no sequence in it can
@@ -553,6 +554,7 @@ void Scheduler::step() {
     running_.store(0);
     return;
   }
+  if (observed) show_rows_to_drafters();
   if (e.cache.shape().n_prefix_states > 0) save_prefix_states();
   for (size_t i = 0; i < e.owners.size();) {
     size_t n = 1;  // the sequence's rows: consecutive
@@ -564,6 +566,34 @@ void Scheduler::step() {
   metrics_.record_step(prefill_rows, static_cast<int64_t>(e.owners.size()));
   std::erase_if(active_, [](const auto& seq) { return seq->finished; });
   running_.store(static_cast<int32_t>(active_.size()));
+}
+
+void Scheduler::show_rows_to_drafters() {
+  auto& e = *engine_;
+  const auto width = static_cast<size_t>(model_->hparams().n_embd);
+  std::vector<TokenId> ids;
+  for (size_t begin = 0; begin < e.rows.size();) {
+    // A sequence's rows are consecutive, in position order.
+    const int32_t slot = e.rows[begin].seq;
+    size_t end = begin;
+    ids.clear();
+    while (end < e.rows.size() && e.rows[end].seq == slot) ids.push_back(e.rows[end++].token);
+    for (auto& seq : active_) {
+      if (seq->slot != slot || !seq->drafter) continue;
+      try {
+        seq->drafter->observe(
+            ids, e.rows[begin].pos,
+            std::span<const float>(e.hidden).subspan(begin * width, (end - begin) * width));
+      } catch (const std::exception& error) {
+        // The output never rests on a drafter: this sequence goes on without.
+        LOG_WARN("drafting stops for a sequence: %s", error.what());
+        seq->drafter = nullptr;
+        seq->drafts.clear();
+        seq->draft_q.clear();
+      }
+    }
+    begin = end;
+  }
 }
 
 size_t Scheduler::prompt_rows(const Sequence& seq, int64_t budget) const {

@@ -111,6 +111,9 @@ class Scheduler {
   size_t prompt_rows(const Sequence& seq, int64_t budget) const;
   // Keeps the states of the step's sequences that reached a snapshot point.
   void save_prefix_states();
+  // Hands each sequence's rows of the step and their hidden states to its
+  // drafter, when that reads them (MTP).
+  void show_rows_to_drafters();
   // The step's logits rows of one sequence: its prompt's last row, or its
   // decode row and the rows of the drafts forwarded after it. Samples
   // token after token while the drafts are kept, then cuts the rejected
