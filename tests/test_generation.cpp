@@ -223,19 +223,25 @@ TEST(EngineSession, TruncateKeepsAPrefixAsIfOnlyItHadBeenForwarded) {
   EXPECT_THROW(s.truncate(16), Error);
 }
 
+// cancel() from another thread is seen at the next decode step: the
+// callback of the first token waits until the other thread has cancelled,
+// so the generation must stop right after it (a cancel() that did nothing
+// would run on to the end of the context and fail here).
 TEST(EngineCancel, FlagFromAnotherThreadStopsAtTheNextStep) {
   const auto model = load_test_model({}, 2, KvType::f32, 4, /*context=*/2048);
   Session s(model);
-  std::atomic<bool> started{false};
+  std::atomic<bool> started{false}, sent{false};
   std::thread canceller([&] {
     while (!started.load()) std::this_thread::yield();
     s.cancel();
+    sent.store(true);
   });
   const auto prompt = ids_from(1, 100);
   GenerateResult r;
   try {
     r = s.generate(std::span<const TokenId>(prompt), greedy(-1), [&](std::string_view, TokenId) {
       started.store(true);
+      while (!sent.load()) std::this_thread::yield();
       return true;
     });
   } catch (...) {
@@ -244,12 +250,49 @@ TEST(EngineCancel, FlagFromAnotherThreadStopsAtTheNextStep) {
     throw;
   }
   canceller.join();
-  // The flag is seen within a step; a fast machine may fill the context first.
-  EXPECT_TRUE(r.finish_reason == FinishReason::cancelled ||
-              r.finish_reason == FinishReason::length);
+  EXPECT_EQ(r.finish_reason, FinishReason::cancelled);
+  EXPECT_EQ(r.tokens.size(), 1u);
   EXPECT_EQ(static_cast<int64_t>(s.history().size()), s.cache_rows());
   const auto again = s.generate(std::span<const TokenId>(prompt), greedy(4));
   EXPECT_EQ(again.finish_reason, FinishReason::max_tokens);
+}
+
+// cancel() from another thread during a long prefill stops it before the
+// next chunk: the first chunk's progress callback waits for the cancel, so
+// exactly one chunk of 4 is in the history, nothing is generated, and the
+// same prompt then resumes after it with a fresh session's tokens.
+TEST(EngineCancel, FromAnotherThreadDuringALongPrefill) {
+  const auto model = load_test_model({}, 2, KvType::f32, 4, /*context=*/2048);
+  Session s(model);
+  std::atomic<bool> started{false}, sent{false};
+  std::thread canceller([&] {
+    while (!started.load()) std::this_thread::yield();
+    s.cancel();
+    sent.store(true);
+  });
+  const auto prompt = ids_from(1, 1500);
+  GenerateOptions o = greedy(4);
+  o.on_prefill = [&](int64_t, int64_t) {
+    started.store(true);
+    while (!sent.load()) std::this_thread::yield();
+    return true;
+  };
+  GenerateResult r;
+  try {
+    r = s.generate(std::span<const TokenId>(prompt), o);
+  } catch (...) {
+    started.store(true);
+    canceller.join();
+    throw;
+  }
+  canceller.join();
+  EXPECT_EQ(r.finish_reason, FinishReason::cancelled);
+  EXPECT_TRUE(r.tokens.empty());
+  EXPECT_EQ(s.history().size(), 4u);
+  const auto resumed = s.generate(std::span<const TokenId>(prompt), greedy(4));
+  EXPECT_EQ(resumed.cached_tokens, 4);
+  EXPECT_EQ(resumed.tokens,
+            Session(model).generate(std::span<const TokenId>(prompt), greedy(4)).tokens);
 }
 
 TEST(EngineSampling, SameSeedSameTokens) {

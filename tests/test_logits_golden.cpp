@@ -180,6 +180,10 @@ TEST_P(LogitsGolden, MatchesThePeer) {
   size_t agree = 0;
   for (size_t p = 0; p < peer.ids.size(); ++p) {
     const auto row = std::span<const float>(ours).subspan(p * n_vocab, n_vocab);
+    // std::max below would keep the old worst over a NaN: any non-finite
+    // logit fails here instead.
+    ASSERT_TRUE(std::ranges::all_of(row, [](float x) { return std::isfinite(x); }))
+        << "a non-finite logit at position " << p;
     const float* ref = peer.values.data() + p * n_cols;
     double diff2 = 0, norm2 = 0;
     for (size_t k = 0; k < n_cols; ++k) {
