@@ -127,7 +127,9 @@ struct Tolerance {
 };
 
 Tolerance tolerance_for(const std::string& type) {
-  if (type == "F32") return {1e-4, -1, 1.0};
+  // Measured: median 9e-7 over the F32 cases, 165 of 201 under 4e-6; the
+  // cases above 1e-5 carry their own bound (cases.tsv says why).
+  if (type == "F32") return {1e-5, -1, 1.0};
   if (type == "F16") return {1e-3, -1, 1.0};
   if (type == "BF16") return {5e-3, -1, 0.98};
   return {2e-2, 1e-4, 0.98};
