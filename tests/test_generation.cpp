@@ -9,6 +9,7 @@
 #include <numeric>
 #include <thread>
 
+#include "base/cpu_features.hpp"
 #include "base/error.hpp"
 #include "cortiq/cortiq.hpp"
 #include "engine_test_models.hpp"
@@ -40,8 +41,8 @@ bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
 }
 
 // Logits of 64 positions prefilled in one chunk, in chunks of 1, 7 and 64
-// rows, token by token through generate(), and with 1 or 2 threads: the
-// same bits every time.
+// rows, token by token through generate(), with 1, 2 or 3 threads, and at
+// every SIMD level the CPU has down to scalar: the same bits every time.
 void expect_batch_invariant(const TestModelSpec& spec, KvType kv) {
   const auto ids = ids_from(1, 64);
   const auto model = load_test_model(spec, 2, kv);
@@ -57,10 +58,28 @@ void expect_batch_invariant(const TestModelSpec& spec, KvType kv) {
   const auto rest = split.evaluate(std::span(ids).subspan(30), 5);
   first.insert(first.end(), rest.begin(), rest.end());
   EXPECT_TRUE(bitwise_equal(first, one_chunk));
-  // One thread.
-  const auto single_thread = load_test_model(spec, 1, kv);
-  Session s1(single_thread);
-  EXPECT_TRUE(bitwise_equal(s1.evaluate(ids, 64), one_chunk));
+  // One and three threads.
+  for (const int threads : {1, 3}) {
+    Session other(load_test_model(spec, threads, kv));
+    EXPECT_TRUE(bitwise_equal(other.evaluate(ids, 64), one_chunk)) << threads << " threads";
+  }
+  // The slower kernels on the whole model (loaded at that level: packed
+  // layouts follow it).
+  const SimdLevel best = simd_level();
+  for (const SimdLevel level : {SimdLevel::scalar, SimdLevel::avx2}) {
+    if (level >= best) continue;
+    set_simd_level(level);
+    std::vector<float> got;
+    try {
+      Session lower(load_test_model(spec, 2, kv));
+      got = lower.evaluate(ids, 13);
+    } catch (...) {
+      set_simd_level(best);
+      throw;
+    }
+    set_simd_level(best);
+    EXPECT_TRUE(bitwise_equal(got, one_chunk)) << simd_level_name(level);
+  }
 }
 
 TEST(EngineBatchInvariance, F32WeightsF32Cache) {
@@ -69,13 +88,23 @@ TEST(EngineBatchInvariance, F32WeightsF32Cache) {
 TEST(EngineBatchInvariance, F16WeightsF16CacheQwen2) {
   expect_batch_invariant({.arch = "qwen2", .type = GgmlType::F16}, KvType::f16);
 }
-TEST(EngineBatchInvariance, QuantizedWeightsQwen3) {
-  for (const GgmlType t : {GgmlType::Q4_0, GgmlType::Q8_0, GgmlType::Q4_K, GgmlType::Q6_K}) {
-    SCOPED_TRACE(std::string(ggml_type_name(t)));
-    expect_batch_invariant({.arch = "qwen3", .type = t, .n_embd = 256, .n_head = 4, .n_ff = 256},
-                           KvType::f16);
-  }
+// Every weight type the engine runs and can write (IQ4_XS files come from
+// llama.cpp's quantizer only: its kernels are checked against the scalar
+// path in test_kernels_*).
+class EveryWeightType : public ::testing::TestWithParam<GgmlType> {};
+
+TEST_P(EveryWeightType, IsBatchInvariant) {
+  expect_batch_invariant(
+      {.arch = "qwen3", .type = GetParam(), .n_embd = 256, .n_head = 4, .n_ff = 256}, KvType::f16);
 }
+
+INSTANTIATE_TEST_SUITE_P(EngineBatchInvariance, EveryWeightType,
+                         ::testing::Values(GgmlType::BF16, GgmlType::Q8_0, GgmlType::Q4_0,
+                                           GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1,
+                                           GgmlType::Q2_K, GgmlType::Q3_K, GgmlType::Q4_K,
+                                           GgmlType::Q5_K, GgmlType::Q6_K, GgmlType::IQ4_NL,
+                                           GgmlType::MXFP4),
+                         [](const auto& info) { return std::string(ggml_type_name(info.param)); });
 
 // Decoding token by token gives the logits prefill gives for the same
 // positions: greedy generation's tokens are the argmax of evaluate()'s rows.
