@@ -9,6 +9,7 @@
 
 #include "cortiq/cortiq.hpp"
 #include "engine_test_models.hpp"
+#include "kernels/cpu/log_softmax.hpp"
 #include "model/decoder_model.hpp"
 #include "model/family.hpp"
 #include "model/hparams.hpp"
@@ -375,6 +376,63 @@ TEST(ServerScheduler, PrefixCacheHitReusesBlocksAndKeepsTheTokens) {
   // Whole 16-position blocks of the shared 100 tokens: 96.
   EXPECT_EQ(result.finished[0].stats.cached_tokens, 96);
   EXPECT_EQ(result.tokens[0], session_tokens(model, job));
+}
+
+// The log-probability of each generated token as a cold Session computes
+// it: the prompt and the tokens forwarded in one evaluate(), each token's
+// row through the same log-softmax the server uses.
+std::vector<double> session_logprobs(const std::shared_ptr<const Model>& model,
+                                     const std::vector<TokenId>& prompt,
+                                     const std::vector<TokenId>& tokens) {
+  std::vector<TokenId> ids = prompt;
+  ids.insert(ids.end(), tokens.begin(), tokens.end() - 1);
+  Session session(model);
+  const std::vector<float> logits = session.evaluate(ids, 0, prompt.size() - 1);
+  const auto n_vocab = static_cast<size_t>(model->n_vocab());
+  std::vector<double> out;
+  for (size_t i = 0; i < tokens.size(); ++i) {
+    const auto row = std::span<const float>(logits).subspan(i * n_vocab, n_vocab);
+    out.push_back(kernels::log_softmax(row).log_prob(row, tokens[i]));
+  }
+  return out;
+}
+
+// The logits themselves, not sampled tokens: a quantized model with the
+// default f16 cache gives a cold Session's log-probabilities bit for bit
+// for a sequence batched beside 31 others, and after a prefix-cache hit.
+TEST(ServerScheduler, LogprobsEqualAColdSessionsBesideOthersAndAfterACacheHit) {
+  test::TestModelSpec q = spec();
+  q.type = GgmlType::Q4_K;
+  const auto model = test::load_test_model(q, 2, KvType::f16);
+  Metrics metrics;
+  SchedulerOptions options;
+  options.parallel = 32;
+  options.step_rows = 64;
+  Scheduler scheduler(model, options, metrics);
+  const auto shared = prompt_of(100, 5);
+  GenerationJob probe = job_of(shared, 3, 16);
+  probe.sampling.temperature = 0.0f;
+  probe.top_logprobs = 0;
+  std::vector<GenerationJob> jobs;
+  for (int i = 0; i < 32; ++i) {
+    GenerationJob job = i == 11 ? probe : job_of(prompt_of(5 + 9 * i, i + 2), 99 + i, 8 + i);
+    job.top_logprobs = 0;
+    job.choice = i;
+    jobs.push_back(std::move(job));
+  }
+  const Collected all = run_all(scheduler, jobs);
+  const auto& tokens = all.tokens[11];
+  ASSERT_EQ(tokens.size(), 16u);
+  EXPECT_EQ(all.logprobs[11], session_logprobs(model, shared, tokens));
+  // A longer prompt sharing those 100 tokens attaches their cached blocks.
+  auto longer = shared;
+  for (const TokenId id : prompt_of(7, 9)) longer.push_back(id);
+  GenerationJob hit = probe;
+  hit.prompt = longer;
+  hit.choice = 0;
+  const Collected again = run_all(scheduler, {hit});
+  EXPECT_EQ(again.finished[0].stats.cached_tokens, 96);
+  EXPECT_EQ(again.logprobs[0], session_logprobs(model, longer, again.tokens[0]));
 }
 
 // The n choices of one request: the same prompt, seeds first_seed...
