@@ -3,9 +3,9 @@
 #include <string>
 
 #include "base/error.hpp"
-#include "base/random.hpp"
 #include "base/strings.hpp"
 #include "cortiq/cortiq.hpp"
+#include "runtime/speculation.hpp"
 #include "tokenizer/tokenizer.hpp"
 
 namespace cortiq {
@@ -78,16 +78,7 @@ SampledDraft DraftModelDrafter::draft_sampled(std::span<const TokenId> context, 
   SampledDraft out;
   std::vector<float> logits = follow(context, max_tokens);
   if (logits.empty()) return out;
-  SamplingParams own = params;
-  // A stream of its own, fixed by the seed and the position: a seeded run
-  // drafts the same tokens however often the drafter was used before.
-  own.seed = SplitMix64::mix(params.seed ^ SplitMix64::mix(context.size()));
-  Sampler sampler(std::move(own), model_->n_vocab());
-  // The penalties see what the target's sampler sees.
-  const size_t window = params.penalty_last_n < 0
-                            ? context.size()
-                            : std::min(context.size(), static_cast<size_t>(params.penalty_last_n));
-  for (const TokenId id : context.last(window)) sampler.accept(id);
+  Sampler sampler = draft_sampler(params, context, model_->n_vocab());
   for (;;) {
     TokenDistribution q;
     const TokenId id = sampler.sample(logits, q);

@@ -9,11 +9,11 @@
 
 #include "base/error.hpp"
 #include "base/log.hpp"
-#include "base/random.hpp"
 #include "cortiq/cortiq.hpp"
 #include "model/decoder_model.hpp"
 #include "model/hparams.hpp"
 #include "runtime/kv_cache.hpp"
+#include "runtime/speculation.hpp"
 
 namespace cortiq {
 
@@ -157,14 +157,7 @@ std::vector<TokenId> MtpDrafter::draft(std::span<const TokenId> context, size_t 
 
 SampledDraft MtpDrafter::draft_sampled(std::span<const TokenId> context, size_t max_tokens,
                                        const SamplingParams& params) {
-  SamplingParams own = params;
-  // As DraftModelDrafter: a stream fixed by the seed and the position.
-  own.seed = SplitMix64::mix(params.seed ^ SplitMix64::mix(context.size()));
-  Sampler sampler(std::move(own), model_->n_vocab());
-  const size_t window = params.penalty_last_n < 0
-                            ? context.size()
-                            : std::min(context.size(), static_cast<size_t>(params.penalty_last_n));
-  for (const TokenId id : context.last(window)) sampler.accept(id);
+  Sampler sampler = draft_sampler(params, context, model_->n_vocab());
   SampledDraft out;
   out.tokens = run(context, max_tokens, [&](std::span<const float> logits) {
     TokenDistribution q;

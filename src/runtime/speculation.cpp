@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "base/error.hpp"
+#include "base/random.hpp"
 #include "base/strings.hpp"
 #include "cortiq/cortiq.hpp"
 
@@ -34,6 +35,18 @@ std::vector<TokenId> propose_drafts(Drafter& drafter, std::span<const TokenId> c
   if (static_cast<int64_t>(draft.size()) < std::max<int64_t>(request.draft_min, 1)) draft.clear();
   if (sampled) q.resize(draft.size());
   return draft;
+}
+
+Sampler draft_sampler(const SamplingParams& params, std::span<const TokenId> context,
+                      int64_t n_vocab) {
+  SamplingParams own = params;
+  own.seed = SplitMix64::mix(params.seed ^ SplitMix64::mix(context.size()));
+  Sampler sampler(std::move(own), n_vocab);
+  const size_t window = params.penalty_last_n < 0
+                            ? context.size()
+                            : std::min(context.size(), static_cast<size_t>(params.penalty_last_n));
+  for (const TokenId id : context.last(window)) sampler.accept(id);
+  return sampler;
 }
 
 int64_t next_draft_depth(int64_t kept, int64_t drafted, int64_t depth, int64_t draft_max) {

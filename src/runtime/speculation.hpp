@@ -32,6 +32,13 @@ std::vector<TokenId> propose_drafts(Drafter& drafter, std::span<const TokenId> c
 // kept `kept`: as many as it kept plus one, or twice `depth` (at most
 // draft_max) after a round kept whole — so a drafter that is seldom right
 // costs about one extra row per pass.
+// The sampler a drafter samples its drafts with: the target's settings on a
+// stream of its own, fixed by the seed and the context's length (a seeded
+// run drafts the same tokens however often the drafter was used before),
+// its penalty window holding what the target's sampler holds.
+Sampler draft_sampler(const SamplingParams& params, std::span<const TokenId> context,
+                      int64_t n_vocab);
+
 int64_t next_draft_depth(int64_t kept, int64_t drafted, int64_t depth, int64_t draft_max);
 
 }  // namespace cortiq
