@@ -334,8 +334,10 @@ TEST(GgufCorruptionModelLoad, EveryVariantLoadsOrIsRefused) {
   const auto variant = dir / "variant.gguf";
   int loaded = 0, refused = 0, cases = 0;
   const auto try_load = [&](const std::vector<std::byte>& bytes, const std::string& what) {
-    std::vector<uint8_t> out(bytes.size());
-    std::memcpy(out.data(), bytes.data(), bytes.size());
+    // Built by conversion, not memcpy: the truncated-to-zero variant has no data pointer.
+    std::vector<uint8_t> out;
+    out.reserve(bytes.size());
+    for (const std::byte b : bytes) out.push_back(static_cast<uint8_t>(b));
     test::write_file_bytes(variant, out);
     ++cases;
     try {
