@@ -7,6 +7,7 @@
 #include <chrono>
 #include <thread>
 
+#include "base/fault_injection.hpp"
 #include "cortiq/cortiq.hpp"
 #include "engine_test_models.hpp"
 #include "kernels/cpu/log_softmax.hpp"
@@ -50,8 +51,9 @@ struct Collected {
   std::vector<StreamEvent> finished;
 };
 
-// Waits until every part of the stream has ended.
-Collected collect(RequestStream& stream, size_t parts) {
+// Waits until every part of the stream has ended (failures are test
+// failures unless allowed; they land in `finished` as failed events).
+Collected collect(RequestStream& stream, size_t parts, bool failures_allowed = false) {
   Collected out;
   out.tokens.resize(parts);
   out.logprobs.resize(parts);
@@ -70,7 +72,9 @@ Collected collect(RequestStream& stream, size_t parts) {
         out.tokens[c].push_back(e.token);
         if (e.has_logprob) out.logprobs[c].push_back(e.logprob.logprob);
       } else {
-        EXPECT_NE(e.kind, StreamEvent::Kind::failed) << e.error;
+        if (!failures_allowed) {
+          EXPECT_NE(e.kind, StreamEvent::Kind::failed) << e.error;
+        }
         out.finished[c] = std::move(e);
         ++ended;
       }
@@ -265,7 +269,9 @@ TEST(ServerScheduler, SpeculativeDecodingKeepsEverySequencesTokensAndLogprobs) {
       // Prompt lookup finds repeats in what llama and Gemma 2 write here;
       // the other random models do not repeat themselves.
       const bool repeats = std::string(arch) == "llama" || std::string(arch) == "gemma2";
-      if (std::string(what) != "prompt lookup" || repeats) EXPECT_GT(accepted, 0);
+      if (std::string(what) != "prompt lookup" || repeats) {
+        EXPECT_GT(accepted, 0);
+      }
       const std::string text = metrics.prometheus_text();
       EXPECT_NE(text.find("cortiq_draft_tokens_total " + std::to_string(drafted)),
                 std::string::npos)
@@ -629,6 +635,120 @@ TEST(ServerScheduler, CancelledSequenceStopsAndFreesItsBlocks) {
   for (int i = 0; i < 50 && metrics.state().running != 0; ++i) std::this_thread::sleep_for(10ms);
   EXPECT_EQ(metrics.state().running, 0);
   EXPECT_EQ(metrics.state().kv_blocks_used, 0);
+}
+
+// The failure model: a fault in a forward pass (a prefill chunk, a decode
+// step, its working memory, a KV block) fails the requests in that step
+// with the error (never `cancelled`), counts them in
+// cortiq_requests_failed_total, frees every block they held, and the same
+// requests then give a fresh Session's tokens (a prefix-cache hit on what
+// the failed step left cached included).
+TEST(ServerScheduler, FaultFailsTheStepsRequestsFreesTheirBlocksAndTheNextRunIsFresh) {
+  struct Case {
+    const char* arch;
+    fault::Site site;
+    int64_t nth;
+    const char* error;
+  };
+  for (const Case c : {Case{"llama", fault::Site::prefill, 2, "injected fault: prefill"},
+                       Case{"llama", fault::Site::decode, 3, "injected fault: decode"},
+                       Case{"llama", fault::Site::alloc, 60, "out of memory"},
+                       Case{"llama", fault::Site::kv_block, 4, "injected fault: kv_block"},
+                       Case{"mamba2", fault::Site::prefill, 3, "injected fault: prefill"},
+                       Case{"mamba2", fault::Site::decode, 2, "injected fault: decode"}}) {
+    SCOPED_TRACE(std::string(c.arch) + " " + c.error);
+    test::TestModelSpec s = spec();
+    s.arch = c.arch;
+    const auto model = test::load_test_model(s);
+    Metrics metrics;
+    SchedulerOptions options;
+    options.parallel = 4;
+    options.step_rows = 16;
+    Scheduler scheduler(model, options, metrics);
+    std::vector<GenerationJob> jobs;
+    for (int i = 0; i < 3; ++i) {
+      GenerationJob job = job_of(prompt_of(25 + 8 * static_cast<size_t>(i), i + 1), 50 + i, 12);
+      job.choice = i;
+      jobs.push_back(std::move(job));
+    }
+    const auto copies = jobs;
+    fault::arm(c.site, c.nth);
+    auto stream = std::make_shared<RequestStream>();
+    scheduler.submit(std::move(jobs), stream);
+    const Collected failed = collect(*stream, 3, /*failures_allowed=*/true);
+    fault::disarm();
+    int n_failed = 0;
+    for (const StreamEvent& event : failed.finished) {
+      if (event.kind == StreamEvent::Kind::failed) {
+        ++n_failed;
+        EXPECT_NE(event.error.find(c.error), std::string::npos) << event.error;
+      } else {
+        EXPECT_NE(event.end, ChoiceEnd::cancelled);
+      }
+    }
+    EXPECT_GT(n_failed, 0) << "the fault failed no request";
+    for (int i = 0; i < 50 && metrics.state().running != 0; ++i) std::this_thread::sleep_for(10ms);
+    EXPECT_EQ(metrics.state().running, 0);
+    EXPECT_EQ(metrics.state().kv_blocks_used, 0);
+    EXPECT_NE(metrics.prometheus_text().find("cortiq_requests_failed_total " +
+                                             std::to_string(n_failed) + "\n"),
+              std::string::npos);
+    EXPECT_NE(metrics.prometheus_text().find("cortiq_requests_cancelled_total 0\n"),
+              std::string::npos);
+    const Collected again = run_all(scheduler, copies);
+    for (size_t i = 0; i < copies.size(); ++i) {
+      EXPECT_EQ(again.tokens[i], session_tokens(model, copies[i])) << "job " << i;
+    }
+  }
+}
+
+// Embeddings: a fault in an input's pass fails it and the inputs after it;
+// the slot comes back and the next request embeds as a Session does.
+TEST(ServerScheduler, FaultInAnEmbeddingPassFailsItsInputsAndTheNextRequestIsFresh) {
+  const auto model = test::load_test_model(spec());
+  Metrics metrics;
+  SchedulerOptions options;
+  options.step_rows = 16;
+  Scheduler scheduler(model, options, metrics);
+  std::vector<EmbeddingJob> jobs;
+  for (int i = 0; i < 3; ++i) {
+    EmbeddingJob job;
+    job.index = i;
+    job.tokens = prompt_of(30, i + 7);
+    jobs.push_back(std::move(job));
+  }
+  const auto copies = jobs;
+  fault::arm(fault::Site::prefill, 4);  // the second input's second pass
+  auto stream = std::make_shared<RequestStream>();
+  scheduler.submit(std::move(jobs), stream);
+  std::vector<StreamEvent> ended;
+  const auto deadline = std::chrono::steady_clock::now() + 60s;
+  while (ended.size() < 3 && std::chrono::steady_clock::now() < deadline) {
+    std::vector<StreamEvent> events;
+    stream->wait(events, 100ms);
+    for (auto& e : events) ended.push_back(std::move(e));
+  }
+  fault::disarm();
+  ASSERT_EQ(ended.size(), 3u);
+  EXPECT_EQ(ended[0].kind, StreamEvent::Kind::embedding);
+  for (size_t i = 1; i < 3; ++i) {
+    EXPECT_EQ(ended[i].kind, StreamEvent::Kind::failed);
+    EXPECT_EQ(ended[i].error, "injected fault: prefill");
+  }
+  for (int i = 0; i < 50 && metrics.state().kv_blocks_used != 0; ++i) {
+    std::this_thread::sleep_for(10ms);
+  }
+  EXPECT_EQ(metrics.state().kv_blocks_used, 0);
+  auto again = std::make_shared<RequestStream>();
+  scheduler.submit(copies, again);
+  const auto vectors = collect_embeddings(*again, 3);
+  const auto n_embd = static_cast<size_t>(model->hparams().n_embd);
+  for (size_t i = 0; i < 3; ++i) {
+    Session session(model);
+    EXPECT_EQ(vectors[i], scoring::pool_embeddings(session.embeddings(copies[i].tokens), n_embd,
+                                                   scoring::Pooling::mean, true))
+        << "input " << i;
+  }
 }
 
 TEST(ServerScheduler, AdmissionWaitsForKvMemory) {

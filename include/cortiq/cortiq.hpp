@@ -458,6 +458,9 @@ class Session {
   int64_t round_start_ = 0;
   std::vector<TokenId> owed_;
   std::vector<BatchRow> rows_;
+  // generate()'s decode phase: its passes forward generated rows (what a
+  // fault injected at "decode" rather than "prefill" fails).
+  bool decoding_ = false;
   // While generate() runs with a drafter that reads hidden states (MTP):
   // it, and the hidden states of the rows forwarded.
   Drafter* observer_ = nullptr;

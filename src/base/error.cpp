@@ -1,5 +1,7 @@
 #include "base/error.hpp"
 
+#include <new>
+
 namespace cortiq {
 
 namespace {
@@ -19,5 +21,10 @@ FormatError::FormatError(std::string_view file, std::string_view field, uint64_t
       field_(field),
       offset_(offset),
       problem_(problem) {}
+
+std::string describe(const std::exception& e) {
+  if (dynamic_cast<const std::bad_alloc*>(&e) != nullptr) return "out of memory";
+  return e.what();
+}
 
 }  // namespace cortiq

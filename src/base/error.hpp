@@ -35,4 +35,8 @@ class FormatError : public Error {
   std::string problem_;
 };
 
+// What to tell a user about any exception: its message, but "out of
+// memory" for std::bad_alloc (whose what() names only the type).
+std::string describe(const std::exception& e);
+
 }  // namespace cortiq

@@ -58,7 +58,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "cortiq %s: %s\nsee 'cortiq %s --help'\n", c.name, e.what(), c.name);
       return 2;
     } catch (const std::exception& e) {
-      std::fprintf(stderr, "cortiq %s: error: %s\n", c.name, e.what());
+      std::fprintf(stderr, "cortiq %s: error: %s\n", c.name, cortiq::describe(e).c_str());
       return 1;
     }
   }

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "base/error.hpp"
+#include "base/fault_injection.hpp"
 #include "base/strings.hpp"
 #include "formats/gguf/gguf_file.hpp"
 #include "model/family.hpp"
@@ -87,6 +88,8 @@ void DecoderModel::forward(std::span<const BatchRow> rows, KvCache& cache, Forwa
     }
     layers_ran = true;
     run_layers(rows, cells, cache, ctx, logits);
+    if (ctx.prompt_rows) fault::hit(fault::Site::prefill);
+    if (ctx.generated_rows) fault::hit(fault::Site::decode);
     // Only now are the rows' keys and values written: the batch's full
     // blocks may enter the prefix cache. seq_next marks the batch's sequences.
     const auto& batch_next = ctx.buffers.seq_next;

@@ -8,6 +8,7 @@
 #include <span>
 #include <vector>
 
+#include "base/fault_injection.hpp"
 #include "kernels/cpu/matmul.hpp"
 #include "runtime/batch.hpp"
 
@@ -52,8 +53,10 @@ struct ForwardBuffers {
   std::vector<int32_t> row_cells;  // [rows]: each row's cache cell
   std::vector<int64_t> seq_next;   // [sequences]: next position, while checking a batch
 
-  // Resizes v to at least n elements (never shrinks; no allocation when big enough).
+  // Resizes v to at least n elements (never shrinks; no allocation when big
+  // enough). Each call is an arrival at the fault site "alloc".
   static std::span<float> take(std::vector<float>& v, size_t n) {
+    fault::hit(fault::Site::alloc);
     if (v.size() < n) v.resize(n);
     return {v.data(), n};
   }
@@ -67,6 +70,11 @@ struct ForwardContext {
   // When set ([rows][n_embd]): every row's final-normed hidden state, beside
   // the logits of the marked rows (what an MTP drafter reads).
   std::span<float> all_hidden = {};
+  // What the pass carries (a scheduler step may carry both): prompt rows
+  // make it an arrival at the fault site "prefill", generated rows at
+  // "decode" (base/fault_injection.hpp).
+  bool prompt_rows = false;
+  bool generated_rows = false;
 };
 
 }  // namespace cortiq

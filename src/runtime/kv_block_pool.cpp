@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "base/error.hpp"
+#include "base/fault_injection.hpp"
 
 namespace cortiq {
 
@@ -35,6 +36,7 @@ KvBlockPool::KvBlockPool(int32_t n_blocks, int32_t block_size)
 }
 
 int32_t KvBlockPool::take() {
+  fault::hit(fault::Site::kv_block);
   int32_t block = -1;
   if (!free_.empty()) {
     block = free_.back();

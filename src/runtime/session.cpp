@@ -128,6 +128,8 @@ void Session::forward_rows(std::span<const TokenId> ids, size_t first_wanted,
     rows_.push_back({ids[i], start + static_cast<int32_t>(i), 0, i >= first_wanted});
   }
   ForwardContext ctx{model_->pool(), *buffers_, output};
+  ctx.prompt_rows = !decoding_;
+  ctx.generated_rows = decoding_;
   if (observer_) {
     observed_hidden_.resize(ids.size() * static_cast<size_t>(model_->hparams().n_embd));
     ctx.all_hidden = observed_hidden_;
@@ -457,6 +459,11 @@ void Session::advance(TokenId id, const Sampler& sampler, const GenerateOptions&
 // holds its tokens back.
 void Session::decode_loop(Sampler& sampler, LoopDetector* loops, const GenerateOptions& options,
                           const TokenCallback& on_token, GenerateResult& result) {
+  decoding_ = true;
+  struct DecodingScope {
+    bool& decoding;
+    ~DecodingScope() { decoding = false; }
+  } decoding_scope{decoding_};
   const auto& tokenizer = model_->tokenizer();
   const auto& vocab = tokenizer.vocab();
   TextOutput output(tokenizer, options.stop);

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "base/error.hpp"
+#include "base/fault_injection.hpp"
 #include "base/log.hpp"
 #include "base/strings.hpp"
 #include "chat/chat_template.hpp"
@@ -475,7 +476,7 @@ class HttpServer::Impl {
 
   bool write(Generation& gen, httplib::DataSink& sink, const std::string& data) {
     gen.last_write = Clock::now();
-    if (sink.write(data.data(), data.size())) return true;
+    if (!fault::due(fault::Site::client_write) && sink.write(data.data(), data.size())) return true;
     gen.stream->cancel();
     return false;
   }

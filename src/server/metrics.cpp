@@ -57,6 +57,9 @@ std::string Metrics::prometheus_text() const {
          integer(cache_hit_tokens_));
   metric(out, "cortiq_requests_cancelled_total", "counter",
          "Choices stopped because the client went away.", integer(cancelled_));
+  metric(out, "cortiq_requests_failed_total", "counter",
+         "Choices and embedding inputs ended by an error after they were admitted.",
+         integer(failed_));
   metric(out, "cortiq_draft_tokens_total", "counter",
          "Speculative decoding: drafted tokens forwarded for verification.",
          integer(drafted_tokens_));

@@ -30,6 +30,7 @@ class Metrics {
   void add_generated_tokens(int64_t n) { generated_tokens_ += n; }
   void add_cache_hit_tokens(int64_t n) { cache_hit_tokens_ += n; }
   void add_cancelled() { ++cancelled_; }
+  void add_failed() { ++failed_; }
   // Speculative decoding: drafts forwarded, and drafts kept.
   void add_drafts(int64_t drafted, int64_t accepted) {
     drafted_tokens_ += drafted;
@@ -57,6 +58,7 @@ class Metrics {
   std::atomic<int64_t> generated_tokens_{0};
   std::atomic<int64_t> cache_hit_tokens_{0};
   std::atomic<int64_t> cancelled_{0};
+  std::atomic<int64_t> failed_{0};
   std::atomic<int64_t> drafted_tokens_{0};
   std::atomic<int64_t> accepted_tokens_{0};
   std::atomic<int64_t> draft_rounds_{0};

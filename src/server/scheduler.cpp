@@ -293,7 +293,7 @@ void Scheduler::run() {
       // runs rather than the process.
       LOG_ERROR("scheduler step failed: %s", error.what());
       for (auto& seq : active_) {
-        if (!seq->finished) fail(*seq, std::string("internal error: ") + error.what());
+        if (!seq->finished) fail(*seq, "internal error: " + describe(error));
       }
       active_.clear();
     }
@@ -454,14 +454,16 @@ void Scheduler::embedding_step() {
       rows.push_back({tokens[i], static_cast<int32_t>(i), slot, true});
     }
     ForwardContext ctx{model_->pool(), engine_->buffers, RowOutput::hidden};
+    ctx.prompt_rows = true;
     model_->decoder().forward(
         rows, cache, ctx,
         std::span(run.hidden).subspan(run.done * n_embd, (end - run.done) * n_embd));
   } catch (const std::exception& e) {
-    LOG_ERROR("embedding failed: %s", e.what());
+    LOG_ERROR("embedding failed: %s", describe(e).c_str());
     cache.clear(slot);
     for (size_t i = run.input; i < run.jobs().size(); ++i) {
-      stream.push(failure(run.jobs()[i].index, e.what()));
+      metrics_.add_failed();
+      stream.push(failure(run.jobs()[i].index, describe(e)));
     }
     embedding_.reset();
     return;
@@ -540,6 +542,8 @@ void Scheduler::step() {
   const bool observed = options_.drafter && options_.drafter->observes_hidden();
   try {
     ForwardContext ctx{model_->pool(), e.buffers, RowOutput::logits};
+    ctx.prompt_rows = prefill_rows > 0;
+    ctx.generated_rows = decode_rows > 0;
     if (observed) {
       e.hidden.resize(e.rows.size() * static_cast<size_t>(model_->hparams().n_embd));
       ctx.all_hidden = e.hidden;
@@ -548,8 +552,8 @@ void Scheduler::step() {
   } catch (const std::exception& error) {
     // The pass rolled back every row's cache entry: no sequence in it can
     // go on (every running sequence is in the batch).
-    LOG_ERROR("forward step failed: %s", error.what());
-    for (auto& seq : active_) fail(*seq, std::string("generation failed: ") + error.what());
+    LOG_ERROR("forward step failed: %s", describe(error).c_str());
+    for (auto& seq : active_) fail(*seq, "generation failed: " + describe(error));
     active_.clear();
     running_.store(0);
     return;
@@ -763,6 +767,7 @@ void Scheduler::finish(Sequence& seq, ChoiceEnd end) {
 }
 
 void Scheduler::fail(Sequence& seq, const std::string& message) {
+  metrics_.add_failed();
   release(seq);
   seq.stream->push(failure(seq.job.choice, message));
 }
