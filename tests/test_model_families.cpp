@@ -278,6 +278,34 @@ TEST(ModelLoad, AMissingTensorIsNamed) {
             std::string::npos);
 }
 
+// A weight in a type the engine cannot compute with (Q8_1 is only ever an
+// activation format; no kernel reads it as a weight) is refused at load,
+// named, not at the first forward pass.
+TEST(ModelLoad, AnUnsupportedWeightTypeIsNamed) {
+  test::TempDir dir;
+  write_random_model(small_model("llama"), dir / "a.gguf");
+  const gguf::GgufFile file = gguf::GgufFile::open(dir / "a.gguf");
+  gguf::GgufWriter writer;
+  for (const gguf::KeyValue& kv : file.metadata()) writer.set(kv.key, kv.value);
+  for (const gguf::TensorInfo& t : file.tensors()) {
+    writer.add_tensor(t.name, t.name == "blk.1.attn_q.weight" ? GgmlType::Q8_1 : t.type, t.shape);
+  }
+  writer.begin(dir / "b.gguf");
+  for (size_t i = 0; i < file.tensors().size(); ++i) {
+    const gguf::TensorInfo& t = file.tensors()[i];
+    if (t.name == "blk.1.attn_q.weight") {
+      writer.write_tensor_data(std::vector<std::byte>(writer.tensor_bytes(i)));
+    } else {
+      writer.write_tensor_data(t.data);
+    }
+  }
+  writer.finish();
+  const std::string error = load_error(dir / "b.gguf");
+  EXPECT_NE(error.find("unsupported weight type Q8_1 in tensor blk.1.attn_q.weight"),
+            std::string::npos)
+      << error;
+}
+
 TEST(ModelLoad, AMisshapenTensorIsNamed) {
   test::TempDir dir;
   write_random_model(small_model("qwen3"), dir / "a.gguf");
