@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "base/fp16.hpp"
+#include "kernels/cpu/q8_activations.hpp"
 #include "quant/quantize.hpp"
 #include "test_support.hpp"
 
@@ -190,6 +192,69 @@ TEST_P(QuantGoldenQuantizeTest, MatchesPeerByteForByte) {
 
 INSTANTIATE_TEST_SUITE_P(Quant, QuantGoldenQuantizeTest, testing::ValuesIn(kQuantizedGoldenTypes),
                          type_param_name);
+
+// The activation quantizers (the left operand of every integer matmul)
+// against ggml-cpu's from_float, the code the peer's CPU matmuls run on
+// their inputs: Q8_0 (fp16 d, codes), Q8_1 (fp16 d, fp16 s, codes: what
+// Q4_1/Q5_1 weights meet) and Q8_K (float d, codes, sums of 16), at the
+// scalar and the dispatched SIMD level.
+std::vector<std::byte> as_ggml_blocks(GgmlType type, std::span<const float> x,
+                                      decltype(&kernels::scalar::quantize_q8_0) q8_0,
+                                      decltype(&kernels::scalar::quantize_q8_k) q8_k) {
+  std::vector<std::byte> out;
+  const auto put = [&](const void* p, size_t n) {
+    const auto* b = static_cast<const std::byte*>(p);
+    out.insert(out.end(), b, b + n);
+  };
+  const auto n = static_cast<int64_t>(x.size());
+  if (type == GgmlType::Q8_K) {
+    std::vector<kernels::Q8BlockK> blocks(x.size() / 256);
+    q8_k(x.data(), blocks.data(), n);
+    for (const auto& b : blocks) {
+      put(&b.d, 4);
+      put(b.qs, sizeof(b.qs));
+      put(b.bsums, sizeof(b.bsums));
+    }
+    return out;
+  }
+  std::vector<kernels::Q8Block32> blocks(x.size() / 32);
+  q8_0(x.data(), blocks.data(), n);
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    const uint16_t d = fp32_to_fp16(blocks[i].d);
+    put(&d, 2);
+    if (type == GgmlType::Q8_1) {
+      const uint16_t sum = fp32_to_fp16(kernels::q8_1_block_sum(x.data() + 32 * i, blocks[i]));
+      put(&sum, 2);
+    }
+    put(blocks[i].qs, sizeof(blocks[i].qs));
+  }
+  return out;
+}
+
+TEST(QuantGolden, ActivationQuantizersWriteTheBytesOfGgmlCpu) {
+  for (const GgmlType type : {GgmlType::Q8_0, GgmlType::Q8_1, GgmlType::Q8_K}) {
+    std::string name = lower(ggml_type_name(type));
+    if (name.ends_with("_k")) name.back() = 'K';
+    const GoldenFile file = read_golden(test::golden_dir() / "quant" / (name + ".act.qgold"));
+    EXPECT_EQ(file.type_id, static_cast<uint32_t>(type));
+    ASSERT_GE(file.sections.size(), 9u) << name;
+    for (const GoldenSection& s : file.sections) {
+      const size_t block_bytes = ggml_type_traits(type).block_bytes;
+      EXPECT_EQ(first_byte_difference(s.bytes,
+                                      as_ggml_blocks(type, s.floats, kernels::scalar::quantize_q8_0,
+                                                     kernels::scalar::quantize_q8_k),
+                                      block_bytes),
+                "")
+          << name << " (scalar) section '" << s.label << "'";
+      EXPECT_EQ(first_byte_difference(
+                    s.bytes,
+                    as_ggml_blocks(type, s.floats, kernels::quantize_q8_0, kernels::quantize_q8_k),
+                    block_bytes),
+                "")
+          << name << " (dispatched) section '" << s.label << "'";
+    }
+  }
+}
 
 // The goldens cover everything the engine claims to support.
 TEST(QuantGolden, CoverEverySupportedType) {

@@ -13,7 +13,7 @@ LIB="$PEER/build/bin"
 BUILD=$(mktemp -d)
 trap 'rm -rf "$BUILD"' EXIT
 g++ -O2 -std=c++17 -I "$PEER/ggml/include" "$HERE/make_quant_goldens.cpp" \
-  -L "$LIB" -lggml-base -Wl,-rpath,"$LIB" -o "$BUILD/make_quant_goldens"
+  -L "$LIB" -lggml-cpu -lggml-base -Wl,-rpath,"$LIB" -o "$BUILD/make_quant_goldens"
 OUT="$ROOT/tests/golden/quant"
 mkdir -p "$OUT"
 "$BUILD/make_quant_goldens" "$OUT"

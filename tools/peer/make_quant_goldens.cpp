@@ -28,10 +28,12 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
 
+#include "ggml-cpu.h"
 #include "ggml.h"
 
 namespace {
@@ -255,6 +257,44 @@ struct TypeSpec {
 
 }  // namespace
 
+// Activation quantizers: what ggml-cpu's from_float writes for each row
+// (the code the peer's CPU matmuls run on their inputs, SIMD included, as
+// built here): <type>.act.qgold for Q8_0, Q8_1 and Q8_K, quantize sections
+// only. Besides the rows above, one of exact ties (x / d = k + 1/2), where
+// rounding half to even and half away from zero part.
+size_t write_activation_goldens(const std::string& out_dir, std::vector<Row> rows) {
+  std::vector<float> ties(kRowElems);
+  for (int i = 0; i < kRowElems; ++i) {
+    ties[i] = i % 32 == 0 ? 127.0f : static_cast<float>(i % 100 - 50) + 0.5f;
+  }
+  rows.push_back({"ties", ties});
+  ggml_cpu_init();
+  size_t total = 0;
+  for (const ggml_type type : {GGML_TYPE_Q8_0, GGML_TYPE_Q8_1, GGML_TYPE_Q8_K}) {
+    const size_t row_bytes = ggml_row_size(type, kRowElems);
+    Writer w;
+    w.bytes("CQGOLD1", 8);
+    w.u32(static_cast<uint32_t>(type));
+    w.u32(static_cast<uint32_t>(rows.size()));
+    for (const Row& row : rows) {
+      std::vector<uint8_t> bytes(row_bytes);
+      ggml_get_type_traits_cpu(type)->from_float(row.values.data(), bytes.data(), kRowElems);
+      w.section(1, kRowElems, static_cast<uint32_t>(row_bytes), row.label);
+      w.bytes(row.values.data(), 4 * kRowElems);
+      w.bytes(bytes.data(), row_bytes);
+    }
+    const std::string path = out_dir + "/" + ggml_type_name(type) + ".act.qgold";
+    if (!write_file(path, w.out)) {
+      std::fprintf(stderr, "cannot write %s\n", path.c_str());
+      std::exit(1);
+    }
+    std::printf("%-8s %3zu sections %7zu bytes  %s\n", ggml_type_name(type), rows.size(),
+                w.out.size(), path.c_str());
+    total += w.out.size();
+  }
+  return total;
+}
+
 int main(int argc, char** argv) {
   if (argc != 2) {
     std::fprintf(stderr, "usage: make_quant_goldens OUT_DIR\n");
@@ -321,6 +361,7 @@ int main(int argc, char** argv) {
     std::printf("%-8s %3u sections %7zu bytes  %s\n", ggml_type_name(spec.type), n_sections,
                 w.out.size(), path.c_str());
   }
+  total += write_activation_goldens(out_dir, rows);
   std::printf("total %zu bytes\n", total);
   return 0;
 }

@@ -159,14 +159,11 @@ void run_unit(const IntegerMatrix& m, int64_t u, const Block* act, const float* 
   }
 }
 
-// What the peer's Q8_1 block sum s = fp16(d * sum), with the unrounded
-// d = amax / 127, adds to the kernels' a.d * sum: the correction matmul's
-// float path makes too (round_q8_1_block in matmul.cpp).
+// What the peer's Q8_1 block sum (q8_1_block_sum) adds to the kernels'
+// a.d * sum: the correction matmul's float path makes too
+// (round_q8_1_block in matmul.cpp).
 float q8_1_sum_correction(const float* x, const Q8Block32& block) {
-  float amax = 0.0f;
-  for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[j]));
-  const auto sum = static_cast<float>(block.sum);
-  return fp16_to_fp32(fp32_to_fp16(amax / 127.0f * sum)) - block.d * sum;
+  return q8_1_block_sum(x, block) - block.d * static_cast<float>(block.sum);
 }
 
 // Rows of x quantized once, on the pool when there are several, with the
