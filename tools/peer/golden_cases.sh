@@ -2,7 +2,7 @@
 # over a cases.tsv (columns: name arch type vocab embd layers heads kv ff
 # seed, then optional fields told apart by their form: "all" or
 # "converted" for the tensors, "E/K" for gen-model --experts E
-# --experts-used K, "rel=X" for the test's bound only). For each case (or those ONLY, a regular expression,
+# --experts-used K, "rel=X" and "clean=N" for the test's bounds only). For each case (or those ONLY, a regular expression,
 # matches) `cortiq gen-model` writes the model into $WORK and the caller's
 # `golden_case NAME MODEL IDS` runs llama.cpp on it; IDS is a fixed walk of
 # 64 ids over the model's vocabulary (the tests use the same formula).
@@ -21,7 +21,7 @@ each_case() {
     tensors="" experts=""
     for field in $rest; do
       case $field in
-        rel=*) ;;
+        rel=* | clean=*) ;;
         */*) experts=$field ;;
         *) tensors=$field ;;
       esac
