@@ -37,6 +37,9 @@ struct GoldenCase {
   // "clean=N": the first N positions stay within 1e-5 (for a quantized case
   // whose later positions go through a flipped 8-bit rounding).
   size_t clean = 0;
+  bool tied = false;     // "tied": gen-model --tied (the embedding is the output matrix)
+  int64_t head_dim = 0;  // "hd=N": gen-model --head-dim N
+  bool kv_f16 = false;   // "kv=f16": the f16 KV cache on both sides
 };
 
 // How gtest (and so ctest's test list) names a case's parameter.
@@ -61,6 +64,12 @@ std::vector<GoldenCase> read_cases(const std::string& kind) {
         c.rel_l2 = std::stod(field.substr(4));
       } else if (field.starts_with("clean=")) {
         c.clean = std::stoull(field.substr(6));
+      } else if (field == "tied") {
+        c.tied = true;
+      } else if (field.starts_with("hd=")) {
+        c.head_dim = std::stoll(field.substr(3));
+      } else if (field == "kv=f16") {
+        c.kv_f16 = true;
       } else if (const size_t slash = field.find('/'); slash != std::string::npos) {
         c.experts = std::stoll(field.substr(0, slash));
         c.experts_used = std::stoll(field.substr(slash + 1));
@@ -156,6 +165,8 @@ void write_case_model(const GoldenCase& c, const std::filesystem::path& path) {
   options.geometry.n_ff = c.ff;
   options.geometry.n_expert = c.experts;
   options.geometry.n_expert_used = c.experts_used;
+  options.geometry.tied = c.tied;
+  options.geometry.head_dim = c.head_dim;
   options.weight_type = *ggml_type_from_name(c.type);
   options.seed = c.seed;
   if (c.tensors == "all") options.optional = OptionalTensors::all;
@@ -172,7 +183,7 @@ TEST_P(LogitsGolden, MatchesThePeer) {
   write_case_model(c, dir / "model.gguf");
   LoadOptions load;
   load.threads = 2;
-  load.kv_type = KvType::f32;
+  load.kv_type = c.kv_f16 ? KvType::f16 : KvType::f32;
   const auto model = Model::load(dir / "model.gguf", load);
   ASSERT_EQ(model->n_vocab(), peer.n_vocab);
   Session session(model);

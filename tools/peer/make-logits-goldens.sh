@@ -26,7 +26,7 @@ trap 'rm -rf "$WORK"' EXIT
 . "$HERE/golden_cases.sh"
 golden_case() {
   local name=$1 model=$2 ids=$3
-  LD_LIBRARY_PATH="$BIN" "$BIN/peer-logits" -m "$model" --ids "$ids" -o "$WORK/$name.f32" -b 1 -t 2 \
+  LD_LIBRARY_PATH="$BIN" "$BIN/peer-logits" -m "$model" --ids "$ids" -o "$WORK/$name.f32" -b 1 -t 2 "${@:4}" \
     >/dev/null 2>"$WORK/$name.log" || { cat "$WORK/$name.log" >&2; exit 1; }
   python3 "$HERE/logits_golden.py" "$WORK/$name.f32" "$ids" "$OUT/$name.logits"
   echo "$name: $(stat -c %s "$OUT/$name.logits") bytes"
