@@ -54,4 +54,10 @@ std::shared_ptr<const Model> load_test_model(const TestModelSpec& spec, int thre
   return Model::load(test_model_path(spec), options);
 }
 
+std::vector<TokenId> prompt_of(size_t n, uint32_t salt) {
+  std::vector<TokenId> ids;
+  for (size_t i = 0; i < n; ++i) ids.push_back(static_cast<TokenId>(3 + (i * 7 + salt * 13) % 250));
+  return ids;
+}
+
 }  // namespace cortiq::test

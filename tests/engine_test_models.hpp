@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "cortiq/cortiq.hpp"
 #include "model/random_model.hpp"
@@ -31,5 +32,8 @@ std::filesystem::path test_model_path(const TestModelSpec& spec);
 std::shared_ptr<const Model> load_test_model(const TestModelSpec& spec, int threads = 2,
                                              KvType kv = KvType::f32, int64_t chunk = 512,
                                              int64_t context = 0);
+
+// n token ids walking over the small vocabularies (3..252), one walk per salt.
+std::vector<TokenId> prompt_of(size_t n, uint32_t salt);
 
 }  // namespace cortiq::test

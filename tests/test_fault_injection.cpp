@@ -90,11 +90,7 @@ class SessionFaults : public testing::TestWithParam<SessionFault> {
   }
 };
 
-std::vector<TokenId> prompt_of(size_t n, uint32_t salt) {
-  std::vector<TokenId> ids;
-  for (size_t i = 0; i < n; ++i) ids.push_back(static_cast<TokenId>(3 + (i * 7 + salt * 13) % 250));
-  return ids;
-}
+using test::prompt_of;
 
 GenerateOptions greedy(int64_t max_tokens) {
   GenerateOptions options;
@@ -185,7 +181,9 @@ TEST_P(SessionFaults, EvaluateReportsTheFaultAndScoresAsAFreshSessionAfter) {
     EXPECT_FALSE(message.empty()) << "no error reached the caller";
     EXPECT_EQ(message.find("cancel"), std::string::npos) << message;
   }
-  if (!message.empty()) EXPECT_TRUE(session.history().empty());
+  if (!message.empty()) {
+    EXPECT_TRUE(session.history().empty());
+  }
   session.reset();
   EXPECT_EQ(session.evaluate(ids), fresh);
 }

@@ -29,11 +29,7 @@ test::TestModelSpec spec() {
   return s;
 }
 
-std::vector<TokenId> prompt_of(size_t n, uint32_t salt) {
-  std::vector<TokenId> ids;
-  for (size_t i = 0; i < n; ++i) ids.push_back(static_cast<TokenId>(3 + (i * 7 + salt * 13) % 250));
-  return ids;
-}
+using test::prompt_of;
 
 GenerationJob job_of(std::vector<TokenId> prompt, uint64_t seed, int64_t max_tokens) {
   GenerationJob job;
