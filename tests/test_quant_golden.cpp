@@ -223,7 +223,7 @@ std::vector<std::byte> as_ggml_blocks(GgmlType type, std::span<const float> x,
     const uint16_t d = fp32_to_fp16(blocks[i].d);
     put(&d, 2);
     if (type == GgmlType::Q8_1) {
-      const uint16_t sum = fp32_to_fp16(kernels::q8_1_block_sum(x.data() + 32 * i, blocks[i]));
+      const uint16_t sum = fp32_to_fp16(kernels::q8_1_block_sum(x.data() + 32 * i, blocks[i].sum));
       put(&sum, 2);
     }
     put(blocks[i].qs, sizeof(blocks[i].qs));

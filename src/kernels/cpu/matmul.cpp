@@ -20,6 +20,7 @@
 #include "kernels/cpu/dequantize_fast.hpp"
 #include "kernels/cpu/matmul_float.hpp"
 #include "kernels/cpu/matmul_integer.hpp"
+#include "kernels/cpu/q8_activations.hpp"
 #include "quant/blocks.hpp"
 #include "quant/quantize.hpp"
 #include "quant/scalar_math.hpp"
@@ -38,12 +39,12 @@ constexpr int64_t kRowGrain = 8;
 // quantize_row_q8_0/q8_1 (what its AVX/AVX2 builds use for activations):
 // id = 127 / amax and round-half-to-even, where the portable reference has
 // 1 / d and roundf; they differ only on ties and in the last bit of id. The
-// dequantized value uses d as stored (fp16), as the integer dot products do.
-int round_q8_block(const float* x, float* out, float& d_unrounded) {
+// dequantized value uses d as stored (fp16, returned in `d`), as the
+// integer dot products do.
+int round_q8_block(const float* x, float* out, float& d) {
   float amax = 0.0f;
   for (int64_t j = 0; j < kBlock32; ++j) amax = std::max(amax, std::fabs(x[j]));
-  d_unrounded = amax / 127.0f;
-  const float d = fp16_to_fp32(fp32_to_fp16(d_unrounded));
+  d = fp16_to_fp32(fp32_to_fp16(amax / 127.0f));
   const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
   int sum = 0;
   for (int64_t j = 0; j < kBlock32; ++j) {
@@ -59,17 +60,16 @@ void round_q8_0_block(const float* x, float* out) {
   round_q8_block(x, out, d);
 }
 
-// Q8_1 also stores its block sum, s = fp16(d * sum of codes) with the
-// unrounded d, and the peer's Q4_1/Q5_1 dots multiply the weight block's
-// min by s rather than by the sum of the dequantized activations
-// (fp16(d) * sum). The two differ by fp16 rounding, which moves matmul
-// outputs by up to 5e-4 relative L2; this returns s minus the dequantized
-// sum, the correction matmul adds back per block (times the min).
+// Q8_1 also stores its block sum s (q8_1_block_sum), and the peer's
+// Q4_1/Q5_1 dots multiply the weight block's min by s rather than by the
+// sum of the dequantized activations (fp16(d) * sum). The two differ by
+// fp16 rounding, which moves matmul outputs by up to 5e-4 relative L2; this
+// returns s minus the dequantized sum, the correction matmul adds back per
+// block (times the min).
 float round_q8_1_block(const float* x, float* out) {
   float d;
-  const auto sum = static_cast<float>(round_q8_block(x, out, d));
-  const float s = fp16_to_fp32(fp32_to_fp16(d * sum));
-  return s - fp16_to_fp32(fp32_to_fp16(d)) * sum;
+  const int sum = round_q8_block(x, out, d);
+  return q8_1_block_sum(x, sum) - d * static_cast<float>(sum);
 }
 
 // A Q8_K block of 256 as quantize_row_q8_K_ref makes it (the peer uses the

@@ -163,7 +163,7 @@ void run_unit(const IntegerMatrix& m, int64_t u, const Block* act, const float* 
 // a.d * sum: the correction matmul's float path makes too
 // (round_q8_1_block in matmul.cpp).
 float q8_1_sum_correction(const float* x, const Q8Block32& block) {
-  return q8_1_block_sum(x, block) - block.d * static_cast<float>(block.sum);
+  return q8_1_block_sum(x, block.sum) - block.d * static_cast<float>(block.sum);
 }
 
 // Rows of x quantized once, on the pool when there are several, with the

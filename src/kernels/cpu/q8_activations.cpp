@@ -75,10 +75,10 @@ void quantize_q8_k(const float* x, Q8BlockK* out, int64_t n) {
   scalar::quantize_q8_k(x, out, n);
 }
 
-float q8_1_block_sum(const float* x, const Q8Block32& block) {
+float q8_1_block_sum(const float* x, int32_t code_sum) {
   float amax = 0.0f;
   for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[j]));
-  return fp16_to_fp32(fp32_to_fp16(amax / 127.0f * static_cast<float>(block.sum)));
+  return fp16_to_fp32(fp32_to_fp16(amax / 127.0f * static_cast<float>(code_sum)));
 }
 
 }  // namespace cortiq::kernels

@@ -33,10 +33,11 @@ struct Q8BlockK {
 void quantize_q8_0(const float* x, Q8Block32* out, int64_t n);
 void quantize_q8_k(const float* x, Q8BlockK* out, int64_t n);
 
-// The sum ggml's Q8_1 block keeps beside the codes of `block` (quantized
-// from x[0, 32)): s = fp16(d * sum of codes) with d = amax / 127 before its
-// fp16 rounding, as a float. Q4_1/Q5_1 dots multiply the weight's min by it.
-float q8_1_block_sum(const float* x, const Q8Block32& block);
+// The sum ggml's Q8_1 block keeps beside the codes quantized from x[0, 32),
+// whose sum is code_sum: s = fp16(d * code_sum) with d = amax / 127 before
+// its fp16 rounding, as a float. Q4_1/Q5_1 dots multiply the weight's min
+// by it.
+float q8_1_block_sum(const float* x, int32_t code_sum);
 
 namespace scalar {
 void quantize_q8_0(const float* x, Q8Block32* out, int64_t n);
