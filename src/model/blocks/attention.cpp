@@ -323,9 +323,10 @@ void attend_head_range(std::span<const float> q_row, int64_t kv_start, int64_t n
 // (bidirectional: over every position of its sequence after the pass).
 // Rows are cut into tiles (consecutive rows of one sequence, at most
 // kAttentionRowTile), and the work units are (tile, KV head) pairs: unit i
-// goes to thread i % n_threads. Later rows attend to more positions, so
-// interleaving keeps the threads even; splitting by KV head keeps both
-// cores busy at decode, where there is a single row.
+// goes to slot i % n_slots, a few slots per thread, each to whichever thread
+// is free. Later rows attend to more positions, so interleaving keeps the
+// slots even; splitting by KV head keeps both cores busy at decode, where
+// there is a single row.
 void attend(const ModelHParams& hp, const LayerSpec& layer, int64_t il, const AttentionPass& pass,
             const KvCache& cache, ForwardContext& ctx, std::span<const float> q,
             std::span<float> out, std::span<const float> sinks = {}) {
@@ -370,7 +371,8 @@ void attend(const ModelHParams& hp, const LayerSpec& layer, int64_t il, const At
       seq_end[seq] = std::max<int64_t>(seq_end[seq], row.pos + 1);
     }
   }
-  ctx.pool.run([&](int thread, int threads) {
+  const int64_t n_slots = n_threads * ThreadPool::kChunksPerThread;
+  ctx.pool.run_slots(n_slots, [&](int64_t slot, int thread) {
     auto& scratch = buf.scores[static_cast<size_t>(thread)];
     std::array<int64_t, kAttentionRowTile> n_kv, kv_start;
     size_t unit = 0;
@@ -392,7 +394,7 @@ void attend(const ModelHParams& hp, const LayerSpec& layer, int64_t il, const At
       const int64_t parts = end - begin == 1 ? lone_row_parts : 1;
       for (size_t kh = 0; kh < n_kv_heads; ++kh) {
         for (int64_t part = 0; part < parts; ++part, ++unit) {
-          if (unit % static_cast<size_t>(threads) != static_cast<size_t>(thread)) continue;
+          if (unit % static_cast<size_t>(n_slots) != static_cast<size_t>(slot)) continue;
           if (parts > 1) {
             attend_head_range(q.subspan(begin * qw, qw), kv_start[0], n_kv[0], cache.keys(il, seq),
                               cache.values(il, seq), shape, static_cast<int64_t>(kh),
