@@ -3,6 +3,7 @@
 // server (src/server). SIGINT / SIGTERM stop it cleanly.
 #include <pthread.h>
 
+#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -45,7 +46,12 @@ ArgParser serve_parser() {
       .option("--queue", "N", "requests waiting for a slot before 503 (busy)", "64")
       .option("--api-key", "KEY", "require Authorization: Bearer KEY (not on /health)")
       .option("--alias", "NAME", "the model's name in the API (default: the file name)")
-      .option("--max-body", "MB", "largest request body", "8");
+      .option("--max-body", "MB", "largest request body", "8")
+      .option("--max-connections", "N", "connections open at once (more get 503)", "512")
+      .option("--timeout", "S",
+              "seconds a request's head may take to arrive (408 after), and a kept-alive "
+              "connection may stay idle",
+              "10");
   add_speculative_options(parser);
   return parser;
 }
@@ -127,6 +133,10 @@ int run_serve(std::span<const std::string> argv) {
   if (args.has("api-key")) options.api_key = args.get("api-key");
   if (args.has("api-key") && options.api_key.empty()) throw UsageError("--api-key is empty");
   options.max_body_bytes = static_cast<size_t>(args.get_int("max-body", 1, 4096)) << 20;
+  options.limits.max_connections = static_cast<size_t>(args.get_int("max-connections", 1, 1 << 20));
+  const auto timeout = std::chrono::seconds(args.get_int("timeout", 1, 3600));
+  options.limits.head_timeout = timeout;
+  options.limits.idle_timeout = timeout;
   options.scheduler.parallel = static_cast<int32_t>(args.get_int("parallel", 1, 256));
   options.scheduler.max_queued = args.get_int("queue", 0, 1 << 20);
   if (args.has("state-snapshots")) {

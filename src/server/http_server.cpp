@@ -16,6 +16,7 @@
 #include "cortiq/cortiq.hpp"
 #include "model/hparams.hpp"
 #include "server/api_error.hpp"
+#include "server/http_front.hpp"
 #include "server/metrics.hpp"
 #include "server/openai_protocol.hpp"
 #include "tokenizer/tokenizer.hpp"
@@ -84,6 +85,29 @@ struct Generation {
   bool complete() const { return ended == choices.size(); }
 };
 
+// httplib's request handling (parsing, routing, writing the response),
+// run by the connection front over connections whose heads it has read.
+class RequestRouter : public httplib::Server {
+ public:
+  using httplib::Server::process_request;
+
+  // httplib ends a streamed response early once its own listening socket
+  // is gone (that is how its stop() ends streams); it never listens here,
+  // so the socket's slot holds a marker while serving.
+  void set_serving(bool serving) { svr_sock_ = serving ? kServingMarker : INVALID_SOCKET; }
+
+ private:
+  static constexpr socket_t kServingMarker = 0;  // never used as a socket
+};
+
+// Every streaming or waiting request holds a request thread: room for all
+// that run and (up to a point) all that may wait, plus some for quick
+// endpoints. Idle and slow connections hold none (http_front.hpp).
+size_t request_threads(const ServerOptions& options) {
+  return static_cast<size_t>(options.scheduler.parallel) +
+         static_cast<size_t>(std::min<int64_t>(options.scheduler.max_queued, 256)) + 16;
+}
+
 }  // namespace
 
 class HttpServer::Impl {
@@ -96,32 +120,15 @@ class HttpServer::Impl {
         api_{*model_, chat_template_, options_.model_name, scheduler_.context()} {
     configure();
     routes();
+    http_.set_serving(true);
   }
 
-  int bind() {
-    int port = options_.port;
-    if (port == 0) {
-      port = http_.bind_to_any_port(options_.host);
-      if (port < 0) port = 0;
-    } else if (!http_.bind_to_port(options_.host, port)) {
-      port = 0;
-    }
-    if (port == 0) {
-      throw Error(
-          strfmt("cannot listen on %s:%d (address in use, or not an address of this "
-                 "machine)",
-                 options_.host.c_str(), options_.port));
-    }
-    return port;
-  }
+  int bind() { return front_.bind(options_.host, options_.port); }
 
   bool serve() {
-    // stop() and serve() each publish their flag before reading the
-    // other's, so a stop that comes before listening is never lost.
-    serving_.store(true);
-    const bool ok = stopping_.load() || http_.listen_after_bind();
-    serving_.store(false);
-    return ok;
+    front_.serve();
+    http_.set_serving(false);
+    return true;
   }
 
   void stop() {
@@ -132,28 +139,13 @@ class HttpServer::Impl {
     while (in_flight_.load() > 0 && Clock::now() < deadline) {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
-    // httplib ignores stop() until it listens: wait for that, unless
-    // serve() has not started (it will see stopping_).
-    while (serving_.load() && !http_.is_running()) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    http_.stop();
+    http_.set_serving(false);
+    front_.stop();
   }
 
  private:
   void configure() {
-    // Every streaming or waiting request holds a thread: room for all that
-    // run and (up to a point) all that may wait, plus some for quick
-    // endpoints and idle keep-alive connections.
-    const auto threads =
-        static_cast<size_t>(options_.scheduler.parallel) +
-        static_cast<size_t>(std::min<int64_t>(options_.scheduler.max_queued, 256)) + 16;
-    http_.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
     http_.set_payload_max_length(options_.max_body_bytes);
-    // Idle or slow connections each hold a thread: do not wait long on them.
-    http_.set_keep_alive_timeout(2);
-    http_.set_read_timeout(10, 0);
-    http_.set_write_timeout(30, 0);
     http_.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
       return authorize(req, res) ? httplib::Server::HandlerResponse::Unhandled
                                  : httplib::Server::HandlerResponse::Handled;
@@ -181,6 +173,12 @@ class HttpServer::Impl {
     });
   }
 
+  // The body of a refusal the connection front answers itself.
+  std::string refusal_body(int status) {
+    metrics_.count_response(status);
+    return dump(error_body(error_type(status), error_code(status), error_message(status)));
+  }
+
   std::string error_message(int status) const {
     switch (status) {
       case 400:
@@ -191,8 +189,18 @@ class HttpServer::Impl {
         return "method not allowed on this endpoint";
       case 413:
         return strfmt("the request body is larger than %zu bytes", options_.max_body_bytes);
+      case 408:
+        return strfmt("the request's head did not come whole within %lld ms",
+                      static_cast<long long>(options_.limits.head_timeout.count()));
       case 414:
-        return "the request URI is too long";
+        return strfmt("the request line is longer than %zu bytes",
+                      options_.limits.max_request_line);
+      case 431:
+        return strfmt("the request's headers are more than %zu lines or %zu bytes",
+                      options_.limits.max_headers, options_.limits.max_head_bytes);
+      case 503:
+        return strfmt("the server has %zu connections open; retry later",
+                      options_.limits.max_connections);
       default:
         return "HTTP error " + std::to_string(status);
     }
@@ -206,6 +214,14 @@ class HttpServer::Impl {
         return "method_not_allowed";
       case 413:
         return "request_too_large";
+      case 408:
+        return "request_timeout";
+      case 414:
+        return "uri_too_long";
+      case 431:
+        return "headers_too_large";
+      case 503:
+        return "too_many_connections";
       default:
         return std::to_string(status);
     }
@@ -583,11 +599,15 @@ class HttpServer::Impl {
   Metrics metrics_;
   Scheduler scheduler_;
   ApiContext api_;
-  httplib::Server http_;
+  RequestRouter http_;
+  HttpFront front_{options_.limits, request_threads(options_),
+                   [this](httplib::Stream& stream, bool close_connection, bool& closed) {
+                     return http_.process_request(stream, close_connection, closed, nullptr);
+                   },
+                   [this](int status) { return refusal_body(status); }};
   int64_t started_ = unix_seconds();
   std::atomic<uint64_t> request_counter_{0};
   std::atomic<int64_t> in_flight_{0};  // generation responses not yet released
-  std::atomic<bool> serving_{false};
   std::atomic<bool> stopping_{false};
   std::set<std::string> known_paths_;  // written before serving, then only read
 };

@@ -15,6 +15,7 @@
 #include <memory>
 #include <string>
 
+#include "server/http_front.hpp"
 #include "server/scheduler.hpp"
 
 namespace cortiq {
@@ -29,6 +30,7 @@ struct ServerOptions {
   std::string api_key;     // non-empty: every endpoint but /health needs it
   std::string model_name;  // what /v1/models and responses call the model
   size_t max_body_bytes = size_t{8} << 20;
+  HttpLimits limits;  // connections, heads, timeouts (http_front.hpp)
   SchedulerOptions scheduler;
 };
 

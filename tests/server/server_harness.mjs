@@ -66,9 +66,7 @@ const STDERR_KEEP = 1 << 20; // the last 1 MiB of the server's log is enough to 
  * Returns {baseURL, host, port, child, stop(), stderrText(), exited}.
  */
 export async function startServer({ args = [], model = testModel(), env = {}, readyTimeoutMs = 120_000 } = {}) {
-  // One compute thread: ctest runs other tests beside these, and the engine's
-  // thread pool splits work statically, so a second thread that loses its
-  // core stalls every step (see docs/server.md).
+  // One compute thread: ctest runs other tests beside these on two cores.
   const argv = ['serve', '-m', model, '--host', '127.0.0.1', '--port', '0', '-t', '1', ...args];
   const child = spawn(cliPath(), argv, { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, ...env } });
   servers.add(child);
