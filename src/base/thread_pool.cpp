@@ -1,7 +1,6 @@
 #include "base/thread_pool.hpp"
 
 #include <algorithm>
-#include <limits>
 #include <stdexcept>
 #include <string>
 
@@ -80,9 +79,14 @@ void ThreadPool::stop_workers() noexcept {
   for (std::thread& t : workers_) t.join();
 }
 
+int64_t ThreadPool::grain_count(int64_t n, int64_t grain) {
+  grain = std::max<int64_t>(grain, 1);
+  return (n + grain - 1) / grain;
+}
+
 ThreadPool::Range ThreadPool::split_range(int64_t n, int64_t grain, int part, int n_parts) {
   grain = std::max<int64_t>(grain, 1);
-  const int64_t n_grains = (n + grain - 1) / grain;
+  const int64_t n_grains = grain_count(n, grain);
   const int64_t per = n_grains / n_parts;
   const int64_t extra = n_grains % n_parts;
   // The first `extra` parts take one grain more.
@@ -92,16 +96,13 @@ ThreadPool::Range ThreadPool::split_range(int64_t n, int64_t grain, int part, in
 }
 
 int64_t ThreadPool::chunk_count(int64_t n, int64_t grain) const {
-  const int64_t n_grains = (n + std::max<int64_t>(grain, 1) - 1) / std::max<int64_t>(grain, 1);
-  return std::min(n_grains, n_threads_ * kChunksPerThread);
+  return std::min(grain_count(n, grain), n_threads_ * kChunksPerThread);
 }
 
-// Runs the slots of `owner` that are left, one claim at a time, and says
-// whether it ran any. A claim is a compare-exchange on the owner's word, so
-// it succeeds only while the job is still the one running; after it,
-// job_ and job_ctx_ are the claimed job's, and stay so until the slot is
-// counted done.
-bool ThreadPool::claim_from(int owner, int worker) noexcept {
+// Runs the slots of `owner` that are left, one claim at a time. A claim is a compare-exchange on
+// the owner's word, so it succeeds only while the job is still the one running; after it, job_ and
+// job_ctx_ are the claimed job's, and stay so until the slot is counted done.
+void ThreadPool::claim_from(int owner, int worker) noexcept {
   std::atomic<uint64_t>& word = claims_[static_cast<size_t>(owner)].word;
   uint64_t claims = word.load(std::memory_order_acquire);
   int64_t ran = 0;
@@ -124,7 +125,6 @@ bool ThreadPool::claim_from(int owner, int worker) noexcept {
   // Counted once the thread has finished with this owner's slots: the
   // caller waits for the total, and fewer shared writes cost less.
   if (ran > 0) done_.fetch_add(ran, std::memory_order_acq_rel);
-  return ran > 0;
 }
 
 // Its own slots first, then those left to the others.

@@ -87,10 +87,11 @@ class ThreadPool {
  private:
   using Job = void (*)(void* ctx, int64_t slot, int worker);
 
+  static int64_t grain_count(int64_t n, int64_t grain);  // grains of [0, n), the last short
   int64_t chunk_count(int64_t n, int64_t grain) const;
   void dispatch(Job job, void* ctx, int64_t n_slots);
   void claim_slots(int worker) noexcept;
-  bool claim_from(int owner, int worker) noexcept;
+  void claim_from(int owner, int worker) noexcept;
   void worker_main(int index);
   void stop_workers() noexcept;
 

@@ -266,12 +266,18 @@ class HttpFront::Loop {
     throw Error(strfmt("cannot listen on %s:%d: %s", host.c_str(), port, std::strerror(error)));
   }
 
-  void serve() {
+  bool serve() {
     for (size_t i = 0; i < n_threads_; ++i) threads_.emplace_back([this] { run_requests(); });
     std::vector<epoll_event> events(64);
+    bool ok = true;
     while (!stopping_.load()) {
       const int n =
           ::epoll_wait(epoll_.get(), events.data(), static_cast<int>(events.size()), kLoopTickMs);
+      if (n < 0 && errno != EINTR) {
+        LOG_ERROR("the connection loop failed: %s", std::strerror(errno));
+        ok = false;
+        break;
+      }
       for (int i = 0; i < n; ++i) {
         const int fd = events[static_cast<size_t>(i)].data.fd;
         if (fd == listen_.get()) {
@@ -294,6 +300,7 @@ class HttpFront::Loop {
     std::lock_guard lock(mutex_);
     for (Connection& c : returned_) close_connection(c.fd);
     returned_.clear();
+    return ok;
   }
 
   void stop() {
@@ -386,7 +393,8 @@ class HttpFront::Loop {
         c.deadline = Clock::now() + limits_.head_timeout;
       }
       c.head.append(chunk, static_cast<size_t>(got));
-      if (scan_head(c.head, limits_).state != HeadScan::State::incomplete) break;
+      // A head that is still incomplete at this size is refused anyway.
+      if (c.head.size() >= limits_.max_head_bytes) break;
     }
     dispatch(it);
   }
@@ -515,8 +523,8 @@ int HttpFront::bind(const std::string& host, int port) {
   return loop_->bind(host, port);
 }
 
-void HttpFront::serve() {
-  loop_->serve();
+bool HttpFront::serve() {
+  return loop_->serve();
 }
 
 void HttpFront::stop() {

@@ -73,7 +73,8 @@ class HttpFront {
   // cortiq::Error naming the address.
   int bind(const std::string& host, int port);
   // Serves until stop(); the requests running then are finished first.
-  void serve();
+  // Returns false when the connection loop itself failed.
+  bool serve();
   // Ends serve(); safe from any thread, and before serve() starts.
   void stop();
 

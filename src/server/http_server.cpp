@@ -126,9 +126,9 @@ class HttpServer::Impl {
   int bind() { return front_.bind(options_.host, options_.port); }
 
   bool serve() {
-    front_.serve();
+    const bool ok = front_.serve();
     http_.set_serving(false);
-    return true;
+    return ok;
   }
 
   void stop() {
