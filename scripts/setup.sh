@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(g++ cmake ninja-build git pkg-config libgtest-dev libbenchmark-dev libpcre2-dev libutf8proc-dev
-  clang libclang-rt-14-dev g++-aarch64-linux-gnu libcpp-httplib-dev nlohmann-json3-dev)
+  clang libclang-rt-14-dev clang-format g++-aarch64-linux-gnu libcpp-httplib-dev nlohmann-json3-dev)
 # The server tests (tests/server) run on node; any node >= 18 already
 # installed will do, else Debian's.
 command -v node >/dev/null && command -v npm >/dev/null || packages+=(nodejs npm)

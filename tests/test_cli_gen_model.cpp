@@ -61,6 +61,30 @@ TEST(CliGenModel, FlagsReachTheFile) {
   EXPECT_EQ(f.tensors().size(), 2u + 3 * 11);
 }
 
+// --chat-template FILE stores the file's text as tokenizer.chat_template
+// (README "Quick start" writes Llama 3.1's that way); a missing file is an
+// error naming it.
+TEST(CliGenModel, ChatTemplateFileIsStoredWhole) {
+  test::TempDir dir;
+  const std::string jinja =
+      "{{ bos_token }}{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}\n"
+      "{% endfor %}{% if add_generation_prompt %}<|assistant|>{% endif %}";
+  test::write_file_bytes(dir / "t.jinja", std::vector<uint8_t>(jinja.begin(), jinja.end()));
+  std::string out;
+  ASSERT_EQ(run_cli("gen-model --arch llama --embd 64 --ff 128 --chat-template " +
+                        (dir / "t.jinja").string() + " -o " + (dir / "m.gguf").string(),
+                    &out),
+            0)
+      << out;
+  EXPECT_EQ(gguf::GgufFile::open(dir / "m.gguf").get_string("tokenizer.chat_template"), jinja);
+  EXPECT_NE(run_cli("gen-model --arch llama --chat-template " + (dir / "none.jinja").string() +
+                        " -o " + (dir / "n.gguf").string(),
+                    &out),
+            0);
+  EXPECT_NE(out.find("none.jinja"), std::string::npos) << out;
+  EXPECT_FALSE(std::filesystem::exists(dir / "n.gguf"));
+}
+
 TEST(CliGenModel, EveryArchitectureAndWritableType) {
   test::TempDir dir;
   for (const char* arch : {"llama", "qwen2", "qwen3"}) {

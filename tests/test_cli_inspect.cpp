@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "formats/gguf/gguf_file.hpp"
+#include "formats/gguf/gguf_writer.hpp"
 #include "json_syntax.hpp"
 #include "model/builtin_vocab.hpp"
 #include "test_support.hpp"
@@ -26,6 +27,37 @@ class CliInspect : public ::testing::Test {
   test::TempDir dir_;
   std::string model_;
 };
+
+// A type the engine does not compute with (README "Weight types": IQ2_*
+// and the like) is listed by inspect, and refused at load naming the type
+// and the tensor.
+TEST_F(CliInspect, ListsATypeThatLoadingRefuses) {
+  const gguf::GgufFile file = gguf::GgufFile::open(model_);
+  const std::string name = "blk.0.attn_q.weight";
+  gguf::GgufWriter writer;
+  for (const gguf::KeyValue& kv : file.metadata()) writer.set(kv.key, kv.value);
+  for (const gguf::TensorInfo& t : file.tensors()) {
+    writer.add_tensor(t.name, t.name == name ? GgmlType::IQ2_XXS : t.type, t.shape);
+  }
+  const std::string edited = (dir_ / "iq2.gguf").string();
+  writer.begin(edited);
+  for (size_t i = 0; i < file.tensors().size(); ++i) {
+    const gguf::TensorInfo& t = file.tensors()[i];
+    if (t.name == name) {
+      writer.write_tensor_data(std::vector<std::byte>(writer.tensor_bytes(i)));
+    } else {
+      writer.write_tensor_data(t.data);
+    }
+  }
+  writer.finish();
+  std::string out;
+  ASSERT_EQ(run_cli("inspect " + edited, &out), 0) << out;
+  const auto line = out.find(name);
+  ASSERT_NE(line, std::string::npos) << out;
+  EXPECT_TRUE(contains(out.substr(line, out.find('\n', line) - line), "IQ2_XXS")) << out;
+  EXPECT_EQ(run_cli("run -m " + edited + " --ids '1 2' -n 1", &out), 1);
+  EXPECT_TRUE(contains(out, "unsupported weight type IQ2_XXS in tensor " + name)) << out;
+}
 
 TEST_F(CliInspect, TextShowsHeaderKeysTensorsAndTotals) {
   std::string out;

@@ -1,6 +1,13 @@
 // The `cortiq` front end: help, usage errors (exit 2) and failures (exit 1).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "base/cpu_features.hpp"
+#include "base/version.hpp"
 #include "test_support.hpp"
 
 namespace cortiq {
@@ -87,6 +94,55 @@ TEST(CliMain, ImpossibleGeometryIsAnError) {
   EXPECT_EQ(run_cli("gen-model --arch llama --heads 3 -o " + (dir / "m.gguf").string(), &out), 1);
   EXPECT_NE(out.find("invalid model geometry"), std::string::npos) << out;
   EXPECT_FALSE(std::filesystem::exists(dir / "m.gguf"));
+}
+
+// `cortiq --version`: the release, the commit it was built from and what
+// the CPU offers, with the kernel level the engine will run.
+TEST(CliMain, VersionNamesTheReleaseCommitAndKernelLevel) {
+  std::string out;
+  ASSERT_EQ(run_cli("--version", &out), 0) << out;
+  const std::string head = std::string("cortiq ") + kVersion + " (commit " + kGitCommit + ")\n";
+  EXPECT_EQ(out.substr(0, head.size()), head) << out;
+  EXPECT_NE(out.find("cpu features: " + cpu_features_string() + "; kernels: "), std::string::npos)
+      << out;
+  EXPECT_EQ(run_cli("-V", &out), 0);
+  EXPECT_EQ(out.substr(0, head.size()), head) << out;
+}
+
+// The kernel level --version reports under CORTIQ_SIMD.
+std::string kernels_under(const std::string& simd) {
+  std::string out;
+  const std::string env = simd.empty() ? "env -u CORTIQ_SIMD " : "env CORTIQ_SIMD=" + simd + " ";
+  // run_cli prefixes the CLI's path: run it through env instead.
+  const std::string command = env + CORTIQ_CLI_PATH + " --version 2>&1";
+  FILE* pipe = ::popen(command.c_str(), "r");
+  if (pipe == nullptr) return "popen failed";
+  char buffer[512];
+  while (std::fgets(buffer, sizeof buffer, pipe) != nullptr) out += buffer;
+  ::pclose(pipe);
+  const auto at = out.find("kernels: ");
+  if (at == std::string::npos) return "no kernels line in: " + out;
+  const auto end = out.find('\n', at);
+  return out.substr(at + 9, end - at - 9) +
+         (out.find("warn") != std::string::npos ? " (warned)" : "");
+}
+
+// CORTIQ_SIMD lowers the level and never raises it past the CPU's; an
+// unknown name is refused with a warning and the best level kept.
+TEST(CliMain, CortiqSimdCapsTheKernelLevel) {
+  const std::vector<std::string> order = {"scalar", "avx2", "avx512"};
+  const std::string best = kernels_under("");
+  const auto rank = [&](const std::string& level) {
+    return std::find(order.begin(), order.end(), level) - order.begin();
+  };
+  if (rank(best) == static_cast<long>(order.size())) {
+    GTEST_SKIP() << "not an x86-64 build (kernels: " << best << ")";
+  }
+  for (const std::string& wanted : order) {
+    const std::string expected = rank(wanted) < rank(best) ? wanted : best;
+    EXPECT_EQ(kernels_under(wanted), expected) << "CORTIQ_SIMD=" << wanted;
+  }
+  EXPECT_EQ(kernels_under("sse9"), best + " (warned)");
 }
 
 }  // namespace

@@ -124,6 +124,20 @@ TEST(FamilyTable, NamesEveryArchitectureOnceAndFindsThem) {
   EXPECT_NE(supported_architecture_list().find("gemma2"), std::string::npos);
 }
 
+// The README's Architectures table names every family as `name`, and its
+// status paragraph counts them ("(98 names; ..."): a family added without
+// its row, or a count left stale, fails here.
+TEST(FamilyTable, TheReadmeNamesEveryFamilyAndCountsThem) {
+  const auto bytes = test::read_file_bytes(test::golden_dir() / ".." / ".." / "README.md");
+  const std::string readme(bytes.begin(), bytes.end());
+  for (const Family* family : families()) {
+    EXPECT_NE(readme.find("`" + std::string(family->arch) + "`"), std::string::npos)
+        << family->arch << " has no row in README.md's Architectures table";
+  }
+  const std::string count = "(" + std::to_string(families().size()) + " names;";
+  EXPECT_NE(readme.find(count), std::string::npos) << "README.md should say " << count;
+}
+
 // Every family's random model with every optional tensor loads: the loader
 // binds everything gen-model writes, and the logits are finite.
 TEST(FamilyTable, EveryFamilyReadsWhatItWrites) {

@@ -154,6 +154,16 @@ TEST(Embeddings, EncoderPoolsAsItsFileSaysAndRefusesToGenerate) {
   EXPECT_NE(by_file, vector_of(out));
   EXPECT_NE(test::run_cli("run -m " + path + " --ids \"1 2 3\" -n 2", &out), 0);
   EXPECT_NE(out.find("bert is a text encoder"), std::string::npos) << out;
+  // chat refuses it too, before reading a turn.
+  EXPECT_NE(test::run_cli("chat -m " + path + " -n 2 < /dev/null", &out), 0);
+  EXPECT_NE(out.find("bert is a text encoder"), std::string::npos) << out;
+  // An encoder reads its input whole, in one pass: longer than the context
+  // is refused, naming both lengths.
+  std::string ids;
+  for (int i = 0; i < 300; ++i) ids += std::to_string(1 + i % 200) + " ";
+  EXPECT_EQ(test::run_cli("embed -m " + path + " --ids \"" + ids + "\"", &out), 1);
+  EXPECT_NE(out.find("300"), std::string::npos) << out;
+  EXPECT_NE(out.find("256"), std::string::npos) << out;
 }
 
 }  // namespace

@@ -222,7 +222,8 @@ TEST(SpeculativeDecoding, ModelsWithStateRollBackToACheckpoint) {
   EXPECT_EQ(got.tokens, expected.tokens);
   EXPECT_GT(got.speculative.accepted, 0);
   EXPECT_LT(got.speculative.accepted, got.speculative.drafted);
-  EXPECT_LT(got.speculative.passes + 5, static_cast<int64_t>(expected.tokens.size())) << got.speculative.drafted << " drafted, " << got.speculative.accepted << " kept";
+  EXPECT_LT(got.speculative.passes + 5, static_cast<int64_t>(expected.tokens.size()))
+      << got.speculative.drafted << " drafted, " << got.speculative.accepted << " kept";
   EXPECT_TRUE(std::ranges::equal(session.history(), plain.history()));
   EXPECT_TRUE(same_floats(session.last_logits(), plain.last_logits()));
   // The next turn resumes from the prompt's snapshot in both.

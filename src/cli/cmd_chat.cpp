@@ -17,6 +17,7 @@
 #include "cli/args.hpp"
 #include "cli/commands.hpp"
 #include "cli/generation_args.hpp"
+#include "model/hparams.hpp"
 #include "tokenizer/tokenizer.hpp"
 
 namespace cortiq::cli {
@@ -162,6 +163,12 @@ int run_chat(std::span<const std::string> argv) {
   const auto model = load_model_from(*parsed);
   if (model->tokenizer().vocab().kind == TokenizerKind::none) {
     throw Error("this model has no tokenizer (no_vocab); use `cortiq run --ids`");
+  }
+  // Refused before the first turn, not turn after turn.
+  if (model->hparams().encoder) {
+    throw Error(model->hparams().arch +
+                " is a text encoder (embeddings): it has no output layer to chat with; use "
+                "`cortiq embed`");
   }
   Chat chat(model, *parsed);
   std::signal(SIGINT, chat_on_interrupt);
