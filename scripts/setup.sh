@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Installs the Debian 12 packages Cortiq needs (skipping those already
-# present) and builds everything into ./build, the test program with
-# AddressSanitizer and UndefinedBehaviorSanitizer into ./build-asan, and the
-# libFuzzer targets (clang) into ./build-fuzz; then the npm packages of the
-# server tests into tests/server/node_modules.
+# present) and builds everything into ./build, the test programs (the suite
+# and the C API's) with AddressSanitizer and UndefinedBehaviorSanitizer into
+# ./build-asan, and the libFuzzer targets (clang) into ./build-fuzz; then the
+# npm packages of the server tests into tests/server/node_modules.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(g++ cmake ninja-build git pkg-config libgtest-dev libbenchmark-dev libpcre2-dev libutf8proc-dev
-  clang libclang-rt-14-dev clang-format g++-aarch64-linux-gnu libcpp-httplib-dev nlohmann-json3-dev)
+  clang libclang-rt-14-dev clang-format g++-aarch64-linux-gnu libcpp-httplib-dev nlohmann-json3-dev
+  python3 python3-numpy python3-pip)
 # The server tests (tests/server) run on node; any node >= 18 already
 # installed will do, else Debian's.
 command -v node >/dev/null && command -v npm >/dev/null || packages+=(nodejs npm)
@@ -31,7 +32,7 @@ cmake --build build
 # -O3 took over half of CI's time to compile; the tests run a little slower.
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE="-O1 -DNDEBUG" \
   -DCORTIQ_SANITIZE=ON -DCORTIQ_BUILD_BENCH=OFF
-cmake --build build-asan --target cortiq_tests
+cmake --build build-asan --target cortiq_tests test_c_api
 # The parsers' fuzz targets, with clang's libFuzzer.
 cmake -S . -B build-fuzz -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCORTIQ_FUZZ=ON -DCORTIQ_BUILD_TESTS=OFF -DCORTIQ_BUILD_BENCH=OFF

@@ -27,15 +27,21 @@ if ! build-fuzz/fuzz/gguf_fuzzer -seed=1 -max_total_time=30 -rss_limit_mb=2048 -
 fi
 grep -E "^Done [0-9]+ runs" "$log"
 echo "== tests under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan)"
-# Left to the release build: the aarch64 compile check and the format check
-# (they do not depend on the build flavour), the logits goldens of quantized
-# and 16-bit weights (the F32 and all-tensor cases run every family's code,
-# and the kernel tests every weight type's kernels, under the sanitizers), the bench command's
-# read-bandwidth sweep (a measurement) and the quantize recipes' goldens (20
-# whole-model quantizations; the quantizers meet the sanitizers in the
-# per-type tests).
+# Left to the release build:
+# - what does not depend on the build flavour: the aarch64 compile check,
+#   the format check, the public headers' check;
+# - the logits goldens of quantized and 16-bit weights (the F32 and
+#   all-tensor cases run every family's code, and the kernel tests every
+#   weight type's kernels, under the sanitizers);
+# - the bench command's read-bandwidth sweep (a measurement);
+# - the quantize recipes' goldens (20 whole-model quantizations; the
+#   quantizers meet the sanitizers in the per-type tests);
+# - what runs outside the sanitized programs: the Python package (a python3
+#   not built with ASan cannot load the sanitized libcortiq.so) and the
+#   install-and-consume check (it installs the release build).
+# The C API's own test program (CApi.*) runs here, sanitized.
 ctest --test-dir build-asan --output-on-failure -j "$(nproc)" \
-  -E 'Portability|Format|LogitsGolden\.MatchesThePeer/[a-z0-9_]*_(f16|bf16|q8_0|q4_0|q4_k|q6_k)( |$)|CliBench\.DepthAndReadBandwidth|QuantRecipeGolden'
+  -E 'Portability|Format|PublicHeaders|LogitsGolden\.MatchesThePeer/[a-z0-9_]*_(f16|bf16|q8_0|q4_0|q4_k|q6_k)( |$)|CliBench\.DepthAndReadBandwidth|QuantRecipeGolden|^Python\.|CApi\.Consumer'
 # The kernel tests once more at the AVX2 level: on an AVX-512 machine the
 # run above takes the AVX-512 kernels, and the AVX2 ones (what an AVX2-only
 # machine runs) would otherwise never meet the sanitizers there.

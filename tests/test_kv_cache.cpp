@@ -17,6 +17,7 @@
 #include "engine_test_models.hpp"
 #include "model/decoder_model.hpp"
 #include "model/forward_buffers.hpp"
+#include "runtime/batch.hpp"
 #include "runtime/kv_block_pool.hpp"
 #include "runtime/kv_cache.hpp"
 

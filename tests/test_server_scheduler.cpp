@@ -14,6 +14,7 @@
 #include "model/decoder_model.hpp"
 #include "model/family.hpp"
 #include "model/hparams.hpp"
+#include "runtime/kv_cache.hpp"
 #include "scoring/embedding.hpp"
 #include "server/api_error.hpp"
 #include "server/scheduler.hpp"

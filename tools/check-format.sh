@@ -9,7 +9,7 @@ if ! command -v clang-format >/dev/null; then
 fi
 cd "$(dirname "$0")/.."
 mapfile -t files < <(find src include tests bench fuzz tools -type f \
-  \( -name '*.cpp' -o -name '*.hpp' -o -name '*.h' \) -not -path '*/node_modules/*' | sort)
+  \( -name '*.c' -o -name '*.cpp' -o -name '*.hpp' -o -name '*.h' \) -not -path '*/node_modules/*' | sort)
 # One run over every file; its warnings name the files that differ.
 if ! report=$(clang-format --dry-run --Werror "${files[@]}" 2>&1); then
   echo "not formatted as .clang-format says (fix: clang-format -i FILE...):"

@@ -25,16 +25,19 @@
 #include <string_view>
 #include <vector>
 
-#include "runtime/batch.hpp"
-#include "runtime/kv_cache.hpp"
-#include "runtime/loop_detector.hpp"
-#include "runtime/sampler.hpp"
-#include "tokenizer/vocab.hpp"
+#include "cortiq/loop_stop.hpp"
+#include "cortiq/sampling.hpp"
+#include "cortiq/types.hpp"
 
 namespace cortiq {
 
+// The engine's internals the API refers to only by pointer or reference.
 class DecoderModel;
 class KvCache;
+class LoopDetector;
+class Sampler;
+struct BatchRow;
+enum class RowOutput;
 class ThreadPool;
 class Tokenizer;
 struct ModelHParams;
@@ -410,7 +413,7 @@ class Session {
   // Forwards ids after the history; rows [first_wanted, ids.size()) write
   // their logits, in order, to `logits`.
   void forward_rows(std::span<const TokenId> ids, size_t first_wanted, std::span<float> logits,
-                    RowOutput output = RowOutput::logits);
+                    RowOutput output);
   void decode_loop(Sampler& sampler, LoopDetector* loops, const GenerateOptions& options,
                    const TokenCallback& on_token, GenerateResult& result);
   // decode_loop's step after sampling `id`: the next row's logits into

@@ -15,6 +15,13 @@ class Error : public std::runtime_error {
   explicit Error(const std::string& message) : std::runtime_error(message) {}
 };
 
+// A running call stopped because the caller asked it to (Session::cancel):
+// not a failure of the input or the engine.
+class Cancelled : public Error {
+ public:
+  using Error::Error;
+};
+
 // A defect inside a file: names the file, the field at fault and the byte
 // offset where it was read, e.g.
 //   model.gguf: tensor 3 (blk.0.attn_q.weight) type at offset 1234: unknown type id 99

@@ -29,6 +29,7 @@
 #include "model/decoder_model.hpp"
 #include "model/hparams.hpp"
 #include "quant/quant_recipe.hpp"
+#include "runtime/kv_cache.hpp"
 
 namespace cortiq::cli {
 

@@ -5,6 +5,7 @@
 #include "base/error.hpp"
 #include "base/strings.hpp"
 #include "cortiq/cortiq.hpp"
+#include "runtime/sampler.hpp"
 #include "runtime/speculation.hpp"
 #include "tokenizer/tokenizer.hpp"
 

@@ -41,14 +41,13 @@
 #include <span>
 #include <vector>
 
+#include "cortiq/types.hpp"
 #include "kernels/cpu/attention.hpp"
 #include "runtime/kv_block_pool.hpp"
 #include "runtime/kv_window_rows.hpp"
 #include "tokenizer/vocab.hpp"
 
 namespace cortiq {
-
-enum class KvType { f32, f16 };
 
 // One layer's rows: n_head_kv * head_dim_k keys and n_head_kv * head_dim_v
 // values per position (layers may differ), and the layer's sliding window

@@ -13,15 +13,10 @@
 #include <cstdint>
 #include <vector>
 
+#include "cortiq/loop_stop.hpp"
 #include "tokenizer/vocab.hpp"
 
 namespace cortiq {
-
-struct LoopStopParams {
-  int32_t max_period = 32;
-  int32_t min_repeats = 4;
-  int32_t min_tokens = 16;
-};
 
 class LoopDetector {
  public:

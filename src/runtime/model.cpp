@@ -10,6 +10,7 @@
 #include "cortiq/cortiq.hpp"
 #include "formats/gguf/gguf_file.hpp"
 #include "model/decoder_model.hpp"
+#include "runtime/kv_cache.hpp"
 #include "tokenizer/tokenizer.hpp"
 
 namespace cortiq {

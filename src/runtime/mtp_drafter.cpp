@@ -12,7 +12,9 @@
 #include "cortiq/cortiq.hpp"
 #include "model/decoder_model.hpp"
 #include "model/hparams.hpp"
+#include "runtime/batch.hpp"
 #include "runtime/kv_cache.hpp"
+#include "runtime/sampler.hpp"
 #include "runtime/speculation.hpp"
 
 namespace cortiq {

@@ -10,6 +10,10 @@
 #include "cortiq/cortiq.hpp"
 #include "kernels/cpu/log_softmax.hpp"
 #include "model/decoder_model.hpp"
+#include "runtime/batch.hpp"
+#include "runtime/kv_cache.hpp"
+#include "runtime/loop_detector.hpp"
+#include "runtime/sampler.hpp"
 #include "runtime/speculation.hpp"
 #include "runtime/text_output.hpp"
 #include "tokenizer/tokenizer.hpp"
@@ -157,11 +161,12 @@ bool Session::prefill(std::span<const TokenId> ids, int64_t chunk_size, size_t f
       const size_t from = std::max(start, first_row);  // first wanted row of the chunk
       forward_rows(
           part, from - start,
-          std::span<float>(*logits).subspan((from - first_row) * n_vocab, (end - from) * n_vocab));
+          std::span<float>(*logits).subspan((from - first_row) * n_vocab, (end - from) * n_vocab),
+          RowOutput::logits);
     } else if (end == ids.size() && last_logits) {
-      forward_rows(part, part.size() - 1, last_logits_);
+      forward_rows(part, part.size() - 1, last_logits_, RowOutput::logits);
     } else {
-      forward_rows(part, part.size(), {});
+      forward_rows(part, part.size(), {}, RowOutput::logits);
     }
     if (on_prefill_ && *on_prefill_ && !(*on_prefill_)(cache_rows(), prefill_total_)) cancel();
   }
@@ -208,7 +213,8 @@ std::vector<float> Session::extend(std::span<const TokenId> ids, int64_t chunk_s
   }
   if (!completed) {
     // The forwarded prefix stays in the history; no partial result escapes.
-    throw Error(strfmt("cancelled after %zu of %zu tokens", history().size() - before, ids.size()));
+    throw Cancelled(
+        strfmt("cancelled after %zu of %zu tokens", history().size() - before, ids.size()));
   }
   return logits;
 }
@@ -376,7 +382,7 @@ void Session::settle_drafts() {
     // Not forwarded through prefill(): it stops when cancelled, and the
     // history must hold these rows whatever ended the generation.
     const std::vector<TokenId> owed = std::exchange(owed_, {});
-    forward_rows(owed, owed.size(), {});
+    forward_rows(owed, owed.size(), {}, RowOutput::logits);
   }
   cache_->drop_checkpoint(0);
 }
@@ -435,7 +441,7 @@ void Session::advance(TokenId id, const Sampler& sampler, const GenerateOptions&
   const size_t first_wanted = step.size();  // the row of id
   step.push_back(id);
   if (draft.empty()) {
-    forward_rows(step, first_wanted, last_logits_);
+    forward_rows(step, first_wanted, last_logits_, RowOutput::logits);
     return;
   }
   if (cache_->has_state()) {
@@ -445,7 +451,7 @@ void Session::advance(TokenId id, const Sampler& sampler, const GenerateOptions&
   }
   step.insert(step.end(), draft.begin(), draft.end());
   draft_logits_.resize((step.size() - first_wanted) * n_vocab);
-  forward_rows(step, first_wanted, draft_logits_);
+  forward_rows(step, first_wanted, draft_logits_, RowOutput::logits);
   std::copy_n(draft_logits_.begin(), n_vocab, last_logits_.begin());
   pending_drafts_ = draft;
   ++result.speculative.passes;

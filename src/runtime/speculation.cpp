@@ -6,6 +6,7 @@
 #include "base/random.hpp"
 #include "base/strings.hpp"
 #include "cortiq/cortiq.hpp"
+#include "runtime/sampler.hpp"
 
 namespace cortiq {
 

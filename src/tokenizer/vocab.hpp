@@ -11,13 +11,14 @@
 #include <utility>
 #include <vector>
 
+#include "cortiq/types.hpp"
+
 namespace cortiq::gguf {
 class GgufFile;
 }
 
 namespace cortiq {
 
-using TokenId = int32_t;
 inline constexpr TokenId kNoToken = -1;
 
 // tokenizer.ggml.token_type values.
