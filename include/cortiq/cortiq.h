@@ -9,10 +9,10 @@
  *   cortiq_session* session = NULL;
  *   cortiq_session_create(model, &session);
  *   cortiq_sampling_options sampling;
- *   cortiq_sampling_options_init(&sampling);
+ *   cortiq_sampling_options_init(&sampling, sizeof sampling);
  *   sampling.temperature = 0;  // greedy
  *   cortiq_generate_options options;
- *   cortiq_generate_options_init(&options);
+ *   cortiq_generate_options_init(&options, sizeof options);
  *   options.sampling = &sampling;
  *   options.max_tokens = 64;
  *   cortiq_result* result = NULL;
@@ -30,8 +30,9 @@
  *   wrong kind or already freed (where detectable), invalid option values
  *   and ids outside the vocabulary are CORTIQ_ERROR_INVALID_ARGUMENT.
  * - Options structs carry their own size (struct_size): fill them with the
- *   matching *_init function, then change fields. Newer libraries read
- *   older, shorter structs with defaults for the fields they lack.
+ *   matching *_init function and sizeof the struct, then change fields.
+ *   A newer library writes and reads only the fields an older caller's
+ *   struct has, with defaults for the rest.
  * - Functions that write into a caller's buffer take its capacity and
  *   report the length needed; a buffer too small gives
  *   CORTIQ_ERROR_BUFFER_TOO_SMALL with the needed length set, so a caller
@@ -99,7 +100,10 @@ typedef struct cortiq_load_options {
   void* user_data;
 } cortiq_load_options;
 
-CORTIQ_API void cortiq_load_options_init(cortiq_load_options* options);
+/* The defaults into the caller's struct of struct_size bytes (pass sizeof):
+ * a library newer than the caller's header writes only the fields the
+ * caller has. */
+CORTIQ_API void cortiq_load_options_init(cortiq_load_options* options, size_t struct_size);
 /* options may be NULL (the defaults). *model is set on success only. */
 CORTIQ_API cortiq_status cortiq_model_load(const char* path, const cortiq_load_options* options,
                                            cortiq_model** model);
@@ -153,7 +157,9 @@ CORTIQ_API cortiq_status cortiq_session_reset(cortiq_session* session);
  * step (generation: finish reason CORTIQ_FINISH_CANCELLED; scoring:
  * CORTIQ_ERROR_CANCELLED); the session stays usable. Safe from any thread
  * and from a signal handler (async-signal-safe); idempotent; a call that
- * starts afterwards is not affected. */
+ * starts afterwards is not affected. Known limits: cortiq_perplexity
+ * notices a cancel only inside a chunk of several forward passes (each chunk
+ * starts afresh), and cortiq_embed not at all. */
 CORTIQ_API void cortiq_cancel(cortiq_session* session);
 
 /* ---- Generation ------------------------------------------------------ */
@@ -203,8 +209,9 @@ typedef struct cortiq_generate_options {
   void* user_data;
 } cortiq_generate_options;
 
-CORTIQ_API void cortiq_sampling_options_init(cortiq_sampling_options* options);
-CORTIQ_API void cortiq_generate_options_init(cortiq_generate_options* options);
+/* As cortiq_load_options_init: pass sizeof the struct. */
+CORTIQ_API void cortiq_sampling_options_init(cortiq_sampling_options* options, size_t struct_size);
+CORTIQ_API void cortiq_generate_options_init(cortiq_generate_options* options, size_t struct_size);
 
 /* Generates from a text prompt or from ids; *result (free it with
  * cortiq_result_free) is set on success only. */

@@ -78,7 +78,7 @@ class _GenerateCall:
                  repeat_last_n, presence_penalty, frequency_penalty, seed, logit_bias, suppress,
                  stop, ignore_eos, loop_stop, confidence, on_piece):
         s = _capi.SamplingOptions()
-        _capi.lib.cortiq_sampling_options_init(ctypes.byref(s))
+        _capi.lib.cortiq_sampling_options_init(ctypes.byref(s), ctypes.sizeof(s))
         for name, value in (("temperature", temperature), ("top_k", top_k), ("top_p", top_p),
                             ("min_p", min_p), ("typical_p", typical_p),
                             ("repeat_penalty", repeat_penalty), ("repeat_last_n", repeat_last_n),
@@ -96,7 +96,7 @@ class _GenerateCall:
         self.sampling = s
 
         o = _capi.GenerateOptions()
-        _capi.lib.cortiq_generate_options_init(ctypes.byref(o))
+        _capi.lib.cortiq_generate_options_init(ctypes.byref(o), ctypes.sizeof(o))
         o.sampling = ctypes.pointer(self.sampling)
         o.max_tokens = -1 if max_tokens is None else max_tokens
         o.ignore_eos = int(ignore_eos)
@@ -252,29 +252,40 @@ class Session:
 
 
 class Stream:
-    """The pieces of a generation running on a worker thread, as an
-    iterator. `result` is the Result once the iteration has ended."""
+    """The pieces of a generation, as an iterator: the generation runs on a
+    worker thread from the first next() on. `result` is the Result once
+    the iteration has ended."""
 
     def __init__(self, session, prompt, options):
         self.session = session
         self.result = None
+        self._prompt = prompt
+        self._options = options
         self._pieces = queue.Queue()
         self._error = None
         self._done = object()
+        self._stopping = threading.Event()
+        self._started = False
 
-        def run():
-            try:
-                self.result = session.generate(
-                    prompt, on_piece=lambda piece, token: self._pieces.put(piece), **options)
-            except BaseException as e:
-                self._error = e
-            finally:
-                self._pieces.put(self._done)
+    def _run(self):
+        try:
+            self.result = self.session.generate(
+                self._prompt, on_piece=self._put, **self._options)
+        except BaseException as e:
+            self._error = e
+        finally:
+            self._pieces.put(self._done)
 
-        self._thread = threading.Thread(target=run, name="cortiq-stream", daemon=True)
-        self._thread.start()
+    def _put(self, piece, token):
+        self._pieces.put(piece)
+        return self._stopping.is_set()  # True stops the generation
 
     def __iter__(self):
+        if self._started:
+            raise RuntimeError("a Stream is iterated once")
+        self._started = True
+        thread = threading.Thread(target=self._run, name="cortiq-stream", daemon=True)
+        thread.start()
         try:
             while True:
                 try:
@@ -287,10 +298,13 @@ class Stream:
                 yield piece
         finally:
             # Left early (break, an exception, KeyboardInterrupt): stop the
-            # generation and wait for it, so the session is free again.
-            if self._thread.is_alive():
+            # generation and wait for it, so the session is free again. The
+            # cancel repeats: one sent before the generation started its
+            # steps would be forgotten when it does.
+            self._stopping.set()
+            while thread.is_alive():
                 self.session.cancel()
-            self._thread.join()
+                thread.join(0.01)
         if self._error is not None:
             raise self._error
 
@@ -308,7 +322,7 @@ class Model:
         if kv_type not in ("f16", "f32"):
             raise InvalidArgument('kv_type must be "f16" or "f32"', _capi.INVALID_ARGUMENT)
         o = _capi.LoadOptions()
-        _capi.lib.cortiq_load_options_init(ctypes.byref(o))
+        _capi.lib.cortiq_load_options_init(ctypes.byref(o), ctypes.sizeof(o))
         o.threads = threads
         o.context = context
         o.kv_type = 1 if kv_type == "f32" else 0

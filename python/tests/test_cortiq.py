@@ -126,14 +126,14 @@ class TestGenerate(unittest.TestCase):
 
     def test_leaving_a_stream_early_cancels_it(self):
         session = MODEL.session()
-        stream = session.stream(PROMPT, max_tokens=500, temperature=0, ignore_eos=True)
+        stream = session.stream(PROMPT, temperature=0, ignore_eos=True)  # to the context's end
         for i, _ in enumerate(stream):
             if i == 2:
                 break
         # The loop's exit closed the iterator: the generation stopped.
         self.assertEqual(stream.result.finish_reason, "cancelled")
-        self.assertLess(stream.result.generated_tokens, 500)
-        closed = session.stream(PROMPT, max_tokens=500, temperature=0, ignore_eos=True)
+        self.assertLess(stream.result.generated_tokens, 2000)
+        closed = session.stream(PROMPT, temperature=0, ignore_eos=True)
         iterator = iter(closed)
         next(iterator)
         iterator.close()
@@ -175,9 +175,11 @@ class TestGenerate(unittest.TestCase):
         self.assertEqual(result.finish_reason, "cancelled")
         self.assertGreaterEqual(result.generated_tokens, 1)
         self.assertLess(result.generated_tokens, 2000)
-        # A long prefill, cancelled before it is done: a scoring call raises.
+        # A long prefill (125 chunks of 16), cancelled before it is done: a
+        # scoring call raises.
         ids = [3 + (i * 7919) % 500 for i in range(2000)]
-        session.reset()
+        small_chunks = cortiq.Model(MODEL_PATH, threads=2, chunk_size=16)
+        session = small_chunks.session()
         stop = threading.Event()
 
         def keep_cancelling():
@@ -281,11 +283,10 @@ class TestErrors(unittest.TestCase):
         self.assertEqual(MODEL.generate(PROMPT, max_tokens=2, temperature=0).generated_tokens, 2)
 
     def test_errors_carry_the_status(self):
-        try:
+        with self.assertRaises(cortiq.CortiqError) as caught:
             MODEL.detokenize([-1])
-        except cortiq.CortiqError as e:
-            self.assertEqual(e.status, 1)
-            self.assertIsInstance(e, ValueError)
+        self.assertEqual(caught.exception.status, 1)
+        self.assertIsInstance(caught.exception, ValueError)
 
 
 class TestDocs(unittest.TestCase):

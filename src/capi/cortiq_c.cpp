@@ -112,12 +112,21 @@ cortiq_session& session_of(cortiq_session* s) {
   return *s;
 }
 
+// The defaults into a caller's struct of `size` bytes (an older, shorter
+// layout, or this one): only the fields it has are written.
+template <class Options>
+void init_options(Options* out, size_t size, Options defaults) {
+  if (out == nullptr || size < sizeof(size_t)) return;
+  defaults.struct_size = std::min(size, sizeof(Options));
+  std::memcpy(out, &defaults, defaults.struct_size);
+}
+
 // Options of an older (shorter) or this layout: the caller's bytes over the
 // defaults; the fields it lacks keep their defaults.
 template <class Options>
-Options read_options(const Options* given, void (*init)(Options*), const char* name) {
+Options read_options(const Options* given, void (*init)(Options*, size_t), const char* name) {
   Options options;
-  init(&options);
+  init(&options, sizeof(Options));
   if (given == nullptr) return options;
   const size_t size = given->struct_size;
   if (size < sizeof(size_t) || size > (size_t{1} << 16)) {
@@ -154,7 +163,7 @@ void copy_out(std::span<const T> items, T* out, size_t capacity, size_t* needed,
     throw BufferTooSmall("the buffer holds " + std::to_string(capacity) + " items; " +
                          std::to_string(room) + " are needed");
   }
-  require(out != nullptr || items.empty(), "the buffer is null");
+  require(out != nullptr || capacity == 0, "the buffer is null");
   std::copy(items.begin(), items.end(), out);
   if (nul && capacity >= room) out[items.size()] = T{};
 }
@@ -276,12 +285,11 @@ const char* cortiq_status_name(cortiq_status status) {
   return "unknown status";
 }
 
-void cortiq_load_options_init(cortiq_load_options* options) {
-  if (options == nullptr) return;
-  *options = {};
-  options->struct_size = sizeof(cortiq_load_options);
-  options->kv_type = CORTIQ_KV_F16;
-  options->chunk_size = kDefaultChunkSize;
+void cortiq_load_options_init(cortiq_load_options* options, size_t struct_size) {
+  cortiq_load_options d{};
+  d.kv_type = CORTIQ_KV_F16;
+  d.chunk_size = kDefaultChunkSize;
+  init_options(options, struct_size, d);
 }
 
 cortiq_status cortiq_model_load(const char* path, const cortiq_load_options* options,
@@ -422,31 +430,29 @@ void cortiq_cancel(cortiq_session* session) {
   if (valid(session)) session->session->cancel();
 }
 
-void cortiq_sampling_options_init(cortiq_sampling_options* options) {
-  if (options == nullptr) return;
-  const SamplingParams d;
-  *options = {};
-  options->struct_size = sizeof(cortiq_sampling_options);
-  options->temperature = d.temperature;
-  options->top_k = d.top_k;
-  options->top_p = d.top_p;
-  options->min_p = d.min_p;
-  options->typical_p = d.typical_p;
-  options->repeat_penalty = d.repeat_penalty;
-  options->repeat_last_n = d.penalty_last_n;
-  options->presence_penalty = d.presence_penalty;
-  options->frequency_penalty = d.frequency_penalty;
-  options->seed = d.seed;
+void cortiq_sampling_options_init(cortiq_sampling_options* options, size_t struct_size) {
+  const SamplingParams p;
+  cortiq_sampling_options d{};
+  d.temperature = p.temperature;
+  d.top_k = p.top_k;
+  d.top_p = p.top_p;
+  d.min_p = p.min_p;
+  d.typical_p = p.typical_p;
+  d.repeat_penalty = p.repeat_penalty;
+  d.repeat_last_n = p.penalty_last_n;
+  d.presence_penalty = p.presence_penalty;
+  d.frequency_penalty = p.frequency_penalty;
+  d.seed = p.seed;
+  init_options(options, struct_size, d);
 }
 
-void cortiq_generate_options_init(cortiq_generate_options* options) {
-  if (options == nullptr) return;
-  const GenerateOptions d;
-  *options = {};
-  options->struct_size = sizeof(cortiq_generate_options);
-  options->max_tokens = d.max_tokens;
-  options->add_special = d.add_special ? 1 : 0;
-  options->parse_special = d.parse_special ? 1 : 0;
+void cortiq_generate_options_init(cortiq_generate_options* options, size_t struct_size) {
+  const GenerateOptions g;
+  cortiq_generate_options d{};
+  d.max_tokens = g.max_tokens;
+  d.add_special = g.add_special ? 1 : 0;
+  d.parse_special = g.parse_special ? 1 : 0;
+  init_options(options, struct_size, d);
 }
 
 cortiq_status cortiq_generate(cortiq_session* session, const char* prompt,
@@ -589,8 +595,12 @@ cortiq_status cortiq_perplexity(cortiq_session* session, const cortiq_token* ids
     // The command's default, within what the model and the session hold.
     if (context == 0) context = std::min<int64_t>(512, s.model->context_length());
     const scoring::ChunkPlan plan = scoring::plan_chunks(*s.model, tokens, context, max_chunks);
+    // The history is forgotten whatever happens (a failure, a cancel).
+    struct ResetAtExit {
+      Session& session;
+      ~ResetAtExit() { session.reset(); }
+    } reset_at_exit{*s.session};
     const scoring::ChunkProgress done = scoring::perplexity(*s.session, tokens, plan);
-    s.session->reset();
     *perplexity = done.nll.perplexity();
     if (error != nullptr) *error = done.nll.perplexity_error();
   });

@@ -54,7 +54,7 @@ static const char* g_model_path;
 
 static cortiq_model* load_model(int64_t chunk_size) {
   cortiq_load_options options;
-  cortiq_load_options_init(&options);
+  cortiq_load_options_init(&options, sizeof options);
   options.threads = 2;
   options.chunk_size = chunk_size;
   cortiq_model* model = NULL;
@@ -80,10 +80,10 @@ static size_t tokenize(cortiq_model* model, const char* text, cortiq_token* ids,
 /* Greedy options for max_tokens tokens that never end early. */
 static cortiq_sampling_options g_greedy;
 static cortiq_generate_options greedy_options(int64_t max_tokens) {
-  cortiq_sampling_options_init(&g_greedy);
+  cortiq_sampling_options_init(&g_greedy, sizeof g_greedy);
   g_greedy.temperature = 0;
   cortiq_generate_options options;
-  cortiq_generate_options_init(&options);
+  cortiq_generate_options_init(&options, sizeof options);
   options.sampling = &g_greedy;
   options.max_tokens = max_tokens;
   options.ignore_eos = 1;
@@ -115,7 +115,7 @@ static void on_progress(double fraction, void* user_data) {
 static void case_load(void) {
   cortiq_model* model = NULL;
   cortiq_load_options options;
-  cortiq_load_options_init(&options);
+  cortiq_load_options_init(&options, sizeof options);
   CHECK(options.struct_size == sizeof options);
   CHECK(options.chunk_size == 512 && options.kv_type == CORTIQ_KV_F16);
 
@@ -142,16 +142,20 @@ static void case_load(void) {
   CHECK_STATUS(cortiq_model_load(g_model_path, &bad, &model), CORTIQ_ERROR_INVALID_ARGUMENT);
   CHECK(model == NULL);
 
-  /* An older caller's shorter struct: the fields it lacks keep defaults. */
-  cortiq_load_options old = options;
-  old.struct_size = offsetof(cortiq_load_options, kv_type);
+  /* An older caller's shorter struct: init writes only its fields, and the
+   * library reads only those (the rest keep their defaults). */
+  cortiq_load_options old;
+  memset(&old, 0, sizeof old); /* chunk_size 0 would be refused if read */
+  const size_t old_size = offsetof(cortiq_load_options, kv_type);
+  cortiq_load_options_init(&old, old_size);
+  CHECK(old.struct_size == old_size && old.chunk_size == 0 && old.kv_type == 0);
   old.threads = 1;
   old.context = 300;
-  old.chunk_size = 3; /* beyond the old struct: ignored */
   CHECK_OK(cortiq_model_load(g_model_path, &old, &model));
   CHECK(cortiq_model_context(model) == 300);
   cortiq_model_free(model);
   model = NULL;
+  cortiq_load_options_init(NULL, sizeof old); /* ignored */
 
   int called = 0;
   options.progress = on_progress;
@@ -356,7 +360,7 @@ static void case_generate(void) {
 
   /* Sampling: one seed gives one sequence; penalties and biases apply. */
   cortiq_sampling_options sampling;
-  cortiq_sampling_options_init(&sampling);
+  cortiq_sampling_options_init(&sampling, sizeof sampling);
   CHECK(sampling.temperature > 0.7f && sampling.top_k == 40);
   sampling.seed = 42;
   options.sampling = &sampling;
