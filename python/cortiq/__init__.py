@@ -120,7 +120,20 @@ class _GenerateCall:
         self.options = o
 
 
-class Session:
+class _Closing:
+    """close() when collected or at the end of a with block."""
+
+    def __del__(self):
+        self.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class Session(_Closing):
     """A conversation with a model: its KV cache. A prompt that extends the
     history reuses it; one that diverges cuts it back to the common prefix.
     Used from one thread at a time, except cancel()."""
@@ -135,15 +148,6 @@ class Session:
         if getattr(self, "_handle", None):
             _capi.lib.cortiq_session_free(self._handle)
             self._handle = None
-
-    def __del__(self):
-        self.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
 
     def reset(self):
         """Forgets the history."""
@@ -309,7 +313,7 @@ class Stream:
             raise self._error
 
 
-class Model:
+class Model(_Closing):
     """A loaded model file. Sessions share it (and its weights); the
     convenience methods below use one default session."""
 
@@ -353,15 +357,6 @@ class Model:
         if self._handle:
             _capi.lib.cortiq_model_free(self._handle)
             self._handle = None
-
-    def __del__(self):
-        self.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
 
     @property
     def n_vocab(self):

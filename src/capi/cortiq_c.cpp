@@ -152,6 +152,15 @@ std::span<const TokenId> ids_in(const Model& model, const cortiq_token* ids, siz
   return {ids, n};
 }
 
+// Refuses a caller's buffer of `capacity` items shorter than `needed`; the
+// message asks for `wanted` (needed, or one more for a NUL).
+void require_capacity(size_t capacity, size_t needed, size_t wanted, const char* unit = "items") {
+  if (capacity < needed) {
+    throw BufferTooSmall("the buffer holds " + std::to_string(capacity) + " " + unit + "; " +
+                         std::to_string(wanted) + " are needed");
+  }
+}
+
 // Copies `count` items to a caller's buffer of `capacity`; always sets
 // *needed.
 template <class T>
@@ -159,10 +168,7 @@ void copy_out(std::span<const T> items, T* out, size_t capacity, size_t* needed,
   require(needed != nullptr, "the length pointer is null");
   *needed = items.size();
   const size_t room = items.size() + (nul ? 1 : 0);
-  if (capacity < items.size()) {
-    throw BufferTooSmall("the buffer holds " + std::to_string(capacity) + " items; " +
-                         std::to_string(room) + " are needed");
-  }
+  require_capacity(capacity, items.size(), room);
   require(out != nullptr || capacity == 0, "the buffer is null");
   std::copy(items.begin(), items.end(), out);
   if (nul && capacity >= room) out[items.size()] = T{};
@@ -563,10 +569,7 @@ cortiq_status cortiq_evaluate(cortiq_session* session, const cortiq_token* ids, 
     const size_t needed = n_ids * static_cast<size_t>(s.model->n_vocab());
     *n_floats = needed;
     // Checked before the forward: a short buffer leaves the history as it was.
-    if (capacity < needed) {
-      throw BufferTooSmall("the buffer holds " + std::to_string(capacity) + " floats; " +
-                           std::to_string(needed) + " are needed");
-    }
+    require_capacity(capacity, needed, needed, "floats");
     require(logits != nullptr, "logits is null");
     const std::vector<float> rows = s.session->evaluate(tokens);
     std::copy(rows.begin(), rows.end(), logits);
@@ -632,10 +635,7 @@ cortiq_status cortiq_embed(cortiq_session* session, const cortiq_token* ids, siz
     }
     const auto n_embd = static_cast<size_t>(s.model->hparams().n_embd);
     *n_floats = n_embd;
-    if (capacity < n_embd) {
-      throw BufferTooSmall("the buffer holds " + std::to_string(capacity) + " floats; " +
-                           std::to_string(n_embd) + " are needed");
-    }
+    require_capacity(capacity, n_embd, n_embd, "floats");
     require(embedding != nullptr, "embedding is null");
     s.session->reset();
     const std::vector<float> hidden = s.session->embeddings(tokens);
