@@ -324,6 +324,63 @@ TEST(EngineCancel, FromAnotherThreadDuringALongPrefill) {
             Session(model).generate(std::span<const TokenId>(prompt), greedy(4)).tokens);
 }
 
+// A cancel() that lands between two calls is forgotten by the second,
+// unless a CancelScope makes them one call: then the second ends at its
+// first chunk, and after the scope the session works as before.
+TEST(EngineCancel, BetweenCallsOfAScopeEndsTheNext) {
+  const auto model = load_test_model({}, 2, KvType::f32, 4);
+  Session s(model);
+  const auto ids = ids_from(1, 12);
+  const auto half = std::span<const TokenId>(ids).first(6);
+  const auto rest = std::span<const TokenId>(ids).subspan(6);
+  s.evaluate(half);
+  s.cancel();
+  EXPECT_NO_THROW(s.evaluate(rest));  // no scope: the earlier cancel is forgotten
+  s.reset();
+  {
+    const Session::CancelScope scope(s);
+    s.evaluate(half);
+    s.cancel();
+    EXPECT_THROW(s.evaluate(rest), Cancelled);
+    EXPECT_THROW(s.embeddings(rest), Cancelled);
+  }
+  EXPECT_EQ(s.history().size(), 6u);  // nothing of the cancelled calls
+  EXPECT_NO_THROW(s.evaluate(rest));
+  // A scope opened after a cancel() forgets it, as a call would.
+  s.reset();
+  s.cancel();
+  const Session::CancelScope later(s);
+  EXPECT_NO_THROW(s.evaluate(half));
+}
+
+// embeddings() sees a cancel() from another thread between its chunks:
+// Cancelled, with the forwarded prefix in the history.
+TEST(EngineCancel, EmbeddingsFromAnotherThread) {
+  const auto model = load_test_model({}, 2, KvType::f32, 4, /*context=*/2048);
+  Session s(model);
+  std::atomic<bool> done{false};
+  std::atomic<int64_t> cancels{0};
+  std::thread canceller([&] {
+    while (!done.load()) {
+      s.cancel();
+      cancels.fetch_add(1);
+    }
+  });
+  const auto ids = ids_from(1, 1500);
+  bool cancelled = false;
+  try {
+    s.embeddings(ids);
+  } catch (const Cancelled&) {
+    cancelled = true;
+  }
+  done.store(true);
+  canceller.join();
+  EXPECT_TRUE(cancelled);
+  EXPECT_GT(cancels.load(), 0);
+  EXPECT_LT(s.history().size(), ids.size());
+  EXPECT_EQ(s.history().size() % 4, 0u);
+}
+
 TEST(EngineSampling, SameSeedSameTokens) {
   const auto model = load_test_model({});
   const auto prompt = ids_from(6, 5);

@@ -154,12 +154,12 @@ CORTIQ_API void cortiq_session_free(cortiq_session* session);
 /* Forgets the history. */
 CORTIQ_API cortiq_status cortiq_session_reset(cortiq_session* session);
 /* Stops the session's running call at its next prefill chunk or decode
- * step (generation: finish reason CORTIQ_FINISH_CANCELLED; scoring:
- * CORTIQ_ERROR_CANCELLED); the session stays usable. Safe from any thread
- * and from a signal handler (async-signal-safe); idempotent; a call that
- * starts afterwards is not affected. Known limits: cortiq_perplexity
- * notices a cancel only inside a chunk of several forward passes (each chunk
- * starts afresh), and cortiq_embed not at all. */
+ * step (generation: finish reason CORTIQ_FINISH_CANCELLED; scoring and
+ * embeddings: CORTIQ_ERROR_CANCELLED); the session stays usable. Safe from
+ * any thread and from a signal handler (async-signal-safe); idempotent; a
+ * call that starts afterwards is not affected (a cancel that lands before a
+ * call starts is forgotten, so a canceller racing a call's start repeats
+ * it until the call returns). */
 CORTIQ_API void cortiq_cancel(cortiq_session* session);
 
 /* ---- Generation ------------------------------------------------------ */
@@ -262,10 +262,11 @@ CORTIQ_API cortiq_status cortiq_evaluate(cortiq_session* session, const cortiq_t
 CORTIQ_API cortiq_status cortiq_nll(cortiq_session* session, const cortiq_token* ids, size_t n_ids,
                                     size_t from, double* nll_sum, int64_t* count);
 /* Perplexity with llama-perplexity's method (as `cortiq perplexity`):
- * chunks of `context` tokens (0: 512, the command's default; at most the
- * model's context), each from an empty
- * cache, the second half of each scored; max_chunks < 0: every whole
- * chunk. The session's history is forgotten. */
+ * chunks of `context` tokens (0: 512, the command's default, or the loaded
+ * context when smaller; else at least 4 and at most the loaded context),
+ * each from an empty cache, the second half of each scored; at most
+ * max_chunks of them (< 0: every whole chunk; 0 is refused). The ids must
+ * fill two chunks. The session's history is forgotten. */
 CORTIQ_API cortiq_status cortiq_perplexity(cortiq_session* session, const cortiq_token* ids,
                                            size_t n_ids, int64_t context, int64_t max_chunks,
                                            double* perplexity, double* error);

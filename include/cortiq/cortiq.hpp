@@ -358,6 +358,8 @@ class Session {
   // The ids join the history. A bidirectional encoder (BERT: no output
   // layer, so its last layer's states) embeds the ids alone: the history is
   // forgotten first and the ids go through in one pass, whatever the chunk.
+  // A cancel() between chunks throws cortiq::Cancelled (the forwarded
+  // prefix stays in the history).
   std::vector<float> embeddings(std::span<const TokenId> ids, int64_t chunk_size = 0);
 
   // Forwards ids after the current history (chunked prefill, logits only
@@ -366,9 +368,27 @@ class Session {
   // The logits after the last forwarded token ([n_vocab]).
   std::span<const float> last_logits() const { return last_logits_; }
 
-  // Asks a running generate() to stop at its next chunk or step; safe from
-  // any thread. The result is `cancelled`; the session stays usable.
+  // Asks a running call to stop at its next chunk or step; safe from any
+  // thread. generate() returns `cancelled`; evaluate(), nll(), append() and
+  // embeddings() throw cortiq::Cancelled. The session stays usable. Each
+  // call forgets a cancel() that came before it, unless a CancelScope is
+  // open.
   void cancel() { cancel_requested_.store(true, std::memory_order_relaxed); }
+
+  // Makes the calls made while it is open one call for cancel(): the
+  // request is forgotten when the outermost scope opens, not at each call,
+  // so a cancel() that lands between two calls (the chunks of a perplexity
+  // run) ends the next one. Opened and closed on the session's thread.
+  class CancelScope {
+   public:
+    explicit CancelScope(Session& session);
+    ~CancelScope();
+    CancelScope(const CancelScope&) = delete;
+    CancelScope& operator=(const CancelScope&) = delete;
+
+   private:
+    Session& session_;
+  };
 
   // Forgets the history (the cache is emptied).
   void reset();
@@ -442,6 +462,9 @@ class Session {
   // owed rows forwarded).
   void settle_drafts();
   bool cancelled() const { return cancel_requested_.load(std::memory_order_relaxed); }
+  // At the start of a public call: forgets an earlier cancel(), unless a
+  // CancelScope makes this call part of a larger one.
+  void begin_call();
 
   std::shared_ptr<const Model> model_;
   std::unique_ptr<KvCache> cache_;
@@ -469,6 +492,7 @@ class Session {
   Drafter* observer_ = nullptr;
   std::vector<float> observed_hidden_;
   std::atomic<bool> cancel_requested_{false};
+  int open_cancel_scopes_ = 0;
   // generate()'s GenerateOptions::on_prefill and prompt length while it
   // forwards the prompt (null otherwise).
   const PrefillCallback* on_prefill_ = nullptr;

@@ -120,6 +120,70 @@ class _GenerateCall:
         self.options = o
 
 
+class _Worker:
+    """fn() on a thread of its own, with a stop(): it cancels until fn has
+    returned (a cancel that lands before the C call starts its steps is
+    forgotten, so it repeats), or makes sure that fn never starts."""
+
+    def __init__(self, fn, cancel, name):
+        self._fn = fn
+        self._cancel = cancel
+        self._gate = threading.Lock()
+        self._abandoned = False
+        self._running = False
+        self._value = None
+        self._error = None
+        self.finished = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+
+    def start(self):
+        self._thread.start()
+
+    def _run(self):
+        with self._gate:
+            if self._abandoned:
+                return
+            self._running = True
+        try:
+            self._value = self._fn()
+        except BaseException as e:  # carried to the thread that asks for result()
+            self._error = e
+        finally:
+            self.finished.set()
+
+    def stop(self):
+        with self._gate:
+            self._abandoned = True
+            running = self._running
+        while running and not self.finished.is_set():
+            try:
+                self._cancel()
+                self.finished.wait(0.01)
+            except KeyboardInterrupt:
+                pass  # a second Ctrl-C: it is stopping already
+
+    def result(self):
+        if self._error is not None:
+            raise self._error
+        return self._value
+
+
+def _interruptible(fn, cancel):
+    """fn() on a worker thread while this (the main) thread waits: Python
+    runs its signal handlers here between waits, so Ctrl-C raises
+    KeyboardInterrupt now, not when the C call returns; the call is
+    cancelled and waited for before the exception goes on."""
+    worker = _Worker(fn, cancel, "cortiq-call")
+    try:
+        worker.start()
+        while not worker.finished.wait(0.05):
+            pass
+    except BaseException:
+        worker.stop()
+        raise
+    return worker.result()
+
+
 class _Closing:
     """close() when collected or at the end of a with block."""
 
@@ -136,29 +200,74 @@ class _Closing:
 class Session(_Closing):
     """A conversation with a model: its KV cache. A prompt that extends the
     history reuses it; one that diverges cuts it back to the common prefix.
-    Used from one thread at a time, except cancel()."""
+    It runs one call at a time: a call made while another runs (a stream
+    not yet finished, another thread's call) raises RuntimeError; cancel()
+    and close() may come from any thread. Ctrl-C during a call made on the
+    main thread cancels it and raises KeyboardInterrupt once it stopped."""
 
     def __init__(self, model):
         self.model = model
+        self._busy = threading.Lock()  # held while a call runs
+        self._caller = None  # the thread that runs the C call, while one runs
         handle = ctypes.c_void_p()
         _capi.check(_capi.lib.cortiq_session_create(model._handle, ctypes.byref(handle)))
         self._handle = handle
 
     def close(self):
-        if getattr(self, "_handle", None):
-            _capi.lib.cortiq_session_free(self._handle)
+        """Frees the session. A call still running (a stream's, another
+        thread's) is cancelled and waited for first."""
+        handle = getattr(self, "_handle", None)
+        if not handle:
+            return
+        if self._caller == threading.get_ident():
+            raise RuntimeError("a session cannot be closed from its own running call's callback")
+        while not self._busy.acquire(timeout=0.01):
+            _capi.lib.cortiq_cancel(handle)
+        try:
             self._handle = None
+            _capi.lib.cortiq_session_free(handle)
+        finally:
+            self._busy.release()
+
+    def _call(self, fn):
+        """Runs fn(handle), a C call on this session and the check of its
+        status, as the session's one running call: a second call meanwhile
+        (a stream not yet finished, another thread) raises RuntimeError
+        instead of racing it. On the main thread the call runs on a worker,
+        so that Ctrl-C cancels it at its next chunk or step and
+        KeyboardInterrupt is raised once it has stopped."""
+        handle = self._handle
+        if not handle:
+            raise InvalidArgument("the session is closed", _capi.INVALID_ARGUMENT)
+        if not self._busy.acquire(blocking=False):
+            raise RuntimeError("the session is running another call (a stream not yet "
+                               "finished?); wait for it, or use another Session")
+
+        def run():
+            self._caller = threading.get_ident()
+            try:
+                return fn(handle)
+            finally:
+                self._caller = None
+
+        try:
+            if threading.current_thread() is not threading.main_thread():
+                return run()
+            return _interruptible(run, lambda: _capi.lib.cortiq_cancel(handle))
+        finally:
+            self._busy.release()
 
     def reset(self):
         """Forgets the history."""
-        _capi.check(_capi.lib.cortiq_session_reset(self._handle))
+        self._call(lambda handle: _capi.check(_capi.lib.cortiq_session_reset(handle)))
 
     def cancel(self):
         """Stops the running call at its next prefill chunk or decode step:
         a generation ends with finish_reason "cancelled", a scoring call
         raises Cancelled. Safe from any thread; the session stays usable."""
-        if self._handle:
-            _capi.lib.cortiq_cancel(self._handle)
+        handle = self._handle
+        if handle:
+            _capi.lib.cortiq_cancel(handle)
 
     def generate(self, prompt, max_tokens=None, temperature=None, top_k=None, top_p=None,
                  min_p=None, typical_p=None, repeat_penalty=None, repeat_last_n=None,
@@ -175,20 +284,28 @@ class Session(_Closing):
                              on_piece)
         call.options.add_special = int(add_special)
         call.options.parse_special = int(parse_special)
-        handle = ctypes.c_void_p()
         if isinstance(prompt, str):
-            status = _capi.lib.cortiq_generate(self._handle, prompt.encode(),
-                                               ctypes.byref(call.options), ctypes.byref(handle))
+            text = prompt.encode()
+
+            def start(session, result):
+                return _capi.lib.cortiq_generate(session, text, ctypes.byref(call.options), result)
         else:
             ids, n = _ids_array(prompt)
-            status = _capi.lib.cortiq_generate_ids(self._handle, ids, n,
-                                                   ctypes.byref(call.options),
-                                                   ctypes.byref(handle))
-        result = _result_from(handle) if status == _capi.OK else None
-        if call.error is not None:
-            raise call.error
-        _capi.check(status)
-        return result
+
+            def start(session, result):
+                return _capi.lib.cortiq_generate_ids(session, ids, n, ctypes.byref(call.options),
+                                                     result)
+
+        def run(session):
+            handle = ctypes.c_void_p()
+            status = start(session, ctypes.byref(handle))
+            result = _result_from(handle) if status == _capi.OK else None
+            if call.error is not None:
+                raise call.error
+            _capi.check(status)
+            return result
+
+        return self._call(run)
 
     def stream(self, prompt, **options):
         """Iterates over the generated text piece by piece (a Stream; its
@@ -210,8 +327,8 @@ class Session(_Closing):
         n_vocab = self.model.n_vocab
         out = np.empty((n, n_vocab), dtype=np.float32)
         got = ctypes.c_size_t(0)
-        _capi.check(_capi.lib.cortiq_evaluate(
-            self._handle, ids, n, out.ctypes.data_as(_capi.c_float_p), out.size, ctypes.byref(got)))
+        self._call(lambda handle: _capi.check(_capi.lib.cortiq_evaluate(
+            handle, ids, n, out.ctypes.data_as(_capi.c_float_p), out.size, ctypes.byref(got))))
         return out
 
     def nll(self, prompt, start=0):
@@ -221,8 +338,8 @@ class Session(_Closing):
         ids, n = _ids_array(self.model._ids(prompt))
         total = ctypes.c_double(0)
         count = ctypes.c_int64(0)
-        _capi.check(_capi.lib.cortiq_nll(self._handle, ids, n, start, ctypes.byref(total),
-                                         ctypes.byref(count)))
+        self._call(lambda handle: _capi.check(_capi.lib.cortiq_nll(
+            handle, ids, n, start, ctypes.byref(total), ctypes.byref(count))))
         return total.value, count.value
 
     def perplexity(self, text, context=0, max_chunks=None):
@@ -234,9 +351,9 @@ class Session(_Closing):
         ids, n = _ids_array(self.model._ids(text))
         ppl = ctypes.c_double(0)
         err = ctypes.c_double(0)
-        _capi.check(_capi.lib.cortiq_perplexity(self._handle, ids, n, context,
-                                                -1 if max_chunks is None else max_chunks,
-                                                ctypes.byref(ppl), ctypes.byref(err)))
+        chunks = -1 if max_chunks is None else max_chunks
+        self._call(lambda handle: _capi.check(_capi.lib.cortiq_perplexity(
+            handle, ids, n, context, chunks, ctypes.byref(ppl), ctypes.byref(err))))
         return ppl.value, err.value
 
     def embeddings(self, text, pooling="default", normalize=False):
@@ -249,9 +366,10 @@ class Session(_Closing):
         ids, n = _ids_array(self.model._ids(text))
         out = np.empty(self.model.n_embd, dtype=np.float32)
         got = ctypes.c_size_t(0)
-        _capi.check(_capi.lib.cortiq_embed(self._handle, ids, n, _capi.POOLINGS[pooling],
-                                           int(normalize), out.ctypes.data_as(_capi.c_float_p),
-                                           out.size, ctypes.byref(got)))
+        how = _capi.POOLINGS[pooling]
+        self._call(lambda handle: _capi.check(_capi.lib.cortiq_embed(
+            handle, ids, n, how, int(normalize), out.ctypes.data_as(_capi.c_float_p), out.size,
+            ctypes.byref(got))))
         return out
 
 
@@ -266,17 +384,13 @@ class Stream:
         self._prompt = prompt
         self._options = options
         self._pieces = queue.Queue()
-        self._error = None
         self._done = object()
         self._stopping = threading.Event()
         self._started = False
 
-    def _run(self):
+    def _generate(self):
         try:
-            self.result = self.session.generate(
-                self._prompt, on_piece=self._put, **self._options)
-        except BaseException as e:
-            self._error = e
+            self.result = self.session.generate(self._prompt, on_piece=self._put, **self._options)
         finally:
             self._pieces.put(self._done)
 
@@ -288,9 +402,9 @@ class Stream:
         if self._started:
             raise RuntimeError("a Stream is iterated once")
         self._started = True
-        thread = threading.Thread(target=self._run, name="cortiq-stream", daemon=True)
-        thread.start()
+        worker = _Worker(self._generate, self.session.cancel, "cortiq-stream")
         try:
+            worker.start()
             while True:
                 try:
                     # A timeout keeps the wait interruptible (Ctrl-C).
@@ -302,15 +416,10 @@ class Stream:
                 yield piece
         finally:
             # Left early (break, an exception, KeyboardInterrupt): stop the
-            # generation and wait for it, so the session is free again. The
-            # cancel repeats: one sent before the generation started its
-            # steps would be forgotten when it does.
+            # generation and wait for it, so the session is free again.
             self._stopping.set()
-            while thread.is_alive():
-                self.session.cancel()
-                thread.join(0.01)
-        if self._error is not None:
-            raise self._error
+            worker.stop()
+        worker.result()  # raises the generation's error, if it failed
 
 
 class Model(_Closing):

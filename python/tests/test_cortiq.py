@@ -196,6 +196,69 @@ class TestGenerate(unittest.TestCase):
             stop.set()
             thread.join()
 
+    def test_keyboard_interrupt_during_generate_cancels_it(self):
+        # No on_piece: no Python code runs during the C call, so Ctrl-C is
+        # seen only because the main thread waits for a worker.
+        session = MODEL.session()
+        started = time.monotonic()
+        whole = session.generate(PROMPT, temperature=0, ignore_eos=True)  # to the context's end
+        uninterrupted = time.monotonic() - started
+        self.assertEqual(whole.finish_reason, "length")
+
+        def interrupt_once_running():
+            while session._caller is None:
+                time.sleep(0.0005)
+            signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+
+        session.reset()
+        thread = threading.Thread(target=interrupt_once_running)
+        thread.start()
+        started = time.monotonic()
+        try:
+            with self.assertRaises(KeyboardInterrupt):
+                session.generate(PROMPT, temperature=0, ignore_eos=True)
+        finally:
+            thread.join()
+        # Raised when the signal came, not when the generation would have ended.
+        self.assertLess(time.monotonic() - started, uninterrupted / 2)
+        self.assertIsNone(session._caller)  # the C call has returned
+        again = session.generate(PROMPT, max_tokens=8, temperature=0, ignore_eos=True)
+        self.assertEqual(again.tokens, whole.tokens[:8])
+
+    def test_a_session_runs_one_call_at_a_time(self):
+        session = MODEL.session()
+        stream = session.stream(PROMPT, temperature=0, ignore_eos=True)  # to the context's end
+        pieces = iter(stream)
+        next(pieces)
+        # The stream's generation is running: a second call is refused, not raced.
+        with self.assertRaisesRegex(RuntimeError, "running another call"):
+            session.generate(PROMPT, max_tokens=2)
+        with self.assertRaisesRegex(RuntimeError, "running another call"):
+            session.logits(PROMPT)
+        # close() cancels the running generation and waits for it.
+        session.close()
+        rest = list(pieces)
+        self.assertLess(len(rest), 2000)
+        self.assertEqual(stream.result.finish_reason, "cancelled")
+        with self.assertRaisesRegex(cortiq.InvalidArgument, "closed"):
+            session.generate(PROMPT, max_tokens=2)
+        session.close()  # again: nothing to do
+        # A session cannot close itself from its own callback (it would wait
+        # for itself).
+        other = MODEL.session()
+        errors = []
+
+        def close_inside(piece, token):
+            try:
+                other.close()
+            except RuntimeError as e:
+                errors.append(e)
+            return True
+
+        other.generate(PROMPT, max_tokens=4, on_piece=close_inside)
+        self.assertEqual(len(errors), 1)
+        other.close()
+
     def test_the_callback_can_stop_and_its_exceptions_come_back(self):
         seen = []
         result = MODEL.generate(PROMPT, max_tokens=50, temperature=0, ignore_eos=True,

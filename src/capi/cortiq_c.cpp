@@ -12,6 +12,7 @@
 
 #include "base/error.hpp"
 #include "base/json_writer.hpp"
+#include "base/strings.hpp"
 #include "base/version.hpp"
 #include "chat/chat_template.hpp"
 #include "cortiq/cortiq.hpp"
@@ -581,6 +582,7 @@ cortiq_status cortiq_nll(cortiq_session* session, const cortiq_token* ids, size_
   return guarded([&] {
     cortiq_session& s = session_of(session);
     require(nll_sum != nullptr && count != nullptr, "nll_sum or count is null");
+    const Session::CancelScope one_call(*s.session);
     const Session::NllSum nll = s.session->nll(ids_in(*s.model, ids, n_ids), from);
     *nll_sum = nll.sum;
     *count = nll.count;
@@ -593,16 +595,30 @@ cortiq_status cortiq_perplexity(cortiq_session* session, const cortiq_token* ids
   return guarded([&] {
     cortiq_session& s = session_of(session);
     require(perplexity != nullptr, "perplexity is null");
-    require(context >= 0, "context must be >= 0 (0: 512)");
+    require(context == 0 || context >= 4, "context must be 0 (512) or at least 4");
+    require(max_chunks != 0, "max_chunks must be at least 1, or negative for every chunk");
     const auto tokens = ids_in(*s.model, ids, n_ids);
     // The command's default, within what the model and the session hold.
     if (context == 0) context = std::min<int64_t>(512, s.model->context_length());
-    const scoring::ChunkPlan plan = scoring::plan_chunks(*s.model, tokens, context, max_chunks);
+    if (context > s.model->context_length()) {
+      throw InvalidArgument(strfmt(
+          "context %lld is longer than the loaded model's (%lld; load "
+          "with a larger cortiq_model_options.context)",
+          static_cast<long long>(context), static_cast<long long>(s.model->context_length())));
+    }
+    scoring::ChunkPlan plan;
+    try {
+      plan = scoring::plan_chunks(*s.model, tokens, context, max_chunks);
+    } catch (const Error& e) {
+      throw InvalidArgument(e.what());  // the text is too short for the context, ...
+    }
     // The history is forgotten whatever happens (a failure, a cancel).
     struct ResetAtExit {
       Session& session;
       ~ResetAtExit() { session.reset(); }
     } reset_at_exit{*s.session};
+    // A cancel between two chunks ends the run too.
+    const Session::CancelScope one_call(*s.session);
     const scoring::ChunkProgress done = scoring::perplexity(*s.session, tokens, plan);
     *perplexity = done.nll.perplexity();
     if (error != nullptr) *error = done.nll.perplexity_error();
@@ -638,6 +654,7 @@ cortiq_status cortiq_embed(cortiq_session* session, const cortiq_token* ids, siz
     require_capacity(capacity, n_embd, n_embd, "floats");
     require(embedding != nullptr, "embedding is null");
     s.session->reset();
+    const Session::CancelScope one_call(*s.session);
     const std::vector<float> hidden = s.session->embeddings(tokens);
     s.session->reset();
     const std::vector<float> pooled = scoring::pool_embeddings(hidden, n_embd, how, normalize != 0);

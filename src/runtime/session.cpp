@@ -202,7 +202,7 @@ std::vector<float> Session::extend(std::span<const TokenId> ids, int64_t chunk_s
   }
   std::vector<float> logits;  // allocated only after the checks
   if (want_logits) logits.resize((ids.size() - first_row) * static_cast<size_t>(model_->n_vocab()));
-  cancel_requested_.store(false);
+  begin_call();
   const size_t before = history().size();
   bool completed = false;
   try {
@@ -219,6 +219,19 @@ std::vector<float> Session::extend(std::span<const TokenId> ids, int64_t chunk_s
   return logits;
 }
 
+void Session::begin_call() {
+  if (open_cancel_scopes_ == 0) cancel_requested_.store(false, std::memory_order_relaxed);
+}
+
+Session::CancelScope::CancelScope(Session& session) : session_(session) {
+  session_.begin_call();
+  ++session_.open_cancel_scopes_;
+}
+
+Session::CancelScope::~CancelScope() {
+  --session_.open_cancel_scopes_;
+}
+
 std::vector<float> Session::evaluate(std::span<const TokenId> ids, int64_t chunk_size,
                                      size_t first_row) {
   return extend(ids, chunk_size, true, first_row);
@@ -233,15 +246,22 @@ std::vector<float> Session::embeddings(std::span<const TokenId> ids, int64_t chu
   check_extension(ids);
   const size_t chunk = whole ? std::max<size_t>(ids.size(), 1) : chunk_rows(chunk_size);
   std::vector<float> hidden(ids.size() * n_embd);
+  begin_call();
+  size_t done = 0;  // ids forwarded
   try {
-    for (size_t start = 0; start < ids.size(); start += chunk) {
-      const auto part = ids.subspan(start, std::min(chunk, ids.size() - start));
-      forward_rows(part, 0, std::span(hidden).subspan(start * n_embd, part.size() * n_embd),
+    while (done < ids.size() && !cancelled()) {
+      const auto part = ids.subspan(done, std::min(chunk, ids.size() - done));
+      forward_rows(part, 0, std::span(hidden).subspan(done * n_embd, part.size() * n_embd),
                    RowOutput::hidden);
+      done += part.size();
     }
   } catch (...) {
     reset();
     throw;
+  }
+  if (done < ids.size()) {
+    // As in extend(): the forwarded prefix stays in the history.
+    throw Cancelled(strfmt("cancelled after %zu of %zu tokens", done, ids.size()));
   }
   return hidden;
 }
@@ -303,7 +323,7 @@ GenerateResult Session::generate(std::span<const TokenId> prompt, const Generate
                   model_->n_vocab());
   std::optional<LoopDetector> loops;
   if (options.loop_stop) loops.emplace(options.loop);
-  cancel_requested_.store(false);
+  begin_call();
 
   GenerateResult result;
   result.prompt_tokens = static_cast<int64_t>(prompt.size());

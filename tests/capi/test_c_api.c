@@ -340,6 +340,7 @@ static void case_generate(void) {
 
   /* A stop string cuts the text before it and ends the generation. */
   const char* text = cortiq_result_text(first);
+  CHECK(strlen(text) > 12); /* 24 tokens of the test model's vocabulary */
   if (strlen(text) > 12) {
     char stop[5];
     memcpy(stop, text + 8, 4);
@@ -521,6 +522,23 @@ static void case_cancel_prefill(void) {
   pthread_join(thread, NULL);
   free(logits);
 
+  /* Embeddings (94 chunks) and perplexity (chunks of 64, each several
+   * passes of 16, with resets between them) end the same way. */
+  const int64_t n_embd = cortiq_model_n_embd(model);
+  float* embedding = malloc((size_t)n_embd * sizeof *embedding);
+  c = (Canceller){.session = session};
+  atomic_store(&c.start, 1);
+  pthread_create(&thread, NULL, cancel_until_done, &c);
+  CHECK_STATUS(cortiq_embed(session, prompt, 1500, CORTIQ_POOLING_MEAN, 0, embedding,
+                            (size_t)n_embd, &n_floats),
+               CORTIQ_ERROR_CANCELLED);
+  double perplexity = 0;
+  CHECK_STATUS(cortiq_perplexity(session, prompt, 1500, 64, -1, &perplexity, NULL),
+               CORTIQ_ERROR_CANCELLED);
+  atomic_store(&c.done, 1);
+  pthread_join(thread, NULL);
+  free(embedding);
+
   /* A cancel before a call does not reach it (idempotent, and the call
    * that starts afterwards is not affected). */
   cortiq_cancel(session);
@@ -655,6 +673,26 @@ static void case_scoring(void) {
   CHECK(count == (int64_t)n - 1);
   CHECK(fabs(sum - expected) <= 1e-5 * fabs(expected));
   CHECK_STATUS(cortiq_nll(fresh, ids, n, 0, NULL, &count), CORTIQ_ERROR_INVALID_ARGUMENT);
+  /* From the fourth id on: only those terms. */
+  double from_fourth = 0;
+  for (size_t i = 3; i < n; ++i) {
+    const float* row = logits + (i - 1) * (size_t)n_vocab;
+    from_fourth += log_sum_exp(row, n_vocab) - row[ids[i]];
+  }
+  CHECK_OK(cortiq_session_reset(fresh));
+  CHECK_OK(cortiq_nll(fresh, ids, n, 3, &sum, &count));
+  CHECK(count == (int64_t)n - 3);
+  CHECK(fabs(sum - from_fourth) <= 1e-5 * fabs(from_fourth));
+  /* After a history of the first three ids, the rest from 0: the same
+   * terms (the first is predicted by the history's last row). */
+  CHECK_OK(cortiq_session_reset(fresh));
+  CHECK_OK(cortiq_evaluate(fresh, ids, 3, again, needed, &got));
+  CHECK_OK(cortiq_nll(fresh, ids + 3, n - 3, 0, &sum, &count));
+  CHECK(count == (int64_t)n - 3);
+  CHECK(fabs(sum - from_fourth) <= 1e-5 * fabs(from_fourth));
+  /* from past the ids: nothing scored, the ids still join the history. */
+  CHECK_OK(cortiq_nll(fresh, ids, 2, 5, &sum, &count));
+  CHECK(count == 0 && sum == 0);
 
   /* Perplexity over chunks of 64 (llama-perplexity's method). */
   cortiq_token* text = calloc(400, sizeof *text);
@@ -666,10 +704,31 @@ static void case_scoring(void) {
   double two_chunks = 0;
   CHECK_OK(cortiq_perplexity(session, text, 400, 64, 2, &two_chunks, NULL));
   CHECK(two_chunks > 1 && two_chunks != perplexity);
+  /* Arguments it cannot use are the caller's mistake, in the API's words. */
   CHECK_STATUS(cortiq_perplexity(session, text, 100, 64, -1, &perplexity, &error),
-               CORTIQ_ERROR_ENGINE); /* fewer than two chunks */
+               CORTIQ_ERROR_INVALID_ARGUMENT); /* fewer than two chunks */
+  CHECK_ERROR_SAYS("two chunks");
   CHECK_STATUS(cortiq_perplexity(session, text, 400, -3, -1, &perplexity, &error),
                CORTIQ_ERROR_INVALID_ARGUMENT);
+  CHECK_STATUS(cortiq_perplexity(session, text, 400, 2, -1, &perplexity, &error),
+               CORTIQ_ERROR_INVALID_ARGUMENT);
+  CHECK_ERROR_SAYS("at least 4");
+  CHECK_STATUS(cortiq_perplexity(session, text, 400, 64, 0, &perplexity, &error),
+               CORTIQ_ERROR_INVALID_ARGUMENT);
+  CHECK_ERROR_SAYS("max_chunks");
+  const int64_t loaded = cortiq_model_context(model);
+  CHECK_STATUS(cortiq_perplexity(session, text, 400, loaded + 1, -1, &perplexity, &error),
+               CORTIQ_ERROR_INVALID_ARGUMENT);
+  CHECK_ERROR_SAYS("cortiq_model_options.context");
+  CHECK(strstr(cortiq_last_error(), "-c ") == NULL); /* not the command's flag */
+  free(text);
+  /* Context 0 is the command's 512. */
+  text = calloc(1100, sizeof *text);
+  for (int i = 0; i < 1100; ++i) text[i] = 3 + (i * 31) % 200;
+  double at_512 = 0;
+  CHECK_OK(cortiq_perplexity(session, text, 1100, 0, -1, &perplexity, NULL));
+  CHECK_OK(cortiq_perplexity(session, text, 1100, 512, -1, &at_512, NULL));
+  CHECK(perplexity == at_512 && perplexity > 1);
   free(text);
 
   /* Embeddings: unit length when normalized, refused for a short buffer. */
@@ -723,6 +782,24 @@ static void* generate_on_thread(void* arg) {
   return NULL;
 }
 
+/* A thread's last error before and after a failure of its own. */
+typedef struct {
+  cortiq_model* model;
+  char before[256];
+  char after[256];
+} ErrorOnThread;
+
+static void* fail_on_thread(void* arg) {
+  ErrorOnThread* e = arg;
+  snprintf(e->before, sizeof e->before, "%s", cortiq_last_error());
+  cortiq_token id = -5;
+  char text[16];
+  size_t n = 0;
+  if (cortiq_detokenize(e->model, &id, 1, text, sizeof text, &n) == CORTIQ_OK) return NULL;
+  snprintf(e->after, sizeof e->after, "%s", cortiq_last_error());
+  return NULL;
+}
+
 static void case_threads(void) {
   cortiq_model* model = load_model(512);
   Worker alone = {.model = model};
@@ -733,9 +810,19 @@ static void case_threads(void) {
   for (int i = 0; i < 2; ++i) pthread_create(&threads[i], NULL, generate_on_thread, &workers[i]);
   for (int i = 0; i < 2; ++i) pthread_join(threads[i], NULL);
   for (int i = 0; i < 2; ++i) CHECK(strcmp(workers[i].text, alone.text) == 0);
-  /* Errors are per thread: a failure here leaves another thread's "" alone. */
+  /* Errors are per thread: a failure here is not another thread's, and
+   * another thread's failure does not replace this one's message. */
   CHECK_STATUS(cortiq_session_reset(NULL), CORTIQ_ERROR_INVALID_ARGUMENT);
-  CHECK(strlen(cortiq_last_error()) > 0);
+  char mine[256];
+  snprintf(mine, sizeof mine, "%s", cortiq_last_error());
+  CHECK(strlen(mine) > 0);
+  ErrorOnThread other = {.model = model};
+  pthread_t thread;
+  pthread_create(&thread, NULL, fail_on_thread, &other);
+  pthread_join(thread, NULL);
+  CHECK(other.before[0] == '\0');
+  CHECK(strlen(other.after) > 0 && strcmp(other.after, mine) != 0);
+  CHECK(strcmp(cortiq_last_error(), mine) == 0);
   cortiq_model_free(model);
 }
 
