@@ -2,7 +2,9 @@
 # names. With relative install dirs its prefix is relative to the file
 # itself (${pcfiledir}), so an installed tree can be moved. A dir given as
 # an absolute path (CMAKE_INSTALL_LIBDIR=/usr/lib64) does not move with the
-# tree, so then the file names absolute paths.
+# tree, so then the file names absolute paths. With an absolute LIBDIR and
+# a relative INCLUDEDIR the include dir is PREFIX/INCLUDEDIR for the PREFIX
+# given at configure time (not one given later to cmake --install --prefix).
 #   cortiq_pc_paths(LIBDIR INCLUDEDIR PREFIX)
 # sets CORTIQ_PC_PREFIX, CORTIQ_PC_LIBDIR and CORTIQ_PC_INCLUDEDIR in the
 # caller's scope.

@@ -343,8 +343,12 @@ TEST(EngineCancel, BetweenCallsOfAScopeEndsTheNext) {
     s.cancel();
     EXPECT_THROW(s.evaluate(rest), Cancelled);
     EXPECT_THROW(s.embeddings(rest), Cancelled);
+    // nll() takes the history's last token off to score the first id; a
+    // cancel before its first chunk puts it back.
+    EXPECT_THROW(s.nll(rest, 0), Cancelled);
   }
-  EXPECT_EQ(s.history().size(), 6u);  // nothing of the cancelled calls
+  ASSERT_EQ(s.history().size(), 6u);  // nothing of the cancelled calls, nothing lost
+  EXPECT_TRUE(std::equal(half.begin(), half.end(), s.history().begin()));
   EXPECT_NO_THROW(s.evaluate(rest));
   // A scope opened after a cancel() forgets it, as a call would.
   s.reset();

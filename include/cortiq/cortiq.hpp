@@ -412,6 +412,9 @@ class Session {
   // Keeps the first `rows` positions of the history (forwarding them again
   // when the cache can no longer cut there).
   void cut_history(int64_t rows);
+  // Forwards ids after the history whatever cancel() says (what a cut
+  // takes back), the last row's logits into last_logits_.
+  void refeed(std::span<const TokenId> ids);
   // Rows per forward pass for a requested chunk size (0: the model's).
   size_t chunk_rows(int64_t requested) const;
   // Forwards ids after the history in chunks; the logits of the rows from

@@ -12,6 +12,7 @@ arrays. Errors are exceptions carrying the engine's message.
 
 import ctypes
 import queue
+import sys
 import threading
 from dataclasses import dataclass, field
 
@@ -121,13 +122,15 @@ class _GenerateCall:
 
 
 class _Worker:
-    """fn() on a thread of its own, with a stop(): it cancels until fn has
+    """fn() on a thread of its own, with a stop() that cancels until fn has
     returned (a cancel that lands before the C call starts its steps is
-    forgotten, so it repeats), or makes sure that fn never starts."""
+    forgotten, so it repeats) or, when fn has not started yet, makes sure
+    it never does and calls on_abandon() instead."""
 
-    def __init__(self, fn, cancel, name):
+    def __init__(self, fn, cancel, name, on_abandon=None):
         self._fn = fn
         self._cancel = cancel
+        self._on_abandon = on_abandon
         self._gate = threading.Lock()
         self._abandoned = False
         self._running = False
@@ -152,15 +155,22 @@ class _Worker:
             self.finished.set()
 
     def stop(self):
-        with self._gate:
-            self._abandoned = True
-            running = self._running
-        while running and not self.finished.is_set():
+        while True:
             try:
-                self._cancel()
-                self.finished.wait(0.01)
+                with self._gate:
+                    first = not self._abandoned
+                    self._abandoned = True
+                    running = self._running
+                if not running:
+                    if first and self._on_abandon is not None:
+                        self._on_abandon()
+                    return
+                while not self.finished.is_set():
+                    self._cancel()
+                    self.finished.wait(0.01)
+                return
             except KeyboardInterrupt:
-                pass  # a second Ctrl-C: it is stopping already
+                continue  # a second Ctrl-C: it is stopping already
 
     def result(self):
         if self._error is not None:
@@ -168,12 +178,12 @@ class _Worker:
         return self._value
 
 
-def _interruptible(fn, cancel):
+def _interruptible(fn, cancel, on_abandon=None):
     """fn() on a worker thread while this (the main) thread waits: Python
     runs its signal handlers here between waits, so Ctrl-C raises
     KeyboardInterrupt now, not when the C call returns; the call is
     cancelled and waited for before the exception goes on."""
-    worker = _Worker(fn, cancel, "cortiq-call")
+    worker = _Worker(fn, cancel, "cortiq-call", on_abandon)
     try:
         worker.start()
         while not worker.finished.wait(0.05):
@@ -207,8 +217,11 @@ class Session(_Closing):
 
     def __init__(self, model):
         self.model = model
-        self._busy = threading.Lock()  # held while a call runs
-        self._caller = None  # the thread that runs the C call, while one runs
+        # Held from a call's start until its C call has returned (released
+        # by the thread that ran it), and by close() while it frees.
+        self._busy = threading.Lock()
+        self._handle_lock = threading.RLock()  # cancel() against close()'s free
+        self._caller = None  # the thread in the C call, while one runs
         handle = ctypes.c_void_p()
         _capi.check(_capi.lib.cortiq_session_create(model._handle, ctypes.byref(handle)))
         self._handle = handle
@@ -216,16 +229,23 @@ class Session(_Closing):
     def close(self):
         """Frees the session. A call still running (a stream's, another
         thread's) is cancelled and waited for first."""
-        handle = getattr(self, "_handle", None)
-        if not handle:
+        if not getattr(self, "_handle", None):
             return
         if self._caller == threading.get_ident():
             raise RuntimeError("a session cannot be closed from its own running call's callback")
-        while not self._busy.acquire(timeout=0.01):
-            _capi.lib.cortiq_cancel(handle)
+        if sys.is_finalizing():
+            # At exit a daemon thread in a call never runs again to end it:
+            # the session is left to the process's end rather than waited for.
+            if not self._busy.acquire(blocking=False):
+                return
+        else:
+            while not self._busy.acquire(timeout=0.01):
+                self.cancel()
         try:
-            self._handle = None
-            _capi.lib.cortiq_session_free(handle)
+            with self._handle_lock:
+                handle, self._handle = self._handle, None
+                if handle:
+                    _capi.lib.cortiq_session_free(handle)
         finally:
             self._busy.release()
 
@@ -236,26 +256,27 @@ class Session(_Closing):
         instead of racing it. On the main thread the call runs on a worker,
         so that Ctrl-C cancels it at its next chunk or step and
         KeyboardInterrupt is raised once it has stopped."""
-        handle = self._handle
-        if not handle:
-            raise InvalidArgument("the session is closed", _capi.INVALID_ARGUMENT)
         if not self._busy.acquire(blocking=False):
             raise RuntimeError("the session is running another call (a stream not yet "
                                "finished?); wait for it, or use another Session")
+        handle = self._handle
+        if not handle:
+            self._busy.release()
+            raise InvalidArgument("the session is closed", _capi.INVALID_ARGUMENT)
 
         def run():
+            # The lock goes when the C call has returned, whichever thread
+            # waits for it (a KeyboardInterrupt may have left already).
             self._caller = threading.get_ident()
             try:
                 return fn(handle)
             finally:
                 self._caller = None
+                self._busy.release()
 
-        try:
-            if threading.current_thread() is not threading.main_thread():
-                return run()
-            return _interruptible(run, lambda: _capi.lib.cortiq_cancel(handle))
-        finally:
-            self._busy.release()
+        if threading.current_thread() is not threading.main_thread():
+            return run()
+        return _interruptible(run, self.cancel, on_abandon=self._busy.release)
 
     def reset(self):
         """Forgets the history."""
@@ -265,9 +286,9 @@ class Session(_Closing):
         """Stops the running call at its next prefill chunk or decode step:
         a generation ends with finish_reason "cancelled", a scoring call
         raises Cancelled. Safe from any thread; the session stays usable."""
-        handle = self._handle
-        if handle:
-            _capi.lib.cortiq_cancel(handle)
+        with self._handle_lock:
+            if self._handle:
+                _capi.lib.cortiq_cancel(self._handle)
 
     def generate(self, prompt, max_tokens=None, temperature=None, top_k=None, top_p=None,
                  min_p=None, typical_p=None, repeat_penalty=None, repeat_last_n=None,

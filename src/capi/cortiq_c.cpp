@@ -94,6 +94,13 @@ cortiq_status guarded(F&& body) noexcept {
   }
 }
 
+// Calls that leave no history behind: forgotten however they end (a
+// failure, a cancel).
+struct ForgetHistoryAtExit {
+  Session& session;
+  ~ForgetHistoryAtExit() { session.reset(); }
+};
+
 void require(bool ok, const char* what) {
   if (!ok) throw InvalidArgument(what);
 }
@@ -612,11 +619,7 @@ cortiq_status cortiq_perplexity(cortiq_session* session, const cortiq_token* ids
     } catch (const Error& e) {
       throw InvalidArgument(e.what());  // the text is too short for the context, ...
     }
-    // The history is forgotten whatever happens (a failure, a cancel).
-    struct ResetAtExit {
-      Session& session;
-      ~ResetAtExit() { session.reset(); }
-    } reset_at_exit{*s.session};
+    const ForgetHistoryAtExit forget{*s.session};
     // A cancel between two chunks ends the run too.
     const Session::CancelScope one_call(*s.session);
     const scoring::ChunkProgress done = scoring::perplexity(*s.session, tokens, plan);
@@ -654,9 +657,9 @@ cortiq_status cortiq_embed(cortiq_session* session, const cortiq_token* ids, siz
     require_capacity(capacity, n_embd, n_embd, "floats");
     require(embedding != nullptr, "embedding is null");
     s.session->reset();
+    const ForgetHistoryAtExit forget{*s.session};
     const Session::CancelScope one_call(*s.session);
     const std::vector<float> hidden = s.session->embeddings(tokens);
-    s.session->reset();
     const std::vector<float> pooled = scoring::pool_embeddings(hidden, n_embd, how, normalize != 0);
     std::copy(pooled.begin(), pooled.end(), embedding);
   });

@@ -121,7 +121,18 @@ void Session::cut_history(int64_t rows) {
   const std::vector<TokenId> kept(history().begin(), history().begin() + rows);
   const int64_t from = cache_->nearest_truncation(0, rows);
   cache_->truncate(0, from);
-  prefill(std::span(kept).subspan(static_cast<size_t>(from)), 0, kept.size(), nullptr);
+  refeed(std::span(kept).subspan(static_cast<size_t>(from)));
+}
+
+void Session::refeed(std::span<const TokenId> ids) {
+  // Not cancellable: whoever cut the history counts on getting it back.
+  const size_t chunk = chunk_rows(0);
+  for (size_t start = 0; start < ids.size(); start += chunk) {
+    const auto part = ids.subspan(start, std::min(chunk, ids.size() - start));
+    const bool last = start + part.size() == ids.size();
+    forward_rows(part, last ? part.size() - 1 : part.size(),
+                 last ? last_logits_ : std::span<float>(), RowOutput::logits);
+  }
 }
 
 void Session::forward_rows(std::span<const TokenId> ids, size_t first_wanted,
@@ -273,10 +284,12 @@ Session::NllSum Session::nll(std::span<const TokenId> ids, size_t from, int64_t 
   // again in front of the ids (batch invariance gives it the same logits),
   // so the score never rests on logits kept from an earlier call.
   std::vector<TokenId> fed;
-  size_t lead = 0;  // tokens of `fed` before ids[0]
+  size_t lead = 0;      // tokens of `fed` before ids[0]
+  size_t cut_from = 0;  // the history's length before its last token was taken off
   if (history().empty()) {
     from = std::max<size_t>(from, 1);
   } else if (from == 0) {
+    cut_from = history().size();
     fed.push_back(history().back());
     cut_history(cache_rows() - 1);
     lead = 1;
@@ -288,7 +301,15 @@ Session::NllSum Session::nll(std::span<const TokenId> ids, size_t from, int64_t 
     return total;
   }
   const size_t first_row = lead + from - 1;
-  const std::vector<float> logits = extend(fed, chunk_size, true, first_row);
+  std::vector<float> logits;
+  try {
+    logits = extend(fed, chunk_size, true, first_row);
+  } catch (const Cancelled&) {
+    // Cancelled before its first chunk: the token taken off the history
+    // goes back, so a cancelled call leaves at least the history it found.
+    if (lead == 1 && history().size() < cut_from) refeed(std::span(fed).first(1));
+    throw;
+  }
   const auto n_vocab = static_cast<size_t>(model_->n_vocab());
   for (size_t j = lead + from; j < fed.size(); ++j) {
     const auto row = std::span<const float>(logits).subspan((j - 1 - first_row) * n_vocab, n_vocab);

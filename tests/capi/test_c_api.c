@@ -532,6 +532,15 @@ static void case_cancel_prefill(void) {
   CHECK_STATUS(cortiq_embed(session, prompt, 1500, CORTIQ_POOLING_MEAN, 0, embedding,
                             (size_t)n_embd, &n_floats),
                CORTIQ_ERROR_CANCELLED);
+  atomic_store(&c.done, 1);
+  pthread_join(thread, NULL);
+  /* A cancelled embed leaves no history behind, as a finished one. */
+  CHECK_OK(cortiq_generate_ids(session, prompt, 20, &options, &after));
+  CHECK(cortiq_result_cached_tokens(after) == 0);
+  cortiq_result_free(after);
+  c = (Canceller){.session = session};
+  atomic_store(&c.start, 1);
+  pthread_create(&thread, NULL, cancel_until_done, &c);
   double perplexity = 0;
   CHECK_STATUS(cortiq_perplexity(session, prompt, 1500, 64, -1, &perplexity, NULL),
                CORTIQ_ERROR_CANCELLED);
