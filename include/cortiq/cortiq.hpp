@@ -20,6 +20,7 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <string_view>
@@ -45,6 +46,10 @@ struct ForwardBuffers;
 namespace gguf {
 class GgufFile;
 }
+namespace grammar {
+class CompiledGrammar;
+class TokenMask;
+}  // namespace grammar
 
 // Default prefill chunk: rows forwarded together while reading a prompt
 // (the peer's default batch size).
@@ -95,6 +100,9 @@ class Model {
   std::string chat_template() const;
   ThreadPool& pool() const { return *pool_; }
   std::shared_ptr<ThreadPool> shared_pool() const { return pool_; }
+  // The vocabulary's pieces arranged for grammar masks, built on first use
+  // (once, whichever thread asks first).
+  const grammar::TokenMask& grammar_mask() const;
 
  private:
   Model() = default;
@@ -105,6 +113,8 @@ class Model {
   LoadOptions options_;
   int64_t context_ = 0;
   double calibration_temperature_ = 1.0;
+  mutable std::once_flag grammar_mask_once_;
+  mutable std::unique_ptr<grammar::TokenMask> grammar_mask_;
 };
 
 enum class FinishReason { stop, max_tokens, length, cancelled, loop };
@@ -286,7 +296,17 @@ struct GenerateOptions {
   bool parse_special = true;   // text prompts: <|im_start|> etc. become their tokens
   PrefillCallback on_prefill;  // the prompt's progress, chunk by chunk
   SpeculativeOptions speculative;
+  // Constrained decoding (compile_grammar): only tokens that keep the
+  // output inside the grammar are sampled, and an end-of-generation token
+  // only where the grammar may end; the generation stops where nothing may
+  // follow. Speculative drafting is off while a grammar is set.
+  std::shared_ptr<const grammar::CompiledGrammar> grammar;
 };
+
+// A grammar for GenerateOptions::grammar from GBNF text (llama.cpp's
+// notation, src/grammar/gbnf_parser.hpp). Throws cortiq::Error naming the
+// line and the problem.
+std::shared_ptr<const grammar::CompiledGrammar> compile_grammar(std::string_view gbnf);
 
 struct Timings {
   int64_t prefill_tokens = 0;  // rows actually forwarded for the prompt

@@ -33,6 +33,7 @@ ArgParser chat_parser() {
   parser.option("--system", "TEXT", "a system message that starts the conversation")
       .option("-n,--max-tokens", "N", "at most N tokens per reply (-1: no limit)", "-1");
   add_sampling_options(parser);
+  add_grammar_options(parser);
   add_speculative_options(parser);
   return parser;
 }
@@ -80,6 +81,7 @@ class Chat {
     options_.sampling = sampling_from(args, model_->n_vocab());
     options_.max_tokens = args.get_int("max-tokens", -1, INT64_MAX);
     options_.speculative = speculative_from(args, model_);
+    options_.grammar = grammar_from(args);  // every reply follows it
     options_.parse_special = true;
     if (args.has("system")) system_ = args.get("system");
     reset();

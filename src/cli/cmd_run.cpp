@@ -32,6 +32,7 @@ ArgParser run_parser() {
       .flag("--confidence", "with --json: the probability of every generated token")
       .flag("--json", "print the result object (ids, text, finish_reason, timings) instead");
   add_sampling_options(parser);
+  add_grammar_options(parser);
   add_speculative_options(parser);
   return parser;
 }
@@ -114,6 +115,7 @@ int run_run(std::span<const std::string> argv) {
   const bool json = args.has("json");
   options.confidence = json && args.has("confidence");
   options.speculative = speculative_from(args, model);
+  options.grammar = grammar_from(args);
 
   Session session(model);
   const InterruptGuard interrupts(session);

@@ -251,4 +251,20 @@ SamplingParams sampling_from(const ParsedArgs& args, int64_t n_vocab) {
   return p;
 }
 
+void add_grammar_options(ArgParser& parser) {
+  parser.option("--grammar", "FILE",
+                "constrain the output to the GBNF grammar in FILE (llama.cpp's notation)");
+}
+
+std::shared_ptr<const grammar::CompiledGrammar> grammar_from(const ParsedArgs& args) {
+  if (!args.has("grammar")) return nullptr;
+  const std::string path = args.get("grammar");
+  const std::string text = read_text_file(path);
+  try {
+    return compile_grammar(text);
+  } catch (const Error& e) {
+    throw Error(path + ": " + e.what());
+  }
+}
+
 }  // namespace cortiq::cli

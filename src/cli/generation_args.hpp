@@ -30,6 +30,11 @@ SpeculativeOptions speculative_from(const ParsedArgs& args,
 // "drafted N, accepted M (P %) in K passes", for the logs.
 std::string speculative_text(const SpeculativeStats& stats);
 
+// --grammar FILE: the output follows the GBNF grammar in FILE (null
+// without the option); a grammar error names the file, line and problem.
+void add_grammar_options(ArgParser& parser);
+std::shared_ptr<const grammar::CompiledGrammar> grammar_from(const ParsedArgs& args);
+
 // "1 2 3" or "1,2,3" -> ids; throws UsageError on anything else.
 std::vector<TokenId> parse_ids(const std::string& text, const std::string& option);
 

@@ -9,6 +9,9 @@
 #include "base/thread_pool.hpp"
 #include "cortiq/cortiq.hpp"
 #include "formats/gguf/gguf_file.hpp"
+#include "grammar/gbnf_parser.hpp"
+#include "grammar/grammar_matcher.hpp"
+#include "grammar/token_mask.hpp"
 #include "model/decoder_model.hpp"
 #include "runtime/kv_cache.hpp"
 #include "tokenizer/tokenizer.hpp"
@@ -70,6 +73,28 @@ void check_memory(const gguf::GgufFile& file, uint64_t kv_bytes) {
 }  // namespace
 
 Model::~Model() = default;
+
+const grammar::TokenMask& Model::grammar_mask() const {
+  std::call_once(grammar_mask_once_, [this] {
+    // Each id's bytes as generation writes them; control tokens have none,
+    // ids past the tokenizer's vocabulary (padded output rows) neither.
+    const Vocab& vocab = tokenizer_->vocab();
+    const auto n = static_cast<size_t>(n_vocab());
+    std::vector<std::string> pieces(n);
+    std::vector<TokenId> ends;
+    for (size_t id = 0; id < n && id < vocab.tokens.size(); ++id) {
+      const auto token = static_cast<TokenId>(id);
+      pieces[id] = tokenizer_->token_to_piece(token);
+      if (vocab.is_end_of_generation(token)) ends.push_back(token);
+    }
+    grammar_mask_ = std::make_unique<grammar::TokenMask>(pieces, std::move(ends));
+  });
+  return *grammar_mask_;
+}
+
+std::shared_ptr<const grammar::CompiledGrammar> compile_grammar(std::string_view gbnf) {
+  return std::make_shared<const grammar::CompiledGrammar>(grammar::parse_gbnf(gbnf));
+}
 
 const ModelHParams& Model::hparams() const {
   return decoder_->hparams();

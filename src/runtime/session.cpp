@@ -8,6 +8,8 @@
 #include "base/strings.hpp"
 #include "base/timer.hpp"
 #include "cortiq/cortiq.hpp"
+#include "grammar/grammar_matcher.hpp"
+#include "grammar/token_mask.hpp"
 #include "kernels/cpu/log_softmax.hpp"
 #include "model/decoder_model.hpp"
 #include "runtime/batch.hpp"
@@ -35,6 +37,32 @@ std::string_view finish_reason_name(FinishReason reason) {
   }
   return "stop";
 }
+
+namespace {
+
+// `logits` with every token the grammar does not allow next at -inf, into
+// `masked`. False when no token can be sampled: the grammar is complete
+// and nothing may follow, or only an end token may, which ignore_eos holds
+// back.
+bool mask_to_grammar(std::span<const float> logits, const grammar::GrammarMatcher& matcher,
+                     const grammar::TokenMask& mask, const Vocab& vocab, bool ignore_eos,
+                     bool first_token, std::vector<uint8_t>& allowed, std::vector<float>& masked) {
+  // The output shows the first token without the space a SentencePiece
+  // piece starts with (StreamDecoder): the grammar sees what it shows.
+  mask.compute(matcher.grammar(), matcher.state(), allowed, first_token && vocab.add_space_prefix);
+  masked.assign(logits.begin(), logits.end());
+  bool any = false;
+  for (size_t id = 0; id < masked.size(); ++id) {
+    if (!allowed[id]) {
+      masked[id] = -std::numeric_limits<float>::infinity();
+    } else if (!ignore_eos || !vocab.is_end_of_generation(static_cast<TokenId>(id))) {
+      any = true;
+    }
+  }
+  return any;
+}
+
+}  // namespace
 
 double Timings::prefill_tokens_per_second() const {
   return prefill_seconds > 0 ? static_cast<double>(prefill_tokens) / prefill_seconds : 0.0;
@@ -334,11 +362,20 @@ GenerateResult Session::generate(std::string_view prompt, const GenerateOptions&
 
 GenerateResult Session::generate(std::span<const TokenId> prompt, const GenerateOptions& options,
                                  const TokenCallback& on_token) {
+  if (options.grammar && options.speculative.drafter) {
+    // Drafts are not checked against a grammar: with one, decoding is plain.
+    GenerateOptions plain = options;
+    plain.speculative = {};
+    return generate(prompt, plain, on_token);
+  }
   // Everything that can be refused is checked before any state moves.
   check_prompt(prompt);
   const auto& vocab = model_->tokenizer().vocab();
   if (!options.stop.empty() && vocab.kind == TokenizerKind::none) {
     throw Error("stop strings need a tokenizer; this model has none (no_vocab)");
+  }
+  if (options.grammar && vocab.kind == TokenizerKind::none) {
+    throw Error("a grammar needs a tokenizer; this model has none (no_vocab)");
   }
   Sampler sampler(generation_sampling(options.sampling, vocab, options.ignore_eos),
                   model_->n_vocab());
@@ -536,12 +573,38 @@ void Session::decode_loop(Sampler& sampler, LoopDetector* loops, const GenerateO
   const int64_t context = model_->context_length();
   bool ends_with_eog = false;
   size_t loop_keep = 0;
+  std::optional<grammar::GrammarMatcher> matcher;
+  std::vector<uint8_t> allowed;
+  std::vector<float> masked;
+  if (options.grammar) matcher.emplace(options.grammar);
   for (;;) {
     if (reached_max()) {
       result.finish_reason = FinishReason::max_tokens;
       break;
     }
-    const TokenId id = next_token(sampler);
+    TokenId id = kNoToken;
+    if (matcher) {
+      const bool first = result.tokens.empty();
+      if (!mask_to_grammar(last_logits_, *matcher, model_->grammar_mask(), vocab,
+                           options.ignore_eos, first, allowed, masked)) {
+        if (!matcher->can_end()) {
+          throw Error(
+              strfmt("no token of the vocabulary continues the output under the grammar "
+                     "(after %zu generated tokens)",
+                     result.tokens.size()));
+        }
+        result.finish_reason = FinishReason::stop;  // the grammar is complete
+        break;
+      }
+      id = sampler.sample(masked);
+      std::string piece = tokenizer.token_to_piece(id);
+      if (first && vocab.add_space_prefix && piece.starts_with(' ')) piece.erase(0, 1);
+      if (!vocab.is_end_of_generation(id) && !matcher->accept(piece)) {
+        throw Error(strfmt("internal: the grammar refused token %d, which its mask allowed", id));
+      }
+    } else {
+      id = next_token(sampler);
+    }
     if (options.confidence) {
       result.confidence.push_back(static_cast<float>(
           token_probability(last_logits_, id, model_->calibration_temperature())));
