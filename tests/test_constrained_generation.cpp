@@ -9,6 +9,7 @@
 #include <fstream>
 #include <limits>
 
+#include "base/error.hpp"
 #include "engine_test_models.hpp"
 #include "grammar/grammar_matcher.hpp"
 #include "grammar/token_mask.hpp"
@@ -110,6 +111,37 @@ TEST(ConstrainedGeneration, GreedyTakesTheBestAllowedToken) {
   EXPECT_EQ(r.tokens[0], best);
   grammar::GrammarMatcher follow(g);
   EXPECT_TRUE(follow.accept(r.text)) << r.text;
+}
+
+// Where only banned tokens could go on, the generation fails saying so,
+// rather than ending with text the grammar has not finished.
+TEST(ConstrainedGeneration, ADeadEndIsAnError) {
+  const auto model = test::load_test_model({});
+  const auto g = compile_grammar(R"(root ::= "q" "q")");
+  GenerateOptions o;
+  o.sampling.temperature = 0;
+  o.max_tokens = 8;
+  o.grammar = g;
+  const GenerateResult free = Session(model).generate("Once upon a time", o);
+  EXPECT_EQ(free.text, "qq");
+  EXPECT_EQ(free.finish_reason, FinishReason::stop);
+  // Ban every token that could write the second "q" (and "qq" at once).
+  const Tokenizer& tokenizer = model->tokenizer();
+  for (TokenId id = 0; id < model->n_vocab(); ++id) {
+    const std::string piece = tokenizer.token_to_piece(id);
+    if (piece == "q" || piece == " q" || piece == "qq" || piece == " qq") {
+      o.sampling.suppressed.push_back(id);
+    }
+  }
+  ASSERT_FALSE(o.sampling.suppressed.empty());
+  try {
+    Session(model).generate("Once upon a time", o);
+    ADD_FAILURE() << "a generation with every way on banned went on";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("no token continues the output under the grammar"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(ConstrainedGeneration, DraftingIsOffUnderAGrammar) {

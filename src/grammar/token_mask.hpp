@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "base/byte_trie.hpp"
 #include "cortiq/types.hpp"
 #include "grammar/grammar_matcher.hpp"
 
@@ -29,15 +30,7 @@ class TokenMask {
   size_t n_vocab() const { return n_vocab_; }
 
  private:
-  struct Node {
-    uint32_t first_child = 0;
-    uint32_t child_count = 0;
-    uint32_t first_token = 0;  // into tokens_: the tokens whose piece ends here
-    uint32_t token_count = 0;
-  };
-  std::vector<Node> nodes_;      // nodes_[0]: the root (the empty piece)
-  std::vector<uint8_t> labels_;  // labels_[i]: the byte that leads to node i
-  std::vector<TokenId> tokens_;
+  ByteTrie trie_;  // the pieces of the tokens that write something (not end tokens)
   std::vector<TokenId> end_tokens_;
   size_t n_vocab_;
 };

@@ -41,25 +41,34 @@ std::string_view finish_reason_name(FinishReason reason) {
 namespace {
 
 // `logits` with every token the grammar does not allow next at -inf, into
-// `masked`. False when no token can be sampled: the grammar is complete
-// and nothing may follow, or only an end token may, which ignore_eos holds
-// back.
+// `masked`. False when no token can be sampled: nothing may follow, or only
+// tokens the sampler bans (suppressed, biased to -inf, end tokens under
+// ignore_eos) may.
 bool mask_to_grammar(std::span<const float> logits, const grammar::GrammarMatcher& matcher,
-                     const grammar::TokenMask& mask, const Vocab& vocab, bool ignore_eos,
-                     bool first_token, std::vector<uint8_t>& allowed, std::vector<float>& masked) {
-  // The output shows the first token without the space a SentencePiece
-  // piece starts with (StreamDecoder): the grammar sees what it shows.
-  mask.compute(matcher.grammar(), matcher.state(), allowed, first_token && vocab.add_space_prefix);
+                     const grammar::TokenMask& mask, std::span<const uint8_t> banned,
+                     bool drop_leading_space, std::vector<uint8_t>& allowed,
+                     std::vector<float>& masked) {
+  mask.compute(matcher.grammar(), matcher.state(), allowed, drop_leading_space);
   masked.assign(logits.begin(), logits.end());
   bool any = false;
   for (size_t id = 0; id < masked.size(); ++id) {
     if (!allowed[id]) {
       masked[id] = -std::numeric_limits<float>::infinity();
-    } else if (!ignore_eos || !vocab.is_end_of_generation(static_cast<TokenId>(id))) {
+    } else if (!banned[id]) {
       any = true;
     }
   }
   return any;
+}
+
+// The tokens the sampler never draws, whatever the logits.
+std::vector<uint8_t> banned_tokens(const SamplingParams& params, size_t n_vocab) {
+  std::vector<uint8_t> banned(n_vocab, 0);
+  for (const TokenId id : params.suppressed) banned[static_cast<size_t>(id)] = 1;
+  for (const auto& [id, bias] : params.logit_bias) {
+    if (bias == -std::numeric_limits<float>::infinity()) banned[static_cast<size_t>(id)] = 1;
+  }
+  return banned;
 }
 
 }  // namespace
@@ -574,9 +583,12 @@ void Session::decode_loop(Sampler& sampler, LoopDetector* loops, const GenerateO
   bool ends_with_eog = false;
   size_t loop_keep = 0;
   std::optional<grammar::GrammarMatcher> matcher;
-  std::vector<uint8_t> allowed;
+  std::vector<uint8_t> allowed, banned;
   std::vector<float> masked;
-  if (options.grammar) matcher.emplace(options.grammar);
+  if (options.grammar) {
+    matcher.emplace(options.grammar);
+    banned = banned_tokens(sampler.params(), static_cast<size_t>(model_->n_vocab()));
+  }
   for (;;) {
     if (reached_max()) {
       result.finish_reason = FinishReason::max_tokens;
@@ -584,13 +596,16 @@ void Session::decode_loop(Sampler& sampler, LoopDetector* loops, const GenerateO
     }
     TokenId id = kNoToken;
     if (matcher) {
+      // The output shows the first token without the space a SentencePiece
+      // piece starts with (StreamDecoder): the grammar sees what it shows.
       const bool first = result.tokens.empty();
-      if (!mask_to_grammar(last_logits_, *matcher, model_->grammar_mask(), vocab,
-                           options.ignore_eos, first, allowed, masked)) {
+      if (!mask_to_grammar(last_logits_, *matcher, model_->grammar_mask(), banned,
+                           first && vocab.add_space_prefix, allowed, masked)) {
         if (!matcher->can_end()) {
           throw Error(
-              strfmt("no token of the vocabulary continues the output under the grammar "
-                     "(after %zu generated tokens)",
+              strfmt("no token continues the output under the grammar (after %zu "
+                     "generated tokens; the vocabulary has none, or the sampling "
+                     "options ban those it has)",
                      result.tokens.size()));
         }
         result.finish_reason = FinishReason::stop;  // the grammar is complete

@@ -23,9 +23,9 @@
 #include <string_view>
 #include <vector>
 
+#include "base/byte_trie.hpp"
 #include "base/error.hpp"
 #include "base/strings.hpp"
-#include "tokenizer/byte_trie.hpp"
 #include "tokenizer/tokenizer_model.hpp"
 #include "tokenizer/utf8_decode.hpp"
 

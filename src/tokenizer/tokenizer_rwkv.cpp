@@ -26,9 +26,9 @@
 #include <utility>
 #include <vector>
 
+#include "base/byte_trie.hpp"
 #include "base/error.hpp"
 #include "base/strings.hpp"
-#include "tokenizer/byte_trie.hpp"
 #include "tokenizer/tokenizer_model.hpp"
 
 namespace cortiq {

@@ -32,9 +32,9 @@
 #include <utility>
 #include <vector>
 
+#include "base/byte_trie.hpp"
 #include "base/error.hpp"
 #include "base/strings.hpp"
-#include "tokenizer/byte_trie.hpp"
 #include "tokenizer/charsmap.hpp"
 #include "tokenizer/tokenizer_model.hpp"
 #include "tokenizer/utf8_decode.hpp"
