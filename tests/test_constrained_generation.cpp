@@ -91,9 +91,8 @@ TEST(ConstrainedGeneration, GreedyTakesTheBestAllowedToken) {
   const Tokenizer& tokenizer = model->tokenizer();
   TokenId best = kNoToken;
   for (TokenId id = 0; id < model->n_vocab(); ++id) {
-    std::string piece = tokenizer.token_to_piece(id);
-    if (piece.empty()) continue;  // control tokens write nothing
-    if (tokenizer.vocab().add_space_prefix && piece.starts_with(' ')) piece.erase(0, 1);
+    if (tokenizer.token_to_piece(id).empty()) continue;  // control tokens write nothing
+    const std::string piece = tokenizer.output_piece(id, /*first=*/true);
     grammar::GrammarMatcher matcher(g);
     if (!matcher.accept(piece)) continue;
     if (best == kNoToken || last[static_cast<size_t>(id)] > last[static_cast<size_t>(best)]) {

@@ -42,31 +42,23 @@ std::string parse_error(std::string_view gbnf) {
   return "(parsed)";
 }
 
-constexpr std::string_view kJson = R"(# JSON, as llama.cpp's grammars/json.gbnf writes it
-root   ::= object
-value  ::= object | array | string | number | ("true" | "false" | "null") ws
+constexpr std::string_view kJson = R"(# JSON (RFC 8259) with an object at the top
+root   ::= ws object ws
+value  ::= object | array | string | number | "true" | "false" | "null"
+object ::= "{" ws ( member ( ws "," ws member )* ws )? "}"
+member ::= string ws ":" ws value
+array  ::= "[" ws ( value ( ws "," ws value )* ws )? "]"
 
-object ::=
-  "{" ws (
-            string ":" ws value
-    ("," ws string ":" ws value)*
-  )? "}" ws
+string ::= "\"" char* "\""
+char   ::= [^"\\\x00-\x1F] |
+           "\\" ( ["\\/bfnrt] | "u" hex hex hex hex )   # escapes
+hex    ::= [0-9a-fA-F]
 
-array  ::=
-  "[" ws (
-            value
-    ("," ws value)*
-  )? "]" ws
-
-string ::=
-  "\"" (
-    [^"\\\x7F\x00-\x1F] |
-    "\\" (["\\bfnrt] | "u" [0-9a-fA-F]{4}) # escapes
-  )* "\"" ws
-
-number ::= ("-"? ([0-9] | [1-9] [0-9]{0,15})) ("." [0-9]+)? ([eE] [-+]? [0-9] [1-9]{0,15})? ws
-
-ws ::= | " " | "\n" [ \t]{0,20}
+number ::= "-"? int frac? exp?
+int    ::= "0" | [1-9] [0-9]*
+frac   ::= "." [0-9]+
+exp    ::= [eE] [-+]? [0-9]+
+ws     ::= [ \t\n\r]*
 )";
 
 TEST(Gbnf, ParsesJsonAndMatchesItsSentences) {

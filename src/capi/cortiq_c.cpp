@@ -8,6 +8,7 @@
 #include <new>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "base/error.hpp"
@@ -99,6 +100,15 @@ cortiq_status guarded(F&& body) noexcept {
 struct ForgetHistoryAtExit {
   Session& session;
   ~ForgetHistoryAtExit() { session.reset(); }
+};
+
+// The C API's finish reasons and the engine's, one for one.
+constexpr std::pair<FinishReason, cortiq_finish_reason> kFinishReasons[] = {
+    {FinishReason::stop, CORTIQ_FINISH_STOP},
+    {FinishReason::max_tokens, CORTIQ_FINISH_MAX_TOKENS},
+    {FinishReason::length, CORTIQ_FINISH_LENGTH},
+    {FinishReason::cancelled, CORTIQ_FINISH_CANCELLED},
+    {FinishReason::loop, CORTIQ_FINISH_LOOP},
 };
 
 void require(bool ok, const char* what) {
@@ -506,33 +516,16 @@ const cortiq_token* cortiq_result_tokens(const cortiq_result* result, size_t* n_
 cortiq_finish_reason cortiq_result_finish_reason(const cortiq_result* result) {
   const cortiq_result* r = result_of(result);
   if (r == nullptr) return CORTIQ_FINISH_STOP;
-  switch (r->result.finish_reason) {
-    case FinishReason::stop:
-      return CORTIQ_FINISH_STOP;
-    case FinishReason::max_tokens:
-      return CORTIQ_FINISH_MAX_TOKENS;
-    case FinishReason::length:
-      return CORTIQ_FINISH_LENGTH;
-    case FinishReason::cancelled:
-      return CORTIQ_FINISH_CANCELLED;
-    case FinishReason::loop:
-      return CORTIQ_FINISH_LOOP;
+  for (const auto& [engine, c] : kFinishReasons) {
+    if (engine == r->result.finish_reason) return c;
   }
   return CORTIQ_FINISH_STOP;
 }
 
 const char* cortiq_finish_reason_name(cortiq_finish_reason reason) {
-  switch (reason) {
-    case CORTIQ_FINISH_STOP:
-      return "stop";
-    case CORTIQ_FINISH_MAX_TOKENS:
-      return "max_tokens";
-    case CORTIQ_FINISH_LENGTH:
-      return "length";
-    case CORTIQ_FINISH_CANCELLED:
-      return "cancelled";
-    case CORTIQ_FINISH_LOOP:
-      return "loop";
+  for (const auto& [engine, c] : kFinishReasons) {
+    // The engine's names are literals: NUL-terminated, static storage.
+    if (c == reason) return finish_reason_name(engine).data();
   }
   return "unknown";
 }

@@ -612,9 +612,7 @@ void Session::decode_loop(Sampler& sampler, LoopDetector* loops, const GenerateO
         break;
       }
       id = sampler.sample(masked);
-      std::string piece = tokenizer.token_to_piece(id);
-      if (first && vocab.add_space_prefix && piece.starts_with(' ')) piece.erase(0, 1);
-      if (!vocab.is_end_of_generation(id) && !matcher->accept(piece)) {
+      if (!vocab.is_end_of_generation(id) && !matcher->accept(tokenizer.output_piece(id, first))) {
         throw Error(strfmt("internal: the grammar refused token %d, which its mask allowed", id));
       }
     } else {

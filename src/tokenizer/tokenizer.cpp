@@ -265,16 +265,18 @@ std::string Tokenizer::token_to_piece(TokenId id, bool render_special) const {
   return {};
 }
 
+std::string Tokenizer::output_piece(TokenId id, bool first, bool render_special) const {
+  std::string piece = token_to_piece(id, render_special);
+  // Only the very first token's space is the dummy prefix.
+  if (first && vocab_->add_space_prefix && starts_with(piece, " ")) piece.erase(0, 1);
+  return piece;
+}
+
 std::string Tokenizer::decode(std::span<const TokenId> ids, bool render_special,
                               bool remove_leading_space) const {
   std::string text;
   for (size_t i = 0; i < ids.size(); ++i) {
-    std::string piece = token_to_piece(ids[i], render_special);
-    // Only the very first token's space is the dummy prefix.
-    if (i == 0 && remove_leading_space && vocab_->add_space_prefix && starts_with(piece, " ")) {
-      piece.erase(0, 1);
-    }
-    text += piece;
+    text += output_piece(ids[i], i == 0 && remove_leading_space, render_special);
   }
   return vocab_->clean_spaces ? clean_spaces(std::move(text)) : text;
 }
@@ -283,10 +285,8 @@ StreamDecoder::StreamDecoder(const Tokenizer& tokenizer, bool render_special)
     : tokenizer_(tokenizer), render_special_(render_special) {}
 
 std::string StreamDecoder::push(TokenId id) {
-  std::string piece = tokenizer_.token_to_piece(id, render_special_);
-  if (first_ && tokenizer_.vocab().add_space_prefix && starts_with(piece, " ")) piece.erase(0, 1);
+  pending_ += tokenizer_.output_piece(id, first_, render_special_);
   first_ = false;
-  pending_ += piece;
   std::string out;
   pending_.erase(0, append_valid_utf8(pending_, /*final=*/false, out));
   return out;

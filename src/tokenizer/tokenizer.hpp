@@ -32,6 +32,9 @@ class Tokenizer {
   // `render_special`, else nothing; user-defined tokens always give their
   // text). Throws cortiq::Error for an id outside the vocabulary.
   std::string token_to_piece(TokenId id, bool render_special = false) const;
+  // The bytes a token shows in an output: its piece, less the space of
+  // SentencePiece's dummy prefix when it is the output's first token.
+  std::string output_piece(TokenId id, bool first, bool render_special = false) const;
   // Concatenated pieces; SentencePiece models drop the leading space of the
   // first piece when `remove_leading_space`. The bytes are returned as the
   // tokens give them (byte tokens may leave invalid UTF-8).
