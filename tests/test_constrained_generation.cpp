@@ -2,7 +2,7 @@
 // on a random-weight model, which writes anything it is allowed to, every
 // seeded generation is a sentence of the grammar; greedy takes the best
 // allowed token; drafting is off; the CLI reads the file and names the
-// line of a grammar error.
+// line of a grammar error, and takes a JSON Schema inline or from a file.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -186,6 +186,41 @@ TEST(CliRun, GrammarFileConstrainsTheOutputAndNamesItsErrors) {
                           &error),
             0);
   EXPECT_NE(error.find("none.gbnf: cannot read"), std::string::npos) << error;
+}
+
+TEST(CliRun, JsonSchemaInlineOrFromAFile) {
+  const test::TempDir dir;
+  constexpr std::string_view kSchema =
+      R"({"type": "object", "properties": {"n": {"enum": [1, 2, 3]}}, "required": ["n"]})";
+  {
+    std::ofstream(dir / "schema.json") << kSchema;
+    std::ofstream(dir / "bad.json") << R"({"properties": {"u": {"format": "uri"}}})";
+  }
+  const std::string run =
+      "run -m " + test::test_model_path({}).string() + " -p 'Hello' -n 50 --temp 1 ";
+  const auto accepts = compile_json_schema(kSchema);
+  for (const std::string& schema :
+       {"'" + std::string(kSchema) + "'", (dir / "schema.json").string()}) {
+    std::string out;
+    ::setenv("CORTIQ_LOG", "warn", 1);
+    const int status = test::run_cli(run + "--seed 3 --json-schema " + schema, &out);
+    ::unsetenv("CORTIQ_LOG");
+    ASSERT_EQ(status, 0) << out;
+    ASSERT_FALSE(out.empty());
+    out.pop_back();
+    EXPECT_TRUE(is_sentence(accepts, out)) << out;
+  }
+  std::string error;
+  EXPECT_EQ(test::run_cli(run + "--json-schema " + (dir / "bad.json").string(), &error), 1);
+  EXPECT_NE(
+      error.find("bad.json: JSON schema at /properties/u/format: format \"uri\" is not supported"),
+      std::string::npos)
+      << error;
+  EXPECT_NE(test::run_cli(run + "--json-schema '{\"type\": 3}'", &error), 0);
+  EXPECT_NE(error.find("JSON schema at /type: type must be a string"), std::string::npos) << error;
+  EXPECT_NE(test::run_cli(run + "--json-schema '{}' --grammar x.gbnf", &error), 0);
+  EXPECT_NE(error.find("--grammar and --json-schema cannot be used together"), std::string::npos)
+      << error;
 }
 
 }  // namespace

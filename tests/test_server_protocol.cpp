@@ -7,6 +7,7 @@
 #include "chat/chat_template.hpp"
 #include "cortiq/cortiq.hpp"
 #include "engine_test_models.hpp"
+#include "grammar/grammar_matcher.hpp"
 #include "server/api_error.hpp"
 #include "server/openai_protocol.hpp"
 #include "tokenizer/tokenizer.hpp"
@@ -54,6 +55,47 @@ std::string hello_with(std::string_view fields) {
   body += fields;
   body += '}';
   return body;
+}
+
+// response_format and "grammar" give every job of the request one grammar;
+// what cannot be used is a 400 naming the field and the problem.
+TEST_F(ServerProtocol, ResponseFormatConstrainsEveryChoice) {
+  EXPECT_EQ(chat(hello_with(R"(,"response_format":{"type":"text"})")).jobs[0].grammar, nullptr);
+  const auto object = chat(hello_with(R"(,"n":2,"response_format":{"type":"json_object"})"));
+  ASSERT_NE(object.jobs[0].grammar, nullptr);
+  EXPECT_EQ(object.jobs[0].grammar, object.jobs[1].grammar);
+  const std::string body = hello_with(
+      R"(,"response_format":{"type":"json_schema","json_schema":{"name":"p","schema":
+      {"type":"object","properties":{"zeta":{"const":1},"alpha":{"const":2}},"required":["zeta","alpha"]}}})");
+  // The members in the order written, given the body's text; by name without it.
+  const auto written = parse_generation_request(Endpoint::chat, parse_body(body), *api_, body);
+  grammar::GrammarMatcher in_order(written.jobs[0].grammar);
+  EXPECT_TRUE(in_order.accept(R"({"zeta": 1, "alpha": 2})") && in_order.can_end());
+  grammar::GrammarMatcher by_name(chat(body).jobs[0].grammar);
+  EXPECT_TRUE(by_name.accept(R"({"alpha": 2, "zeta": 1})") && by_name.can_end());
+  const auto yes_no = completion(R"({"prompt":"?","grammar":"root ::= \"yes\" | \"no\""})");
+  grammar::GrammarMatcher gbnf(yes_no.jobs[0].grammar);
+  EXPECT_TRUE(gbnf.accept("no") && gbnf.can_end());
+
+  expect_400([&] { chat(hello_with(R"(,"response_format":"json")")); },
+             "'response_format' must be an object");
+  expect_400([&] { chat(hello_with(R"(,"response_format":{"type":"xml"})")); },
+             "'response_format.type' must be");
+  expect_400([&] { chat(hello_with(R"(,"response_format":{"type":"json_schema"})")); },
+             "needs a 'json_schema' object");
+  expect_400(
+      [&] {
+        chat(hello_with(
+            R"(,"response_format":{"type":"json_schema","json_schema":{"schema":{"type":"integer","multipleOf":2}}})"));
+      },
+      "'response_format.json_schema.schema': JSON schema at the top: \"multipleOf\" cannot be "
+      "expressed");
+  expect_400([&] { chat(hello_with(R"(,"grammar":"root ::= (")")); }, "'grammar': grammar line 1");
+  expect_400(
+      [&] {
+        chat(hello_with(R"(,"grammar":"root ::= \"a\"","response_format":{"type":"json_object"})"));
+      },
+      "exclude each other");
 }
 
 TEST_F(ServerProtocol, ChatRequestBecomesJobs) {

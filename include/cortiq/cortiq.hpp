@@ -307,6 +307,10 @@ struct GenerateOptions {
 // notation, src/grammar/gbnf_parser.hpp). Throws cortiq::Error naming the
 // line and the problem.
 std::shared_ptr<const grammar::CompiledGrammar> compile_grammar(std::string_view gbnf);
+// A grammar whose sentences are the JSON texts a JSON Schema accepts
+// (src/grammar/json_schema.hpp says which keywords). Throws cortiq::Error
+// naming where in the schema a keyword cannot be expressed.
+std::shared_ptr<const grammar::CompiledGrammar> compile_json_schema(std::string_view schema);
 
 struct Timings {
   int64_t prefill_tokens = 0;  // rows actually forwarded for the prompt

@@ -252,11 +252,30 @@ SamplingParams sampling_from(const ParsedArgs& args, int64_t n_vocab) {
 }
 
 void add_grammar_options(ArgParser& parser) {
-  parser.option("--grammar", "FILE",
-                "constrain the output to the GBNF grammar in FILE (llama.cpp's notation)");
+  parser
+      .option("--grammar", "FILE",
+              "constrain the output to the GBNF grammar in FILE (llama.cpp's notation)")
+      .option("--json-schema", "FILE|JSON",
+              "constrain the output to JSON that the schema accepts (a file, or the schema\n"
+              "itself when it starts with '{')");
 }
 
 std::shared_ptr<const grammar::CompiledGrammar> grammar_from(const ParsedArgs& args) {
+  if (args.has("grammar") && args.has("json-schema")) {
+    throw UsageError("--grammar and --json-schema cannot be used together");
+  }
+  if (args.has("json-schema")) {
+    const std::string value = args.get("json-schema");
+    const bool inline_schema = value.find_first_not_of(" \t\r\n") != std::string::npos &&
+                               value[value.find_first_not_of(" \t\r\n")] == '{';
+    if (inline_schema) return compile_json_schema(value);
+    const std::string text = read_text_file(value);
+    try {
+      return compile_json_schema(text);
+    } catch (const Error& e) {
+      throw Error(value + ": " + e.what());
+    }
+  }
   if (!args.has("grammar")) return nullptr;
   const std::string path = args.get("grammar");
   const std::string text = read_text_file(path);

@@ -30,8 +30,10 @@ SpeculativeOptions speculative_from(const ParsedArgs& args,
 // "drafted N, accepted M (P %) in K passes", for the logs.
 std::string speculative_text(const SpeculativeStats& stats);
 
-// --grammar FILE: the output follows the GBNF grammar in FILE (null
-// without the option); a grammar error names the file, line and problem.
+// --grammar FILE: the output follows the GBNF grammar in FILE; or
+// --json-schema FILE|JSON: JSON that the schema accepts (null without
+// either). An error names the file and the problem (line, or where in the
+// schema).
 void add_grammar_options(ArgParser& parser);
 std::shared_ptr<const grammar::CompiledGrammar> grammar_from(const ParsedArgs& args);
 

@@ -11,6 +11,7 @@
 #include "formats/gguf/gguf_file.hpp"
 #include "grammar/gbnf_parser.hpp"
 #include "grammar/grammar_matcher.hpp"
+#include "grammar/json_schema.hpp"
 #include "grammar/token_mask.hpp"
 #include "model/decoder_model.hpp"
 #include "runtime/kv_cache.hpp"
@@ -94,6 +95,16 @@ const grammar::TokenMask& Model::grammar_mask() const {
 
 std::shared_ptr<const grammar::CompiledGrammar> compile_grammar(std::string_view gbnf) {
   return std::make_shared<const grammar::CompiledGrammar>(grammar::parse_gbnf(gbnf));
+}
+
+std::shared_ptr<const grammar::CompiledGrammar> compile_json_schema(std::string_view schema) {
+  const std::string gbnf = grammar::json_schema_to_gbnf(schema);
+  try {
+    return compile_grammar(gbnf);
+  } catch (const Error& e) {
+    // A rule the converter wrote that the matcher refuses (too ambiguous).
+    throw Error(std::string("JSON schema: ") + e.what());
+  }
 }
 
 const ModelHParams& Model::hparams() const {

@@ -8,11 +8,10 @@
 #include "base/strings.hpp"
 #include "base/timer.hpp"
 #include "cortiq/cortiq.hpp"
-#include "grammar/grammar_matcher.hpp"
-#include "grammar/token_mask.hpp"
 #include "kernels/cpu/log_softmax.hpp"
 #include "model/decoder_model.hpp"
 #include "runtime/batch.hpp"
+#include "runtime/grammar_constraint.hpp"
 #include "runtime/kv_cache.hpp"
 #include "runtime/loop_detector.hpp"
 #include "runtime/sampler.hpp"
@@ -37,41 +36,6 @@ std::string_view finish_reason_name(FinishReason reason) {
   }
   return "stop";
 }
-
-namespace {
-
-// `logits` with every token the grammar does not allow next at -inf, into
-// `masked`. False when no token can be sampled: nothing may follow, or only
-// tokens the sampler bans (suppressed, biased to -inf, end tokens under
-// ignore_eos) may.
-bool mask_to_grammar(std::span<const float> logits, const grammar::GrammarMatcher& matcher,
-                     const grammar::TokenMask& mask, std::span<const uint8_t> banned,
-                     bool drop_leading_space, std::vector<uint8_t>& allowed,
-                     std::vector<float>& masked) {
-  mask.compute(matcher.grammar(), matcher.state(), allowed, drop_leading_space);
-  masked.assign(logits.begin(), logits.end());
-  bool any = false;
-  for (size_t id = 0; id < masked.size(); ++id) {
-    if (!allowed[id]) {
-      masked[id] = -std::numeric_limits<float>::infinity();
-    } else if (!banned[id]) {
-      any = true;
-    }
-  }
-  return any;
-}
-
-// The tokens the sampler never draws, whatever the logits.
-std::vector<uint8_t> banned_tokens(const SamplingParams& params, size_t n_vocab) {
-  std::vector<uint8_t> banned(n_vocab, 0);
-  for (const TokenId id : params.suppressed) banned[static_cast<size_t>(id)] = 1;
-  for (const auto& [id, bias] : params.logit_bias) {
-    if (bias == -std::numeric_limits<float>::infinity()) banned[static_cast<size_t>(id)] = 1;
-  }
-  return banned;
-}
-
-}  // namespace
 
 double Timings::prefill_tokens_per_second() const {
   return prefill_seconds > 0 ? static_cast<double>(prefill_tokens) / prefill_seconds : 0.0;
@@ -582,39 +546,22 @@ void Session::decode_loop(Sampler& sampler, LoopDetector* loops, const GenerateO
   const int64_t context = model_->context_length();
   bool ends_with_eog = false;
   size_t loop_keep = 0;
-  std::optional<grammar::GrammarMatcher> matcher;
-  std::vector<uint8_t> allowed, banned;
-  std::vector<float> masked;
-  if (options.grammar) {
-    matcher.emplace(options.grammar);
-    banned = banned_tokens(sampler.params(), static_cast<size_t>(model_->n_vocab()));
-  }
+  std::optional<GrammarConstraint> constraint;
+  if (options.grammar) constraint.emplace(*model_, options.grammar, sampler.params());
   for (;;) {
     if (reached_max()) {
       result.finish_reason = FinishReason::max_tokens;
       break;
     }
     TokenId id = kNoToken;
-    if (matcher) {
-      // The output shows the first token without the space a SentencePiece
-      // piece starts with (StreamDecoder): the grammar sees what it shows.
-      const bool first = result.tokens.empty();
-      if (!mask_to_grammar(last_logits_, *matcher, model_->grammar_mask(), banned,
-                           first && vocab.add_space_prefix, allowed, masked)) {
-        if (!matcher->can_end()) {
-          throw Error(
-              strfmt("no token continues the output under the grammar (after %zu "
-                     "generated tokens; the vocabulary has none, or the sampling "
-                     "options ban those it has)",
-                     result.tokens.size()));
-        }
+    if (constraint) {
+      const std::span<const float> allowed = constraint->mask(last_logits_);
+      if (allowed.empty()) {
         result.finish_reason = FinishReason::stop;  // the grammar is complete
         break;
       }
-      id = sampler.sample(masked);
-      if (!vocab.is_end_of_generation(id) && !matcher->accept(tokenizer.output_piece(id, first))) {
-        throw Error(strfmt("internal: the grammar refused token %d, which its mask allowed", id));
-      }
+      id = sampler.sample(allowed);
+      constraint->accept(id);
     } else {
       id = next_token(sampler);
     }

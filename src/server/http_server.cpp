@@ -393,7 +393,7 @@ class HttpServer::Impl {
                             "not completions");
     }
     auto gen = std::make_shared<Generation>();
-    gen->request = parse_generation_request(endpoint, parse_body(body), api_);
+    gen->request = parse_generation_request(endpoint, parse_body(body), api_, body);
     const size_t n = gen->request.jobs.size();
     gen->id.id = strfmt("%s-%llx%06llx", endpoint == Endpoint::chat ? "chatcmpl" : "cmpl",
                         static_cast<unsigned long long>(unix_seconds()),

@@ -5,11 +5,16 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "runtime/sampler.hpp"
 #include "tokenizer/vocab.hpp"
+
+namespace cortiq::grammar {
+class CompiledGrammar;
+}
 
 namespace cortiq::server {
 
@@ -21,6 +26,8 @@ struct GenerationJob {
   bool ignore_eos = false;
   std::vector<std::string> stop;
   int32_t top_logprobs = -1;  // < 0: no log-probabilities; else the alternatives per token
+  // Constrained decoding (response_format, "grammar"): null for none.
+  std::shared_ptr<const grammar::CompiledGrammar> grammar;
 };
 
 struct EmbeddingJob {

@@ -9,10 +9,12 @@
 #include <nlohmann/json.hpp>
 
 #include "base/error.hpp"
+#include "base/json_parser.hpp"
 #include "base/strings.hpp"
 #include "base/version.hpp"
 #include "chat/chat_template.hpp"
 #include "cortiq/cortiq.hpp"
+#include "grammar/json_schema.hpp"
 #include "model/hparams.hpp"
 #include "server/api_error.hpp"
 #include "tokenizer/tokenizer.hpp"
@@ -418,12 +420,82 @@ SamplingParams sampling_params(const Fields& fields, const ApiContext& api) {
   return p;
 }
 
-void check_unsupported(const Fields& fields, Endpoint endpoint) {
-  if (const RequestJson* format = fields.find("response_format")) {
-    const bool text = format->is_object() && format->contains("type") &&
-                      (*format)["type"].is_string() && (*format)["type"] == "text";
-    if (!text) throw invalid_request("'response_format' other than text is not supported");
+// The schema of response_format {"type": "json_schema"} as written in the
+// body: members in the order given (the output writes them so), which the
+// request's std::map objects do not keep. Without the text, the tree's.
+cortiq::Json written_schema(const RequestJson& schema, std::string_view body_text) {
+  if (!body_text.empty()) {
+    try {
+      const cortiq::Json body = parse_json(body_text);
+      const cortiq::Json* node = &body;
+      for (const char* key : {"response_format", "json_schema", "schema"}) {
+        node = node ? node->find(key) : nullptr;
+      }
+      if (node) return *node;
+    } catch (const Error&) {
+      // Read by nlohmann but not by this reader: the parsed tree's order.
+    }
   }
+  return parse_json(schema.dump());
+}
+
+std::shared_ptr<const grammar::CompiledGrammar> compiled(const std::string& gbnf,
+                                                         const char* field) {
+  try {
+    return compile_grammar(gbnf);
+  } catch (const Error& e) {
+    throw invalid_request(strfmt("'%s': %s", field, e.what()), "invalid_grammar");
+  }
+}
+
+// What the reply is constrained to: response_format json_object (any JSON
+// object) or json_schema (JSON the schema accepts), or the "grammar"
+// extension (GBNF, as llama-server takes it); null for free text.
+std::shared_ptr<const grammar::CompiledGrammar> reply_grammar(const Fields& fields,
+                                                              const ApiContext& api,
+                                                              std::string_view body_text) {
+  std::string gbnf;
+  const char* field = "grammar";
+  if (const RequestJson* format = fields.find("response_format")) {
+    if (!format->is_object()) throw fields.wrong("response_format", "an object", *format);
+    const Fields f(*format, "response_format");
+    const auto type = f.string("type");
+    if (!type) throw invalid_request("'response_format' needs a 'type'");
+    if (*type == "json_object") {
+      gbnf = grammar::json_schema_to_gbnf(R"({"type": "object"})");
+      field = "response_format";
+    } else if (*type == "json_schema") {
+      const RequestJson* spec = f.find("json_schema");
+      if (!spec || !spec->is_object()) {
+        throw invalid_request("'response_format': type json_schema needs a 'json_schema' object");
+      }
+      const RequestJson* schema = Fields(*spec, "response_format.json_schema").find("schema");
+      field = "response_format.json_schema.schema";
+      try {
+        gbnf = schema ? grammar::json_schema_to_gbnf(written_schema(*schema, body_text))
+                      : grammar::json_schema_to_gbnf(R"({"type": "object"})");
+      } catch (const Error& e) {
+        throw invalid_request(strfmt("'%s': %s", field, e.what()), "invalid_json_schema");
+      }
+    } else if (*type != "text") {
+      throw invalid_request(
+          "'response_format.type' must be \"text\", \"json_object\" or \"json_schema\"");
+    }
+  }
+  if (const auto text = fields.string("grammar")) {
+    if (!gbnf.empty())
+      throw invalid_request("'grammar' and a JSON 'response_format' exclude each other");
+    gbnf = *text;
+    field = "grammar";
+  }
+  if (gbnf.empty()) return nullptr;
+  if (api.model.tokenizer().vocab().kind == TokenizerKind::none) {
+    throw invalid_request(strfmt("'%s' needs a tokenizer; this model has none", field));
+  }
+  return compiled(gbnf, field);
+}
+
+void check_unsupported(const Fields& fields, Endpoint endpoint) {
   if (endpoint == Endpoint::completion) {
     if (fields.boolean("echo").value_or(false)) throw invalid_request("'echo' is not supported");
     if (fields.find("suffix")) throw invalid_request("'suffix' is not supported");
@@ -457,7 +529,7 @@ RequestJson parse_body(std::string_view body) {
 }
 
 GenerationRequest parse_generation_request(Endpoint endpoint, const RequestJson& body,
-                                           const ApiContext& api) {
+                                           const ApiContext& api, std::string_view body_text) {
   const Fields fields(body, "");
   GenerationRequest request;
   request.endpoint = endpoint;
@@ -490,6 +562,7 @@ GenerationRequest parse_generation_request(Endpoint endpoint, const RequestJson&
     throw invalid_request("'stop' needs a tokenizer; this model has none");
   }
   const SamplingParams sampling = sampling_params(fields, api);
+  const auto grammar = reply_grammar(fields, api, body_text);
   std::vector<std::vector<TokenId>> prompts;
   if (endpoint == Endpoint::chat) {
     prompts.push_back(chat_prompt(body, api));
@@ -518,6 +591,7 @@ GenerationRequest parse_generation_request(Endpoint endpoint, const RequestJson&
       job.ignore_eos = ignore_eos;
       job.stop = stops;
       job.top_logprobs = request.top_logprobs;
+      job.grammar = grammar;
       request.jobs.push_back(std::move(job));
     }
   }

@@ -60,8 +60,11 @@ struct EmbeddingRequest {
 // not an object, nesting deeper than 64 or more than 2^20 values.
 RequestJson parse_body(std::string_view body);
 
+// body_text: the body as sent, from which a response_format's JSON schema is
+// read with its members in the order written (without it, in the order of
+// the parsed body: by name).
 GenerationRequest parse_generation_request(Endpoint endpoint, const RequestJson& body,
-                                           const ApiContext& api);
+                                           const ApiContext& api, std::string_view body_text = {});
 EmbeddingRequest parse_embedding_request(const RequestJson& body, const ApiContext& api);
 
 // POST /tokenize: {"content", "add_special"?, "parse_special"?, "with_pieces"?}.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 #include <variant>
 
 #include "base/error.hpp"
@@ -13,6 +14,7 @@
 #include "model/forward_buffers.hpp"
 #include "model/hparams.hpp"
 #include "runtime/batch.hpp"
+#include "runtime/grammar_constraint.hpp"
 #include "runtime/kv_cache.hpp"
 #include "runtime/sampler.hpp"
 #include "runtime/speculation.hpp"
@@ -108,7 +110,9 @@ struct Scheduler::Sequence {
                 model.n_vocab()),
         output(model.tokenizer(), job.stop),
         arrived(arrived_),
-        admitted(Clock::now()) {}
+        admitted(Clock::now()) {
+    if (job.grammar) constraint.emplace(model, job.grammar, sampler.params());
+  }
 
   int64_t final_length() const { return static_cast<int64_t>(job.prompt.size()) + job.max_tokens; }
 
@@ -116,6 +120,8 @@ struct Scheduler::Sequence {
   std::shared_ptr<RequestStream> stream;
   int32_t slot;
   Sampler sampler;
+  // Constrained decoding: the output's walk through the job's grammar.
+  std::optional<GrammarConstraint> constraint;
   TextOutput output;
   size_t prompt_done = 0;  // prompt tokens in the cache (attached or forwarded)
   int64_t cached = 0;      // of those, attached from the prefix cache
@@ -384,7 +390,8 @@ bool Scheduler::admit(Pending& pending) {
       std::make_unique<Sequence>(*model_, std::move(job), pending.stream, slot, pending.arrived);
   seq->prompt_done = static_cast<size_t>(attached);
   seq->cached = attached;
-  if (options_.drafter) {
+  // Drafts are not checked against a grammar: with one, decoding is plain.
+  if (options_.drafter && !seq->constraint) {
     auto& drafter = engine_->drafters[static_cast<size_t>(slot)];
     if (!drafter) drafter = options_.drafter->for_another_sequence();
     seq->drafter = drafter.get();
@@ -643,9 +650,21 @@ void Scheduler::handle_rows(Sequence& seq, std::span<const float> logits, size_t
     const bool sampled_draft = used < seq.draft_q.size();
     TokenId id = 0;
     try {
-      id = sampled_draft ? seq.sampler.sample_speculative(row, seq.drafts[used], seq.draft_q[used])
-                         : seq.sampler.sample(row);
-    } catch (const std::exception& error) {  // e.g. logit_bias banned every token
+      if (seq.constraint) {
+        const std::span<const float> allowed = seq.constraint->mask(row);
+        if (allowed.empty()) {  // the grammar is complete
+          finish(seq, ChoiceEnd::stop);
+          return;
+        }
+        id = seq.sampler.sample(allowed);
+        seq.constraint->accept(id);
+      } else {
+        id = sampled_draft
+                 ? seq.sampler.sample_speculative(row, seq.drafts[used], seq.draft_q[used])
+                 : seq.sampler.sample(row);
+      }
+    } catch (
+        const std::exception& error) {  // e.g. logit_bias banned every token, a grammar's dead end
       fail(seq, error.what());
       return;
     }
