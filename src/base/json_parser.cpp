@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "base/error.hpp"
+#include "base/json_writer.hpp"
 #include "base/utf8.hpp"
 
 namespace cortiq {
@@ -250,6 +251,49 @@ class JsonReader {
 
 Json parse_json(std::string_view text) {
   return JsonReader(text).document();
+}
+
+namespace {
+
+void write_json(JsonWriter& out, const Json& v) {
+  switch (v.type) {
+    case Json::Type::null:
+      out.null();
+      break;
+    case Json::Type::boolean:
+      out.value(v.boolean);
+      break;
+    case Json::Type::integer:
+      out.value(v.integer);
+      break;
+    case Json::Type::number:
+      out.value(v.number);
+      break;
+    case Json::Type::string:
+      out.value(std::string_view(v.string));
+      break;
+    case Json::Type::array:
+      out.begin_array();
+      for (const Json& item : v.array) write_json(out, item);
+      out.end_array();
+      break;
+    case Json::Type::object:
+      out.begin_object();
+      for (const auto& [key, item] : v.object) {
+        out.key(key);
+        write_json(out, item);
+      }
+      out.end_object();
+      break;
+  }
+}
+
+}  // namespace
+
+std::string to_compact_json(const Json& value) {
+  JsonWriter out;
+  write_json(out, value);
+  return out.take();
 }
 
 }  // namespace cortiq

@@ -31,4 +31,7 @@ struct Json {
 // garbage, or nesting deeper than 512 levels.
 Json parse_json(std::string_view text);
 
+// The value as compact JSON text (members in their order, no spaces).
+std::string to_compact_json(const Json& value);
+
 }  // namespace cortiq

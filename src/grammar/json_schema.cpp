@@ -128,44 +128,8 @@ const std::map<std::string, std::vector<std::string>>& primitive_uses() {
   return uses;
 }
 
-// Compact JSON text of a value (for const and enum).
-void write_json(JsonWriter& out, const Json& v) {
-  switch (v.type) {
-    case Json::Type::null:
-      out.null();
-      break;
-    case Json::Type::boolean:
-      out.value(v.boolean);
-      break;
-    case Json::Type::integer:
-      out.value(v.integer);
-      break;
-    case Json::Type::number:
-      out.value(v.number);
-      break;
-    case Json::Type::string:
-      out.value(std::string_view(v.string));
-      break;
-    case Json::Type::array:
-      out.begin_array();
-      for (const Json& item : v.array) write_json(out, item);
-      out.end_array();
-      break;
-    case Json::Type::object:
-      out.begin_object();
-      for (const auto& [key, item] : v.object) {
-        out.key(key);
-        write_json(out, item);
-      }
-      out.end_object();
-      break;
-  }
-}
-
 std::string json_text(const Json& v) {
-  JsonWriter out;
-  write_json(out, v);
-  return out.take();
+  return to_compact_json(v);
 }
 
 // A GBNF literal of UTF-8 text.
@@ -267,14 +231,22 @@ struct Bound {
 
 class SchemaConverter {
  public:
-  explicit SchemaConverter(const Json& root) : root_(root) {
+  SchemaConverter() {
     for (const Primitive& p : kPrimitives) names_.insert(p.name);
     names_.insert("date-only");
   }
 
-  std::string convert() {
-    const std::string root = reserve("root");
-    define(root, visit(root_, "", "root"));
+  // Adds the rule `name` for the JSON texts `schema` accepts; its "#"
+  // references point into it.
+  void add_root(const Json& schema, const std::string& name) {
+    root_ = &schema;
+    refs_.clear();
+    names_.insert(name);
+    rules_.push_back({name, ""});
+    define(name, visit(schema, "", name));
+  }
+
+  std::string gbnf() const {
     std::string out;
     for (const auto& [name, body] : rules_) out += name + " ::= " + body + "\n";
     return out;
@@ -483,7 +455,7 @@ class SchemaConverter {
       fail(at + "/$ref",
            "only references inside the schema (\"#/...\") are supported, not \"" + target + "\"");
     }
-    const Json* node = &root_;
+    const Json* node = root_;
     std::string_view rest = std::string_view(target).substr(1);
     if (!rest.empty() && rest[0] != '/')
       fail(at + "/$ref", "anchors (\"" + target + "\") are not supported");
@@ -1070,7 +1042,7 @@ class SchemaConverter {
     return out;
   }
 
-  const Json& root_;
+  const Json* root_ = nullptr;                              // of the schema being added
   std::vector<std::pair<std::string, std::string>> rules_;  // in the order written
   std::set<std::string> names_;
   std::map<std::string, std::string> by_body_;
@@ -1081,18 +1053,32 @@ class SchemaConverter {
 
 }  // namespace
 
-std::string json_schema_to_gbnf(const Json& schema) {
-  return SchemaConverter(schema).convert();
+std::string json_schema_to_gbnf(const Json& schema, std::string_view root_name) {
+  SchemaConverter converter;
+  converter.add_root(schema, std::string(root_name));
+  return converter.gbnf();
 }
 
-std::string json_schema_to_gbnf(std::string_view schema_json) {
+std::string json_schemas_to_gbnf(std::span<const NamedSchema> schemas) {
+  SchemaConverter converter;
+  for (const NamedSchema& s : schemas) {
+    try {
+      converter.add_root(s.schema, s.rule);
+    } catch (const Error& e) {
+      throw Error(s.label.empty() ? std::string(e.what()) : s.label + ": " + e.what());
+    }
+  }
+  return converter.gbnf();
+}
+
+std::string json_schema_to_gbnf(std::string_view schema_json, std::string_view root_name) {
   Json schema;
   try {
     schema = parse_json(schema_json);
   } catch (const Error& e) {
     throw Error(std::string("JSON schema: ") + e.what());
   }
-  return json_schema_to_gbnf(schema);
+  return json_schema_to_gbnf(schema, root_name);
 }
 
 }  // namespace cortiq::grammar

@@ -27,6 +27,7 @@
 // cannot fill its budget with blanks, digits or one key.
 #pragma once
 
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -41,7 +42,20 @@ namespace cortiq::grammar {
 // keyword that constrains values in a way a grammar cannot express (not,
 // if/then/else, uniqueItems, multipleOf, patternProperties, ...), a
 // reference that does not resolve, or a schema that allows nothing.
-std::string json_schema_to_gbnf(std::string_view schema_json);
-std::string json_schema_to_gbnf(const Json& schema);
+// root_name: the rule the JSON text is (a grammar that embeds it names it
+// otherwise; the other rules' names are the schema's and the primitives').
+std::string json_schema_to_gbnf(std::string_view schema_json, std::string_view root_name = "root");
+std::string json_schema_to_gbnf(const Json& schema, std::string_view root_name = "root");
+
+// Several schemas in one grammar (sharing the common rules), each as the
+// rule it names: give names with an underscore ("tool_args_0"), which the
+// converter's own rule names never have. No root rule is written. An error
+// starts with the schema's label ("tool \"f\": JSON schema at ...").
+struct NamedSchema {
+  std::string rule;
+  const Json& schema;
+  std::string label;
+};
+std::string json_schemas_to_gbnf(std::span<const NamedSchema> schemas);
 
 }  // namespace cortiq::grammar
