@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "base/error.hpp"
+#include "chat/chat_template.hpp"
 #include "chat/tool_calls.hpp"
 #include "cortiq/cortiq.hpp"
 #include "grammar/grammar_matcher.hpp"
@@ -56,6 +57,35 @@ TEST(ToolCalls, SyntaxIsReadOffTheTemplate) {
     EXPECT_EQ(tool_call_syntax_name(detect_tool_call_syntax(source.str())),
               tool_call_syntax_name(syntax))
         << file;
+  }
+}
+
+TEST(ToolCalls, ArgumentsGoToTemplatesThatEncodeThemAsObjects) {
+  // Encodes them itself: wants the object.
+  EXPECT_TRUE(template_wants_object_arguments(
+      ChatTemplate("{% for m in messages %}{% for c in m.tool_calls or [] %}{{ "
+                   "c.function.arguments | tojson }}{% endfor %}{% "
+                   "endfor %}")));
+  // Writes them as they come: keeps the text.
+  EXPECT_FALSE(template_wants_object_arguments(
+      ChatTemplate("{% for m in messages %}{% for c in m.tool_calls or [] %}{{ "
+                   "c.function.arguments }}{% endfor %}{% endfor %}")));
+  // Shows no calls at all.
+  EXPECT_FALSE(template_wants_object_arguments(ChatTemplate(std::string(chatml_template()))));
+  if (test::shared_data_dir().empty()) return;
+  const auto dir = test::shared_data_dir() / "chat-templates";
+  const std::pair<const char*, bool> cases[] = {
+      {"Qwen-Qwen2.5-7B-Instruct.jinja", true},
+      {"meta-llama-Llama-3.1-8B-Instruct.jinja", true},
+      {"mistralai-Mistral-Nemo-Instruct-2407.jinja", true},
+      {"meetkai-functionary-medium-v3.2.jinja", false},
+  };
+  for (const auto& [file, wants] : cases) {
+    std::ifstream in(dir / file);
+    ASSERT_TRUE(in) << file;
+    std::stringstream source;
+    source << in.rdbuf();
+    EXPECT_EQ(template_wants_object_arguments(ChatTemplate(source.str())), wants) << file;
   }
 }
 

@@ -7,6 +7,7 @@
 #include "base/json_parser.hpp"
 #include "base/json_writer.hpp"
 #include "base/strings.hpp"
+#include "chat/chat_template.hpp"
 #include "grammar/json_schema.hpp"
 
 namespace cortiq {
@@ -554,6 +555,31 @@ ToolCallSyntax detect_tool_call_syntax(std::string_view t) {
   if (has("<function=")) return ToolCallSyntax::functionary_v3_1;
   if (has("<|start_header_id|>") && has("\"parameters\"")) return ToolCallSyntax::llama3;
   return ToolCallSyntax::none;
+}
+
+bool template_wants_object_arguments(const ChatTemplate& chat_template) {
+  const auto render = [&chat_template](std::string_view arguments) -> std::optional<std::string> {
+    ChatInputs inputs;
+    inputs.messages = messages_from_json(strfmt(
+        R"([{"role": "user", "content": "Go."},
+            {"role": "assistant", "content": "", "tool_calls": [{"id": "probe1234", "type": "function",
+             "function": {"name": "probe_tool", "arguments": %.*s}}]},
+            {"role": "tool", "tool_call_id": "probe1234", "name": "probe_tool", "content": "done"}])",
+        static_cast<int>(arguments.size()), arguments.data()));
+    inputs.tools = messages_from_json(
+        R"([{"type": "function", "function": {"name": "probe_tool", "parameters": {"type": "object"}}}])");
+    inputs.now = 0;
+    try {
+      return chat_template.render(inputs);
+    } catch (const Error&) {
+      return std::nullopt;
+    }
+  };
+  // Given the text, a template that encodes it writes its quotes escaped.
+  const auto as_text = render(R"("{\"probe_key\": 1}")");
+  const auto as_object = render(R"({"probe_key": 1})");
+  return as_object && as_object->find("probe_key") != std::string::npos &&
+         (!as_text || as_text->find(R"(\"probe_key\")") != std::string::npos);
 }
 
 ParsedReply parse_tool_calls(ToolCallSyntax syntax, std::string_view reply) {

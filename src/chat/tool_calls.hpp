@@ -62,6 +62,15 @@ struct ParsedReply {
 // JSON object) leaves the whole reply as text: never a made-up call.
 ParsedReply parse_tool_calls(ToolCallSyntax syntax, std::string_view reply);
 
+class ChatTemplate;
+
+// Whether the template writes an assistant message's tool-call arguments
+// as JSON itself (`arguments | tojson`, as Qwen's and Hermes' do): then it
+// must be given them as an object, not as the JSON text OpenAI's API
+// sends, or the prompt shows them as one quoted string. Found by rendering
+// a probe conversation both ways.
+bool template_wants_object_arguments(const ChatTemplate& chat_template);
+
 // A function the model may call: its name and the JSON Schema of its
 // arguments ("{}" when the tool gives none).
 struct ToolSpec {

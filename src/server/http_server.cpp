@@ -117,7 +117,16 @@ class HttpServer::Impl {
         options_(std::move(options)),
         chat_template_(template_source(*model_)),
         scheduler_(model_, options_.scheduler, metrics_),
-        api_{*model_, chat_template_, options_.model_name, scheduler_.context()} {
+        api_{*model_,
+             chat_template_,
+             options_.model_name,
+             scheduler_.context(),
+             detect_tool_call_syntax(model_->chat_template()),
+             template_wants_object_arguments(chat_template_)} {
+    if (api_.tool_syntax != ToolCallSyntax::none) {
+      LOG_INFO("tool calls: the chat template writes them in the %s syntax",
+               std::string(tool_call_syntax_name(api_.tool_syntax)).c_str());
+    }
     configure();
     routes();
     http_.set_serving(true);
@@ -470,6 +479,7 @@ class HttpServer::Impl {
         case StreamEvent::Kind::token:
           ++gen.received;
           choice.text += event.text;
+          choice.tokens.push_back(event.token);
           if (event.has_logprob) choice.logprobs.push_back(event.logprob);
           break;
         case StreamEvent::Kind::finished:
@@ -510,6 +520,18 @@ class HttpServer::Impl {
     }
     for (const auto& event : events) {
       const auto c = static_cast<size_t>(event.choice);
+      if (gen.request.tool_syntax != ToolCallSyntax::none &&
+          event.kind != StreamEvent::Kind::failed) {
+        // A reply with tools is sent whole at its end, its calls parsed out.
+        if (event.kind != StreamEvent::Kind::finished || event.end == ChoiceEnd::cancelled)
+          continue;
+        for (const Json& chunk : tool_reply_chunks(gen.request, gen.id, api_, event.choice,
+                                                   gen.choices[c], !gen.started[c])) {
+          if (!write_event(gen, sink, chunk)) return false;
+        }
+        gen.started[c] = true;
+        continue;
+      }
       // A chunk for new text, and one that opens each choice (the role).
       const bool has_text = !event.text.empty() || event.has_logprob;
       const bool opens =

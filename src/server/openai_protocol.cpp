@@ -5,6 +5,7 @@
 #include <limits>
 #include <optional>
 #include <random>
+#include <variant>
 
 #include <nlohmann/json.hpp>
 
@@ -270,7 +271,24 @@ jinja::Value message_content(const RequestJson* content, size_t index) {
   return jinja::Value(std::move(text));
 }
 
-jinja::Value chat_messages(const RequestJson& body) {
+// An assistant message's tool calls for the template: with
+// `object_arguments`, each function's arguments (JSON text in OpenAI's API)
+// as the object they hold.
+jinja::Value template_tool_calls(const RequestJson& tool_calls, bool object_arguments) {
+  if (!object_arguments) return to_template_value(tool_calls);
+  RequestJson calls = tool_calls;
+  for (auto& call : calls) {
+    if (!call.is_object() || !call.contains("function") || !call["function"].is_object()) continue;
+    auto& function = call["function"];
+    if (!function.contains("arguments") || !function["arguments"].is_string()) continue;
+    RequestJson arguments =
+        RequestJson::parse(function["arguments"].get<std::string>(), nullptr, false);
+    if (arguments.is_object()) function["arguments"] = std::move(arguments);
+  }
+  return to_template_value(calls);
+}
+
+jinja::Value chat_messages(const RequestJson& body, bool object_arguments) {
   const auto it = body.find("messages");
   if (it == body.end() || !it->is_array()) {
     throw invalid_request("'messages' must be an array of messages");
@@ -305,18 +323,19 @@ jinja::Value chat_messages(const RequestJson& body) {
     if (const auto id = fields.string("tool_call_id")) {
       message.set(jinja::Value("tool_call_id"), jinja::Value(*id));
     }
-    if (tool_calls) message.set(jinja::Value("tool_calls"), to_template_value(*tool_calls));
+    if (tool_calls) {
+      message.set(jinja::Value("tool_calls"), template_tool_calls(*tool_calls, object_arguments));
+    }
     messages.push_back(jinja::Value(std::move(message)));
   }
   return jinja::Value(std::move(messages));
 }
 
-std::vector<TokenId> chat_prompt(const RequestJson& body, const ApiContext& api) {
+std::vector<TokenId> chat_prompt(const RequestJson& body, const ApiContext& api, bool with_tools) {
   const auto& vocab = api.model.tokenizer().vocab();
   ChatInputs inputs;
-  inputs.messages = chat_messages(body);
-  if (const auto it = body.find("tools"); it != body.end() && !it->is_null()) {
-    if (!it->is_array()) throw invalid_request("'tools' must be an array");
+  inputs.messages = chat_messages(body, api.object_arguments);
+  if (const auto it = body.find("tools"); with_tools && it != body.end() && !it->is_null()) {
     inputs.tools = to_template_value(*it);
   }
   inputs.add_generation_prompt = true;
@@ -420,24 +439,50 @@ SamplingParams sampling_params(const Fields& fields, const ApiContext& api) {
   return p;
 }
 
-// The schema of response_format {"type": "json_schema"} as written in the
-// body: members in the order given (the output writes them so), which the
-// request's std::map objects do not keep. Without the text, the tree's.
-cortiq::Json written_schema(const RequestJson& schema, std::string_view body_text) {
-  if (!body_text.empty()) {
-    try {
-      const cortiq::Json body = parse_json(body_text);
-      const cortiq::Json* node = &body;
-      for (const char* key : {"response_format", "json_schema", "schema"}) {
-        node = node ? node->find(key) : nullptr;
+// The body as sent, read on demand into a tree that keeps members in the
+// order written (a JSON schema's properties are written in that order),
+// which the request's std::map objects do not.
+class OrderedBody {
+ public:
+  explicit OrderedBody(std::string_view text) : text_(text) {}
+
+  // The value at `path` (object keys, array indices) of the body, or
+  // `parsed` (members by name) when the body text is not at hand.
+  cortiq::Json value(const RequestJson& parsed,
+                     std::initializer_list<std::variant<const char*, size_t>> path) {
+    if (const cortiq::Json* node = root()) {
+      for (const auto& step : path) {
+        if (!node) break;
+        if (std::holds_alternative<const char*>(step)) {
+          node = node->find(std::get<const char*>(step));
+        } else {
+          const size_t i = std::get<size_t>(step);
+          node = node->type == cortiq::Json::Type::array && i < node->array.size() ? &node->array[i]
+                                                                                   : nullptr;
+        }
       }
       if (node) return *node;
-    } catch (const Error&) {
-      // Read by nlohmann but not by this reader: the parsed tree's order.
     }
+    return parse_json(parsed.dump());
   }
-  return parse_json(schema.dump());
-}
+
+ private:
+  const cortiq::Json* root() {
+    if (!read_ && !text_.empty()) {
+      read_ = true;
+      try {
+        tree_ = parse_json(text_);
+      } catch (const Error&) {
+        // Read by nlohmann but not by this reader: the parsed tree's order.
+      }
+    }
+    return tree_ ? &*tree_ : nullptr;
+  }
+
+  std::string_view text_;
+  bool read_ = false;
+  std::optional<cortiq::Json> tree_;
+};
 
 std::shared_ptr<const grammar::CompiledGrammar> compiled(const std::string& gbnf,
                                                          const char* field) {
@@ -453,7 +498,7 @@ std::shared_ptr<const grammar::CompiledGrammar> compiled(const std::string& gbnf
 // extension (GBNF, as llama-server takes it); null for free text.
 std::shared_ptr<const grammar::CompiledGrammar> reply_grammar(const Fields& fields,
                                                               const ApiContext& api,
-                                                              std::string_view body_text) {
+                                                              OrderedBody& body) {
   std::string gbnf;
   const char* field = "grammar";
   if (const RequestJson* format = fields.find("response_format")) {
@@ -472,7 +517,8 @@ std::shared_ptr<const grammar::CompiledGrammar> reply_grammar(const Fields& fiel
       const RequestJson* schema = Fields(*spec, "response_format.json_schema").find("schema");
       field = "response_format.json_schema.schema";
       try {
-        gbnf = schema ? grammar::json_schema_to_gbnf(written_schema(*schema, body_text))
+        gbnf = schema ? grammar::json_schema_to_gbnf(
+                            body.value(*schema, {"response_format", "json_schema", "schema"}))
                       : grammar::json_schema_to_gbnf(R"({"type": "object"})");
       } catch (const Error& e) {
         throw invalid_request(strfmt("'%s': %s", field, e.what()), "invalid_json_schema");
@@ -493,6 +539,103 @@ std::shared_ptr<const grammar::CompiledGrammar> reply_grammar(const Fields& fiel
     throw invalid_request(strfmt("'%s' needs a tokenizer; this model has none", field));
   }
   return compiled(gbnf, field);
+}
+
+// tools, tool_choice and parallel_tool_calls of a chat request.
+struct ToolSettings {
+  std::vector<ToolSpec> tools;
+  bool render = false;  // the template sees the tools (tool_choice is not "none")
+  bool parse = false;   // calls are parsed out of the replies
+  std::shared_ptr<const grammar::CompiledGrammar> required;  // "required" or a named function
+};
+
+ToolSettings tool_settings(const Fields& fields, OrderedBody& ordered, const ApiContext& api) {
+  ToolSettings out;
+  const RequestJson* tools = fields.find("tools");
+  if (tools && !tools->is_array()) throw fields.wrong("tools", "an array", *tools);
+  if (tools) {
+    for (size_t i = 0; i < tools->size(); ++i) {
+      const RequestJson& tool = (*tools)[i];
+      const std::string where = strfmt("tools[%zu]", i);
+      if (!tool.is_object()) throw invalid_request(strfmt("'%s' must be an object", where.c_str()));
+      const Fields t(tool, where);
+      if (const auto type = t.string("type"); type && *type != "function") {
+        throw invalid_request(
+            strfmt("%s: only tools of type \"function\" are supported", where.c_str()));
+      }
+      const RequestJson* function = t.find("function");
+      if (!function || !function->is_object()) {
+        throw invalid_request(strfmt("%s needs a 'function' object", where.c_str()));
+      }
+      const Fields f(*function, where + ".function");
+      const auto name = f.string("name");
+      if (!name || name->empty())
+        throw invalid_request(strfmt("%s.function needs a 'name'", where.c_str()));
+      ToolSpec spec{*name, R"({"type": "object"})"};
+      if (const RequestJson* parameters = f.find("parameters")) {
+        if (!parameters->is_object())
+          throw f.wrong("parameters", "a JSON schema object", *parameters);
+        spec.parameters =
+            to_compact_json(ordered.value(*parameters, {"tools", i, "function", "parameters"}));
+      }
+      out.tools.push_back(std::move(spec));
+    }
+  }
+  std::string mode = "auto";
+  std::string named;
+  if (const RequestJson* choice = fields.find("tool_choice")) {
+    if (choice->is_string()) {
+      mode = choice->get<std::string>();
+      if (mode != "none" && mode != "auto" && mode != "required") {
+        throw invalid_request(
+            "'tool_choice' must be \"none\", \"auto\", \"required\" or a function");
+      }
+    } else if (choice->is_object()) {
+      const Fields c(*choice, "tool_choice");
+      const RequestJson* function = c.find("function");
+      const auto name = function && function->is_object()
+                            ? Fields(*function, "tool_choice.function").string("name")
+                            : std::nullopt;
+      if (!name)
+        throw invalid_request(
+            "'tool_choice' names a function as {\"type\": \"function\", \"function\": {\"name\": "
+            "...}}");
+      mode = "named";
+      named = *name;
+    } else {
+      throw fields.wrong("tool_choice", "a string or an object", *choice);
+    }
+  }
+  const bool parallel = fields.boolean("parallel_tool_calls").value_or(true);
+  if (out.tools.empty()) {
+    if (mode == "required" || mode == "named")
+      throw invalid_request("'tool_choice' asks for a tool call but no 'tools' are given");
+    return out;
+  }
+  out.render = mode != "none";
+  out.parse = out.render && api.tool_syntax != ToolCallSyntax::none;
+  if (mode == "required" || mode == "named") {
+    std::vector<ToolSpec> callable = out.tools;
+    if (mode == "named") {
+      std::erase_if(callable, [&named](const ToolSpec& t) { return t.name != named; });
+      if (callable.empty())
+        throw invalid_request("'tool_choice' names \"" + named +
+                              "\", which is not among the 'tools'");
+    }
+    if (api.tool_syntax == ToolCallSyntax::none) {
+      throw invalid_request(
+          "'tool_choice' asks for a tool call, but this model's chat template shows no tool-call "
+          "syntax");
+    }
+    std::string gbnf;
+    try {
+      gbnf = tool_calls_gbnf(api.tool_syntax, callable, parallel);
+    } catch (const Error& e) {
+      throw invalid_request(strfmt("'tools': %s", e.what()), "invalid_json_schema");
+    }
+    out.required = compiled(gbnf, "tools");
+  }
+  return out;
 }
 
 void check_unsupported(const Fields& fields, Endpoint endpoint) {
@@ -562,11 +705,23 @@ GenerationRequest parse_generation_request(Endpoint endpoint, const RequestJson&
     throw invalid_request("'stop' needs a tokenizer; this model has none");
   }
   const SamplingParams sampling = sampling_params(fields, api);
-  const auto grammar = reply_grammar(fields, api, body_text);
+  OrderedBody ordered(body_text);
+  auto grammar = reply_grammar(fields, api, ordered);
   std::vector<std::vector<TokenId>> prompts;
   if (endpoint == Endpoint::chat) {
-    prompts.push_back(chat_prompt(body, api));
+    const ToolSettings tools = tool_settings(fields, ordered, api);
+    if (tools.required) {
+      if (grammar)
+        throw invalid_request(
+            "a required tool call and 'response_format' or 'grammar' exclude each other");
+      grammar = tools.required;
+    }
+    if (tools.parse) request.tool_syntax = api.tool_syntax;
+    prompts.push_back(chat_prompt(body, api, tools.render));
   } else {
+    if (fields.find("tools") || fields.find("tool_choice")) {
+      throw invalid_request("'tools' are for chat completions (POST /v1/chat/completions)");
+    }
     prompts = completion_prompts(body, api);
   }
   if (prompts.size() * static_cast<size_t>(request.n) > static_cast<size_t>(kMaxChoices)) {
@@ -792,6 +947,83 @@ std::string_view finish_reason(ChoiceEnd end) {
   return "stop";
 }
 
+namespace {
+
+// A fresh id for a tool call: "call_" and 24 letters and digits, or 9 for
+// Mistral's templates, which insist on exactly 9.
+std::string tool_call_id(ToolCallSyntax syntax) {
+  static thread_local std::mt19937_64 rng{std::random_device{}()};
+  constexpr std::string_view kChars =
+      "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+  const bool mistral = syntax == ToolCallSyntax::mistral || syntax == ToolCallSyntax::mistral_args;
+  std::string id = mistral ? "" : "call_";
+  for (int i = 0; i < (mistral ? 9 : 24); ++i) id += kChars[rng() % kChars.size()];
+  return id;
+}
+
+// A chat reply with tools: its text and its calls, each with an id.
+ParsedReply tool_reply(const GenerationRequest& request, const ApiContext& api,
+                       const ChoiceResult& c) {
+  // Read from the tokens with the text of special ones kept: some
+  // syntaxes are made of them (<|channel|>, [TOOL_CALLS], ...).
+  ParsedReply parsed =
+      parse_tool_calls(request.tool_syntax, api.model.tokenizer().decode(c.tokens, true));
+  if (parsed.calls.empty()) parsed.content = c.text;  // as generated, stop strings cut
+  for (ToolCall& call : parsed.calls) {
+    // The reply's own id only where it is Mistral's (unique, 9 characters).
+    const bool keep = call.id.size() == 9 && (request.tool_syntax == ToolCallSyntax::mistral ||
+                                              request.tool_syntax == ToolCallSyntax::mistral_args);
+    if (!keep) call.id = tool_call_id(request.tool_syntax);
+  }
+  return parsed;
+}
+
+Json tool_call_json(const ToolCall& call) {
+  return {{"id", call.id},
+          {"type", "function"},
+          {"function", {{"name", call.name}, {"arguments", call.arguments}}}};
+}
+
+std::string_view reply_finish_reason(const ParsedReply& reply, ChoiceEnd end) {
+  return reply.calls.empty() || end == ChoiceEnd::cancelled ? finish_reason(end) : "tool_calls";
+}
+
+Json chunk_with(const GenerationRequest& request, const ResponseId& rid, const ApiContext& api,
+                int32_t choice, Json delta, Json finish) {
+  Json out = envelope(request, rid, api, true);
+  Json c = {{"index", choice}};
+  c["delta"] = std::move(delta);
+  c["logprobs"] = nullptr;
+  c["finish_reason"] = std::move(finish);
+  out["choices"] = Json::array({std::move(c)});
+  return out;
+}
+
+}  // namespace
+
+std::vector<Json> tool_reply_chunks(const GenerationRequest& request, const ResponseId& rid,
+                                    const ApiContext& api, int32_t choice,
+                                    const ChoiceResult& result, bool first) {
+  const ParsedReply reply = tool_reply(request, api, result);
+  std::vector<Json> chunks;
+  if (first || !reply.content.empty()) {
+    Json delta = Json::object();
+    if (first) delta["role"] = "assistant";
+    delta["content"] =
+        reply.content.empty() && !reply.calls.empty() ? Json(nullptr) : Json(reply.content);
+    chunks.push_back(chunk_with(request, rid, api, choice, std::move(delta), nullptr));
+  }
+  for (size_t k = 0; k < reply.calls.size(); ++k) {
+    Json call = tool_call_json(reply.calls[k]);
+    call["index"] = k;
+    Json delta = {{"tool_calls", Json::array({std::move(call)})}};
+    chunks.push_back(chunk_with(request, rid, api, choice, std::move(delta), nullptr));
+  }
+  chunks.push_back(chunk_with(request, rid, api, choice, Json::object(),
+                              reply_finish_reason(reply, result.end)));
+  return chunks;
+}
+
 Json generation_response(const GenerationRequest& request, const ResponseId& rid,
                          const ApiContext& api, const std::vector<ChoiceResult>& choices) {
   Json out = envelope(request, rid, api, false);
@@ -799,13 +1031,26 @@ Json generation_response(const GenerationRequest& request, const ResponseId& rid
   for (size_t i = 0; i < choices.size(); ++i) {
     const auto& c = choices[i];
     Json choice = {{"index", i}};
-    if (request.endpoint == Endpoint::chat) {
+    std::string_view finish = finish_reason(c.end);
+    if (request.endpoint == Endpoint::chat && request.tool_syntax != ToolCallSyntax::none) {
+      const ParsedReply reply = tool_reply(request, api, c);
+      Json message = {{"role", "assistant"}};
+      message["content"] =
+          reply.content.empty() && !reply.calls.empty() ? Json(nullptr) : Json(reply.content);
+      if (!reply.calls.empty()) {
+        Json calls = Json::array();
+        for (const ToolCall& call : reply.calls) calls.push_back(tool_call_json(call));
+        message["tool_calls"] = std::move(calls);
+      }
+      choice["message"] = std::move(message);
+      finish = reply_finish_reason(reply, c.end);
+    } else if (request.endpoint == Endpoint::chat) {
       choice["message"] = {{"role", "assistant"}, {"content", c.text}};
     } else {
       choice["text"] = c.text;
     }
     choice["logprobs"] = logprobs_json(request, api, c.logprobs);
-    choice["finish_reason"] = finish_reason(c.end);
+    choice["finish_reason"] = finish;
     list.push_back(std::move(choice));
   }
   out["choices"] = std::move(list);

@@ -16,6 +16,7 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "chat/tool_calls.hpp"
 #include "server/jobs.hpp"
 #include "server/request_stream.hpp"
 
@@ -38,6 +39,11 @@ struct ApiContext {
   const ChatTemplate& chat_template;
   std::string model_name;
   int64_t context = 0;  // positions per sequence
+  // How the chat template's model writes tool calls (none: it shows none).
+  ToolCallSyntax tool_syntax = ToolCallSyntax::none;
+  // The template takes tool-call arguments as objects
+  // (template_wants_object_arguments): they are given so.
+  bool object_arguments = false;
 };
 
 enum class Endpoint { chat, completion };
@@ -49,6 +55,9 @@ struct GenerationRequest {
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
   int32_t top_logprobs = -1;   // < 0: no logprobs
+  // Chat with tools (tool_choice not "none"): the calls in each reply are
+  // parsed out of it in this syntax; none: replies are text.
+  ToolCallSyntax tool_syntax = ToolCallSyntax::none;
 };
 
 struct EmbeddingRequest {
@@ -80,6 +89,7 @@ std::vector<TokenId> parse_detokenize_request(const RequestJson& body, const Api
 // One finished choice, collected from the scheduler's events.
 struct ChoiceResult {
   std::string text;
+  std::vector<TokenId> tokens;  // as generated (tool calls are read from them)
   ChoiceEnd end = ChoiceEnd::stop;
   std::vector<TokenLogprob> logprobs;
   ChoiceStats stats;
@@ -102,6 +112,12 @@ Json text_chunk(const GenerationRequest& request, const ResponseId& rid, const A
 // The chunk that ends a choice (finish_reason, empty delta).
 Json final_chunk(const GenerationRequest& request, const ResponseId& rid, const ApiContext& api,
                  int32_t choice, ChoiceEnd end);
+// A reply with tools (GenerationRequest::tool_syntax) streams whole at its
+// end: its text, if any, then one chunk per tool call, then the final chunk
+// (finish_reason "tool_calls" when it made calls).
+std::vector<Json> tool_reply_chunks(const GenerationRequest& request, const ResponseId& rid,
+                                    const ApiContext& api, int32_t choice,
+                                    const ChoiceResult& result, bool first);
 // stream_options.include_usage: the last chunk, with usage and no choices.
 Json usage_chunk(const GenerationRequest& request, const ResponseId& rid, const ApiContext& api,
                  const std::vector<ChoiceResult>& choices);
