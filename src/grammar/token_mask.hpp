@@ -11,6 +11,7 @@
 #include "base/byte_trie.hpp"
 #include "cortiq/types.hpp"
 #include "grammar/grammar_matcher.hpp"
+#include "grammar/state_cache.hpp"
 
 namespace cortiq::grammar {
 
@@ -27,6 +28,10 @@ class TokenMask {
   // (a SentencePiece output's first token shows without its space).
   void compute(const CompiledGrammar& grammar, const MatchState& state,
                std::vector<uint8_t>& allowed, bool drop_leading_space = false) const;
+  // The same from a state of `cache`, whose moves it reads and adds to:
+  // what a generation uses, step after step.
+  void compute(StateCache& cache, uint32_t state, std::vector<uint8_t>& allowed,
+               bool drop_leading_space = false) const;
   size_t n_vocab() const { return n_vocab_; }
 
  private:

@@ -28,29 +28,49 @@ GrammarConstraint::GrammarConstraint(const Model& model,
                                      std::shared_ptr<const grammar::CompiledGrammar> grammar,
                                      const SamplingParams& params)
     : model_(model),
-      matcher_(std::move(grammar)),
+      grammar_(std::move(grammar)),
+      states_(*grammar_),
+      state_(states_.intern(grammar_->initial())),
       banned_(banned_tokens(params, static_cast<size_t>(model.n_vocab()))) {
   if (model.tokenizer().vocab().kind == TokenizerKind::none) {
     throw Error("a grammar needs a tokenizer; this model has none (no_vocab)");
   }
 }
 
+const std::vector<uint64_t>& GrammarConstraint::allowed_bits(bool drop_space) {
+  if (states_.full() || masks_.size() >= kMaxMasks) {
+    // Start over from where the output stands.
+    const grammar::MatchState current = states_.state(state_);
+    states_.clear();
+    masks_.clear();
+    state_ = states_.intern(current);
+  }
+  const uint64_t key = uint64_t{state_} * 2 + (drop_space ? 1 : 0);
+  if (const auto it = masks_.find(key); it != masks_.end()) return it->second;
+  model_.grammar_mask().compute(states_, state_, allowed_, drop_space);
+  std::vector<uint64_t> bits((allowed_.size() + 63) / 64, 0);
+  for (size_t id = 0; id < allowed_.size(); ++id) {
+    if (allowed_[id]) bits[id / 64] |= uint64_t{1} << (id % 64);
+  }
+  return masks_.emplace(key, std::move(bits)).first->second;
+}
+
 std::span<const float> GrammarConstraint::mask(std::span<const float> logits) {
   // The output shows its first token without the space a SentencePiece
   // piece starts with (StreamDecoder): the grammar sees what it shows.
   const bool drop_space = accepted_ == 0 && model_.tokenizer().vocab().add_space_prefix;
-  model_.grammar_mask().compute(matcher_.grammar(), matcher_.state(), allowed_, drop_space);
+  const std::vector<uint64_t>& bits = allowed_bits(drop_space);
   masked_.assign(logits.begin(), logits.end());
   bool any = false;
   for (size_t id = 0; id < masked_.size(); ++id) {
-    if (!allowed_[id]) {
+    if (!((bits[id / 64] >> (id % 64)) & 1)) {
       masked_[id] = -std::numeric_limits<float>::infinity();
     } else if (!banned_[id]) {
       any = true;
     }
   }
   if (any) return masked_;
-  if (matcher_.can_end()) return {};
+  if (states_.can_end(state_)) return {};
   throw Error(
       strfmt("no token continues the output under the grammar (after %zu generated "
              "tokens; the vocabulary has none, or the sampling options ban those it has)",
@@ -61,8 +81,12 @@ void GrammarConstraint::accept(TokenId id) {
   const bool first = accepted_ == 0;
   ++accepted_;
   if (model_.tokenizer().vocab().is_end_of_generation(id)) return;
-  if (!matcher_.accept(model_.tokenizer().output_piece(id, first))) {
-    throw Error(strfmt("internal: the grammar refused token %d, which its mask allowed", id));
+  for (const char c : model_.tokenizer().output_piece(id, first)) {
+    const int32_t next = states_.next(state_, static_cast<uint8_t>(c));
+    if (next == grammar::StateCache::kDead) {
+      throw Error(strfmt("internal: the grammar refused token %d, which its mask allowed", id));
+    }
+    state_ = static_cast<uint32_t>(next);
   }
 }
 

@@ -1,16 +1,22 @@
 // Sampling under a grammar: one output's walk through it, and each step's
 // logits with the tokens it does not allow masked out. Session::generate
 // and the server's scheduler both sample through it.
+//
+// Cost: the matcher's states are numbered as they are met, with the state
+// each byte leads to (grammar/state_cache.hpp), so walking the vocabulary's
+// trie is a table lookup per node; and the mask of a state met before (the
+// inside of a JSON string, after every token of it) is reused whole.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <span>
+#include <unordered_map>
 #include <vector>
 
 #include "cortiq/cortiq.hpp"
-#include "grammar/grammar_matcher.hpp"
+#include "grammar/state_cache.hpp"
 
 namespace cortiq {
 
@@ -31,8 +37,16 @@ class GrammarConstraint {
   size_t accepted() const { return accepted_; }
 
  private:
+  // The tokens allowed from the current state, one bit each.
+  const std::vector<uint64_t>& allowed_bits(bool drop_space);
+
+  static constexpr size_t kMaxMasks = 64;  // masks kept (16 KB each at 128k tokens)
+
   const Model& model_;
-  grammar::GrammarMatcher matcher_;
+  std::shared_ptr<const grammar::CompiledGrammar> grammar_;
+  grammar::StateCache states_;
+  uint32_t state_;                                             // where the output stands
+  std::unordered_map<uint64_t, std::vector<uint64_t>> masks_;  // by state and drop_space
   std::vector<uint8_t> banned_;
   std::vector<uint8_t> allowed_;
   std::vector<float> masked_;
