@@ -3,13 +3,15 @@
 # present) and builds everything into ./build, the test programs (the suite
 # and the C API's) with AddressSanitizer and UndefinedBehaviorSanitizer into
 # ./build-asan, and the libFuzzer targets (clang) into ./build-fuzz; then the
-# npm packages of the server tests into tests/server/node_modules.
+# npm packages of the server tests into tests/server/node_modules (the
+# openai client, ajv, and playwright-core, which drives Debian's chromium
+# for the chat page's test).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 packages=(g++ cmake ninja-build git pkg-config libgtest-dev libbenchmark-dev libpcre2-dev libutf8proc-dev
   clang libclang-rt-14-dev clang-format g++-aarch64-linux-gnu libcpp-httplib-dev nlohmann-json3-dev
-  python3 python3-numpy python3-pip)
+  python3 python3-numpy python3-pip chromium)
 # The server tests (tests/server) run on node; any node >= 18 already
 # installed will do, else Debian's.
 command -v node >/dev/null && command -v npm >/dev/null || packages+=(nodejs npm)
@@ -37,7 +39,7 @@ cmake --build build-asan --target cortiq_tests test_c_api
 cmake -S . -B build-fuzz -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCORTIQ_FUZZ=ON -DCORTIQ_BUILD_TESTS=OFF -DCORTIQ_BUILD_BENCH=OFF
 cmake --build build-fuzz --target gguf_fuzzer
-# The server tests' npm packages (the openai client), exactly as locked.
+# The server tests' npm packages (openai, ajv, playwright-core), exactly as locked.
 if command -v node >/dev/null && command -v npm >/dev/null; then
   npm ci --prefix tests/server --no-audit --no-fund
 fi

@@ -16,6 +16,7 @@
 #include "cortiq/cortiq.hpp"
 #include "model/hparams.hpp"
 #include "server/api_error.hpp"
+#include "server/chat_page.hpp"
 #include "server/http_front.hpp"
 #include "server/metrics.hpp"
 #include "server/openai_protocol.hpp"
@@ -243,7 +244,8 @@ class HttpServer::Impl {
   }
 
   bool authorize(const httplib::Request& req, httplib::Response& res) const {
-    if (options_.api_key.empty() || req.path == "/health") return true;
+    // The page holds nothing secret; it asks for the key itself.
+    if (options_.api_key.empty() || req.path == "/health" || req.path == "/") return true;
     if (same_secret(req.get_header_value("Authorization"), "Bearer " + options_.api_key)) {
       return true;
     }
@@ -323,6 +325,7 @@ class HttpServer::Impl {
     get("/v1/models", &Impl::models);
     get("/models", &Impl::models);
     get("/health", &Impl::health);
+    get("/", &Impl::page);
     get("/metrics", &Impl::metrics);
     // Every other request with a body is answered without reading it (an
     // unknown route must not make the server buffer an unbounded upload).
@@ -343,6 +346,16 @@ class HttpServer::Impl {
   // --- endpoints ----------------------------------------------------------
 
   void health(httplib::Response& res) { send_json(res, 200, {{"status", "ok"}}); }
+
+  // The chat page: it talks to this server's API only (its script and
+  // style are inline, nothing else is loaded).
+  void page(httplib::Response& res) {
+    res.set_header("Content-Security-Policy",
+                   "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
+                   "connect-src 'self'; img-src 'self' data:; base-uri 'none'; form-action 'none'");
+    res.set_header("X-Content-Type-Options", "nosniff");
+    res.set_content(std::string(chat_page()), "text/html; charset=utf-8");
+  }
 
   void metrics(httplib::Response& res) {
     res.set_content(metrics_.prometheus_text(), "text/plain; version=0.0.4");
