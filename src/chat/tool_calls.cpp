@@ -8,6 +8,7 @@
 #include "base/json_writer.hpp"
 #include "base/strings.hpp"
 #include "chat/chat_template.hpp"
+#include "grammar/gbnf_text.hpp"
 #include "grammar/json_schema.hpp"
 
 namespace cortiq {
@@ -418,19 +419,6 @@ ParsedReply parse_command_r7b(std::string_view reply) {
 
 // --- grammars --------------------------------------------------------------
 
-std::string literal(std::string_view text) {
-  std::string out = "\"";
-  for (const char c : text) {
-    if (c == '"' || c == '\\') out += '\\';
-    if (c == '\n') {
-      out += "\\n";
-      continue;
-    }
-    out += c;
-  }
-  return out + "\"";
-}
-
 Json string_json(std::string_view s) {
   Json v;
   v.type = Json::Type::string;
@@ -650,28 +638,30 @@ std::string tool_calls_gbnf(ToolCallSyntax syntax, std::span<const ToolSpec> too
     const std::string& name = tools[i].name;
     switch (syntax) {
       case ToolCallSyntax::hermes:
-        alternatives.push_back(literal("<tool_call>\n") + " " + rule + " " +
-                               literal("\n</tool_call>"));
+        alternatives.push_back(grammar::gbnf_literal("<tool_call>\n") + " " + rule + " " +
+                               grammar::gbnf_literal("\n</tool_call>"));
         break;
       case ToolCallSyntax::mistral_args:
-        alternatives.push_back(literal("[TOOL_CALLS]" + name + "[ARGS]") + " " + rule);
+        alternatives.push_back(grammar::gbnf_literal("[TOOL_CALLS]" + name + "[ARGS]") + " " +
+                               rule);
         break;
       case ToolCallSyntax::gpt_oss:
-        alternatives.push_back(literal("<|channel|>commentary to=functions." + name +
-                                       " <|constrain|>json<|message|>") +
-                               " " + rule + " " + literal("<|call|>"));
+        alternatives.push_back(grammar::gbnf_literal("<|channel|>commentary to=functions." + name +
+                                                     " <|constrain|>json<|message|>") +
+                               " " + rule + " " + grammar::gbnf_literal("<|call|>"));
         break;
       case ToolCallSyntax::deepseek:
-        alternatives.push_back(
-            literal("<｜tool▁call▁begin｜>function<｜tool▁sep｜>" + name + "\n```json\n") + " " +
-            rule + " " + literal("\n```<｜tool▁call▁end｜>"));
+        alternatives.push_back(grammar::gbnf_literal("<｜tool▁call▁begin｜>function<｜tool▁sep｜>" +
+                                                     name + "\n```json\n") +
+                               " " + rule + " " +
+                               grammar::gbnf_literal("\n```<｜tool▁call▁end｜>"));
         break;
       case ToolCallSyntax::functionary_v3_1:
-        alternatives.push_back(literal("<function=" + name + ">") + " " + rule + " " +
-                               literal("</function>"));
+        alternatives.push_back(grammar::gbnf_literal("<function=" + name + ">") + " " + rule + " " +
+                               grammar::gbnf_literal("</function>"));
         break;
       case ToolCallSyntax::functionary_v3_2:
-        alternatives.push_back(literal(name + "\n") + " " + rule);
+        alternatives.push_back(grammar::gbnf_literal(name + "\n") + " " + rule);
         break;
       default:  // JSON objects
         alternatives.push_back(rule);

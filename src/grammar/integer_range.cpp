@@ -4,6 +4,8 @@
 #include <stdexcept>
 #include <vector>
 
+#include "grammar/gbnf_text.hpp"
+
 namespace cortiq::grammar {
 
 namespace {
@@ -25,16 +27,6 @@ std::string any_digits(size_t n) {
   return "[0-9]{" + std::to_string(n) + "}";
 }
 
-std::string join(const std::vector<std::string>& parts, const char* separator) {
-  std::string out;
-  for (const std::string& part : parts) {
-    if (part.empty()) continue;
-    if (!out.empty()) out += separator;
-    out += part;
-  }
-  return out;
-}
-
 std::string quoted(std::string_view digits) {
   std::string out = "\"";
   out.append(digits).append("\"");
@@ -43,7 +35,7 @@ std::string quoted(std::string_view digits) {
 
 std::string parenthesized(const std::vector<std::string>& alternatives) {
   std::string out = "(";
-  out.append(join(alternatives, " | ")).append(")");
+  out.append(join_nonempty(alternatives, " | ")).append(")");
   return out;
 }
 
@@ -56,8 +48,8 @@ std::vector<std::string> same_length_range(std::string_view lo, std::string_view
   if (lo[0] == hi[0]) {
     std::vector<std::string> rest = same_length_range(lo.substr(1), hi.substr(1));
     const std::string head = std::string("\"") + lo[0] + "\"";
-    if (rest.size() == 1) return {join({head, rest[0]}, " ")};
-    return {head + " (" + join(rest, " | ") + ")"};
+    if (rest.size() == 1) return {join_nonempty({head, rest[0]}, " ")};
+    return {head + " (" + join_nonempty(rest, " | ") + ")"};
   }
   const std::string_view lo_rest = lo.substr(1);
   const std::string_view hi_rest = hi.substr(1);
@@ -70,12 +62,12 @@ std::vector<std::string> same_length_range(std::string_view lo, std::string_view
   auto branch = [&](char digit, std::string_view from, std::string_view to) {
     std::vector<std::string> rest = same_length_range(from, to);
     const std::string tail = rest.size() == 1 ? rest[0] : parenthesized(rest);
-    alternatives.push_back(join({digit_class(digit, digit), tail}, " "));
+    alternatives.push_back(join_nonempty({digit_class(digit, digit), tail}, " "));
   };
   if (!lo_whole) branch(lo[0], lo_rest, std::string(lo_rest.size(), '9'));
   if (middle_first <= middle_last) {
     alternatives.push_back(
-        join({digit_class(middle_first, middle_last), any_digits(lo_rest.size())}, " "));
+        join_nonempty({digit_class(middle_first, middle_last), any_digits(lo_rest.size())}, " "));
   }
   if (!hi_whole) branch(hi[0], std::string(hi_rest.size(), '0'), hi_rest);
   return alternatives;
@@ -114,7 +106,7 @@ std::string integer_range_gbnf(std::optional<int64_t> lo_bound, std::optional<in
   if (lo < 0) {
     // -hi' .. -lo': the magnitudes, behind a minus sign ("-0" is not written).
     const std::vector<std::string> magnitudes = non_negative_range(std::max<int64_t>(1, -hi), -lo);
-    alternatives.push_back("\"-\" (" + join(magnitudes, " | ") + ")");
+    alternatives.push_back("\"-\" (" + join_nonempty(magnitudes, " | ") + ")");
   }
   if (hi >= 0) {
     for (std::string& a : non_negative_range(std::max<int64_t>(0, lo), hi)) {

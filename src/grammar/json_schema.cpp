@@ -14,6 +14,7 @@
 #include "base/json_parser.hpp"
 #include "base/json_writer.hpp"
 #include "base/strings.hpp"
+#include "grammar/gbnf_text.hpp"
 #include "grammar/integer_range.hpp"
 #include "grammar/regex_gbnf.hpp"
 
@@ -132,37 +133,6 @@ std::string json_text(const Json& v) {
   return to_compact_json(v);
 }
 
-// A GBNF literal of UTF-8 text.
-std::string gbnf_literal(std::string_view text) {
-  std::string out = "\"";
-  for (const char c : text) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          out += strfmt("\\x%02X", static_cast<unsigned>(c));
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out + "\"";
-}
-
 // A rule name from free text: letters, digits and dashes.
 std::string rule_name(std::string_view hint) {
   std::string name;
@@ -206,15 +176,6 @@ std::vector<uint32_t> code_points(std::string_view text) {
     i += length;
   }
   return out;
-}
-
-std::string class_char(uint32_t cp) {
-  if ((cp >= 'a' && cp <= 'z') || (cp >= 'A' && cp <= 'Z') || (cp >= '0' && cp <= '9')) {
-    return std::string(1, static_cast<char>(cp));
-  }
-  if (cp <= 0xFF) return strfmt("\\x%02X", cp);
-  if (cp <= 0xFFFF) return strfmt("\\u%04X", cp);
-  return strfmt("\\U%08X", cp);
 }
 
 std::string repeat_count(int64_t lo, std::optional<int64_t> hi) {
@@ -338,14 +299,14 @@ class SchemaConverter {
       }
       std::vector<std::string> alternatives;
       for (const Json& v : values->array) alternatives.push_back(gbnf_literal(json_text(v)));
-      return add_rule(hint, join(alternatives, " | "));
+      return add_rule(hint, join_nonempty(alternatives, " | "));
     }
     const std::vector<std::string> types = types_of(s, at);
     if (types.size() == 1) return visit_typed(s, types[0], at, hint);
     std::vector<std::string> alternatives;
     for (const std::string& type : types)
       alternatives.push_back(visit_typed(s, type, at, hint + "-" + type));
-    return add_rule(hint, join(alternatives, " | "));
+    return add_rule(hint, join_nonempty(alternatives, " | "));
   }
 
   void refuse_unsupported(const Json& s, const std::string& at) const {
@@ -443,7 +404,7 @@ class SchemaConverter {
       both.object.push_back({"allOf", std::move(list)});
       alternatives.push_back(visit(both, option_at, hint + "-" + std::to_string(i)));
     }
-    return add_rule(hint, join(alternatives, " | "));
+    return add_rule(hint, join_nonempty(alternatives, " | "));
   }
 
   // --- references and allOf ---------------------------------------------
@@ -732,7 +693,7 @@ class SchemaConverter {
     }
     std::vector<std::optional<std::string>> memo(2 * members.size() + 2);
     const std::string inner = member_rules(members, 0, false, hint, memo);
-    return add_rule(hint, join({"\"{\"", ws, inner, "\"}\""}, " "));
+    return add_rule(hint, join_nonempty({"\"{\"", ws, inner, "\"}\""}, " "));
   }
 
   std::string key_literal(const std::string& name) const {
@@ -762,7 +723,7 @@ class SchemaConverter {
         if (m.min == 0) body = "( " + body + " )?";
       }
     } else {
-      const std::string with = join(
+      const std::string with = join_nonempty(
           {written ? comma : "", m.kv, ws, member_rules(members, i + 1, true, hint, memo)}, " ");
       if (m.kind == Member::Kind::required) {
         body = with;
@@ -800,16 +761,16 @@ class SchemaConverter {
       if (!node.terminal) alternatives.push_back(quote);
       if (depth < kMaxOtherKeyLength) {
         std::string others = "[^\"\\\\\\x00-\\x1F";
-        for (const auto& [cp, child] : node.children) others += class_char(cp);
+        for (const auto& [cp, child] : node.children) others += gbnf_char(cp);
         alternatives.push_back(others + "] " + key_char +
                                repeat_count(0, kMaxOtherKeyLength - depth - 1) + " " + quote);
       }
       for (const auto& [cp, child] : node.children) {
         if (cp < 0x20 || cp == '"' || cp == '\\') continue;
         alternatives.push_back(
-            strfmt("[%s] %s", class_char(cp).c_str(), rule(child, depth + 1).c_str()));
+            strfmt("[%s] %s", gbnf_char(cp).c_str(), rule(child, depth + 1).c_str()));
       }
-      return add_rule(hint + "-other-key", join(alternatives, " | "));
+      return add_rule(hint + "-other-key", join_nonempty(alternatives, " | "));
     };
     return quote + " " + rule(root, 0);
   }
@@ -864,10 +825,10 @@ class SchemaConverter {
           max_items ? std::optional<int64_t>(*max_items - n_prefix) : std::nullopt;
       if (n_prefix == 0) {
         const std::optional<int64_t> more = hi ? std::optional<int64_t>(*hi - 1) : std::nullopt;
-        cont = join({item, ws,
-                     "( " + comma + " " + item + " " + ws + " )" +
-                         repeat_count(std::max<int64_t>(0, lo - 1), more)},
-                    " ");
+        cont = join_nonempty({item, ws,
+                              "( " + comma + " " + item + " " + ws + " )" +
+                                  repeat_count(std::max<int64_t>(0, lo - 1), more)},
+                             " ");
         if (more && *more == 0) cont = item + " " + ws;
         if (lo == 0) cont = "( " + cont + " )?";
       } else {
@@ -875,10 +836,10 @@ class SchemaConverter {
       }
     }
     for (int64_t i = written_prefix - 1; i >= 0; --i) {
-      cont = join({i > 0 ? comma : "", prefix[static_cast<size_t>(i)], ws, cont}, " ");
+      cont = join_nonempty({i > 0 ? comma : "", prefix[static_cast<size_t>(i)], ws, cont}, " ");
       if (i >= min_items) cont = "( " + cont + " )?";
     }
-    return add_rule(hint, join({"\"[\"", ws, cont, "\"]\""}, " "));
+    return add_rule(hint, join_nonempty({"\"[\"", ws, cont, "\"]\""}, " "));
   }
 
   std::optional<int64_t> count_keyword(const Json& s, const char* key,
@@ -930,13 +891,14 @@ class SchemaConverter {
       } catch (const Error& e) {
         fail(at + "/pattern", e.what());
       }
-      return add_rule(hint, join({quote, body, quote}, " "));
+      return add_rule(hint, join_nonempty({quote, body, quote}, " "));
     }
     if (lengths) {
       const int64_t lo = min_length.value_or(0);
       if (max_length && *max_length < lo) fail(at, "maxLength is below minLength");
-      return add_rule(hint,
-                      join({quote, primitive("char") + repeat_count(lo, max_length), quote}, " "));
+      return add_rule(
+          hint,
+          join_nonempty({quote, primitive("char") + repeat_count(lo, max_length), quote}, " "));
     }
     return primitive("string");
   }
@@ -1029,17 +991,7 @@ class SchemaConverter {
            "minimum and maximum leave no number this grammar writes (it keeps each n.ddd "
            "it allows, from n to n + 1, inside the bounds)");
     }
-    return add_rule(hint, join(alternatives, " | "));
-  }
-
-  static std::string join(const std::vector<std::string>& parts, const char* separator) {
-    std::string out;
-    for (const std::string& part : parts) {
-      if (part.empty()) continue;
-      if (!out.empty()) out += separator;
-      out += part;
-    }
-    return out;
+    return add_rule(hint, join_nonempty(alternatives, " | "));
   }
 
   const Json* root_ = nullptr;                              // of the schema being added

@@ -6,6 +6,7 @@
 
 #include "base/error.hpp"
 #include "base/strings.hpp"
+#include "grammar/gbnf_text.hpp"
 #include "grammar/grammar.hpp"
 
 namespace cortiq::grammar {
@@ -47,16 +48,6 @@ const Ranges& space_ranges() {
                                            {0x3000, 0x3000},
                                            {0xFEFF, 0xFEFF}});
   return ranges;
-}
-
-// A character as GBNF writes it inside a class or literal.
-std::string gbnf_char(uint32_t cp) {
-  if ((cp >= 'a' && cp <= 'z') || (cp >= 'A' && cp <= 'Z') || (cp >= '0' && cp <= '9')) {
-    return std::string(1, static_cast<char>(cp));
-  }
-  if (cp <= 0xFF) return strfmt("\\x%02X", cp);
-  if (cp <= 0xFFFF) return strfmt("\\u%04X", cp);
-  return strfmt("\\U%08X", cp);
 }
 
 // The JSON string text of one character that JSON must escape.
