@@ -1,6 +1,7 @@
 #include "chat/tool_calls.hpp"
 
 #include <algorithm>
+#include <exception>
 #include <optional>
 
 #include "base/error.hpp"
@@ -559,7 +560,7 @@ bool template_wants_object_arguments(const ChatTemplate& chat_template) {
     inputs.now = 0;
     try {
       return chat_template.render(inputs);
-    } catch (const Error&) {
+    } catch (const std::exception&) {  // the template refused the probe
       return std::nullopt;
     }
   };
