@@ -44,7 +44,9 @@ SCHEMA='{"type": "array", "minItems": 40, "items": {"type": "object", "propertie
   "active": {"type": "boolean"}}, "required": ["id", "name", "score", "tags", "active"]}}'
 PROMPT="List the records as JSON:"
 log=$(mktemp -d)
-trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$log"' EXIT
+# The servers start in command substitutions (not jobs of this shell):
+# their pids are kept in files.
+trap 'kill $(cat "$log"/*.pid 2>/dev/null) 2>/dev/null || true; rm -rf "$log"' EXIT
 
 # Starts a server on a free port; echoes the port once it answers.
 start() {
@@ -52,6 +54,7 @@ start() {
   port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
   shift
   "$@" --port "$port" >"$log/$name.log" 2>&1 &
+  echo $! >"$log/$name.pid"
   for _ in $(seq 600); do
     curl -sf "http://127.0.0.1:$port/health" >/dev/null 2>&1 && { echo "$port"; return; }
     sleep 0.2

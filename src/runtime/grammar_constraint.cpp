@@ -38,12 +38,14 @@ GrammarConstraint::GrammarConstraint(const Model& model,
 }
 
 const std::vector<uint64_t>& GrammarConstraint::allowed_bits(bool drop_space) {
-  if (states_.full() || masks_.size() >= kMaxMasks) {
-    // Start over from where the output stands.
+  if (states_.full()) {
+    // Start over from where the output stands (the masks are by number).
     const grammar::MatchState current = states_.state(state_);
     states_.clear();
     masks_.clear();
     state_ = states_.intern(current);
+  } else if (masks_.size() >= kMaxMasks) {
+    masks_.clear();  // the automaton stays: a mask is a cheap walk over it
   }
   const uint64_t key = uint64_t{state_} * 2 + (drop_space ? 1 : 0);
   if (const auto it = masks_.find(key); it != masks_.end()) return it->second;

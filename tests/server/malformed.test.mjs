@@ -214,7 +214,8 @@ describe('malformed requests', () => {
 
   it('unknown routes are 404, wrong methods 405', async () => {
     const checks = [
-      ['GET', '/v1/nothing', 404], ['POST', '/v1/nothing', 404], ['GET', '/', 404], ['GET', '/v2/models', 404],
+      ['GET', '/v1/nothing', 404], ['POST', '/v1/nothing', 404], ['GET', '/index.html', 404], ['GET', '/v2/models', 404],
+      ['POST', '/', 405], // GET / is the chat page
       ['GET', '/v1/chat/completions', 405], ['PUT', '/v1/completions', 405], ['DELETE', '/v1/embeddings', 405],
       ['GET', '/tokenize', 405], ['POST', '/health', 405], ['POST', '/v1/models', 405], ['POST', '/metrics', 405],
     ];
