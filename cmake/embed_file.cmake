@@ -6,8 +6,6 @@ file(READ "${INPUT}" hex HEX)
 string(LENGTH "${hex}" length)
 math(EXPR bytes "${length} / 2")
 string(REGEX REPLACE "([0-9a-f][0-9a-f])" "'\\\\x\\1'," chars "${hex}")
-# About 16 bytes per line.
-string(REGEX REPLACE "(('[^']*',){16})" "\\1\n  " chars "${chars}")
 get_filename_component(input_name "${INPUT}" NAME)
 file(WRITE "${OUTPUT}.tmp" "// Generated from ${input_name} by cmake/embed_file.cmake: do not edit.
 #include <string_view>

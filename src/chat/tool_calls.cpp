@@ -29,19 +29,15 @@ std::string_view skip_space(std::string_view s) {
   return first == std::string_view::npos ? std::string_view() : s.substr(first);
 }
 
-bool starts_with(std::string_view s, std::string_view prefix) {
-  return s.substr(0, prefix.size()) == prefix;
-}
-
 bool eat(std::string_view& s, std::string_view prefix) {
   if (!starts_with(s, prefix)) return false;
   s.remove_prefix(prefix.size());
   return true;
 }
 
-// The length of the JSON value at the start of `s` (after no blanks), or
-// npos when it is not a whole one: brackets balanced outside strings, then
-// the JSON reader's verdict.
+// Where the JSON value at the start of `s` (after no blanks) would end:
+// brackets balanced outside strings, or a scalar up to a delimiter; npos
+// when the brackets never close. Whether it is JSON is the reader's to say.
 size_t json_value_length(std::string_view s) {
   if (s.empty()) return std::string_view::npos;
   size_t end = 0;
@@ -74,23 +70,22 @@ size_t json_value_length(std::string_view s) {
   } else {
     end = std::min(s.size(), s.find_first_of(",]}; \t\r\n"));
   }
-  if (end == 0) return std::string_view::npos;
-  try {
-    parse_json(s.substr(0, end));
-  } catch (const Error&) {
-    return std::string_view::npos;
-  }
-  return end;
+  return end == 0 ? std::string_view::npos : end;
 }
 
-// Reads the JSON value at the start of `s` (blanks skipped) and moves past it.
+// Reads the JSON value at the start of `s` (blanks skipped) and moves past
+// it; nullopt, with `s` unmoved past the blanks, when there is none.
 std::optional<Json> take_json(std::string_view& s) {
   s = skip_space(s);
   const size_t n = json_value_length(s);
   if (n == std::string_view::npos) return std::nullopt;
-  Json value = parse_json(s.substr(0, n));
-  s.remove_prefix(n);
-  return value;
+  try {
+    Json value = parse_json(s.substr(0, n));
+    s.remove_prefix(n);
+    return value;
+  } catch (const Error&) {
+    return std::nullopt;
+  }
 }
 
 // Arguments as compact JSON text of an object: an object, or a string
@@ -107,13 +102,18 @@ std::optional<std::string> arguments_text(const Json& args) {
   return std::nullopt;
 }
 
+std::optional<ToolCall> call_from_value(std::string_view name, const Json& args) {
+  const auto text = arguments_text(args);
+  if (!text || name.empty()) return std::nullopt;
+  return ToolCall{std::string(name), *text, ""};
+}
+
+// A call from its name and the text of its arguments, nothing else.
 std::optional<ToolCall> call_from_args(std::string_view name, std::string_view args_text) {
   std::string_view rest = args_text;
   const std::optional<Json> args = take_json(rest);
-  if (!args || !trim(rest).empty() || name.empty()) return std::nullopt;
-  const auto text = arguments_text(*args);
-  if (!text) return std::nullopt;
-  return ToolCall{std::string(name), *text, ""};
+  if (!args || !trim(rest).empty()) return std::nullopt;
+  return call_from_value(name, *args);
 }
 
 // {"<name_key>": "f", "<args_key>": {...}, "<id_key>": "..."}: args_key is
@@ -133,9 +133,9 @@ std::optional<ToolCall> call_from_object(const Json& v, std::string_view name_ke
       break;
     }
   }
-  if (const Json* id = v.find(id_key); id && id->type == Json::Type::string) call.id = id->string;
-  if (const Json* id = v.find(id_key); id && id->type == Json::Type::integer) {
-    call.id = std::to_string(id->integer);
+  if (const Json* id = v.find(id_key)) {
+    if (id->type == Json::Type::string) call.id = id->string;
+    if (id->type == Json::Type::integer) call.id = std::to_string(id->integer);
   }
   return call;
 }
@@ -195,7 +195,7 @@ ParsedReply parse_functionary_v3_1(std::string_view reply) {
     const size_t before = rest.size();
     const auto args = take_json(rest);
     if (!args) return text_only(reply);
-    auto call = call_from_args(name, to_compact_json(*args));
+    auto call = call_from_value(name, *args);
     if (!call) return text_only(reply);
     calls.push_back(std::move(*call));
     pos = name_end + 1 + (before - rest.size());
@@ -252,7 +252,7 @@ ParsedReply parse_mistral(std::string_view reply) {
       rest.remove_prefix(args + 6);
       const auto value = take_json(rest);
       if (!value) return text_only(reply);
-      auto call = call_from_args(trim(name), to_compact_json(*value));
+      auto call = call_from_value(trim(name), *value);
       if (!call) return text_only(reply);
       call->id = id;
       calls.push_back(std::move(*call));
@@ -420,46 +420,22 @@ ParsedReply parse_command_r7b(std::string_view reply) {
 
 // --- grammars --------------------------------------------------------------
 
-Json string_json(std::string_view s) {
-  Json v;
-  v.type = Json::Type::string;
-  v.string = std::string(s);
-  return v;
-}
-
-// {"type": "object", "properties": {name_key: {"const": name}, args_key: <parameters>},
-//  "required": [...], "additionalProperties": false}, with fixed members first.
+// {"type": "object", "properties": {<fixed: consts>, name_key: {"const": name},
+//  args_key: <parameters>}, "required": [all of them], "additionalProperties": false}
 Json call_schema(const Json& parameters, std::string_view name, std::string_view name_key,
                  std::string_view args_key,
                  const std::vector<std::pair<std::string, std::string>>& fixed) {
-  Json properties;
-  properties.type = Json::Type::object;
-  Json required;
-  required.type = Json::Type::array;
-  auto add = [&](std::string_view key, Json schema) {
-    properties.object.push_back({std::string(key), std::move(schema)});
-    required.array.push_back(string_json(key));
+  std::string properties, required;
+  const auto add = [&](std::string_view key, const std::string& schema) {
+    properties += (properties.empty() ? "" : ",") + JsonWriter::quote(key) + ":" + schema;
+    required += (required.empty() ? "" : ",") + JsonWriter::quote(key);
   };
-  for (const auto& [key, value] : fixed) {
-    Json c;
-    c.type = Json::Type::object;
-    c.object.push_back({"const", string_json(value)});
-    add(key, std::move(c));
-  }
-  Json name_schema;
-  name_schema.type = Json::Type::object;
-  name_schema.object.push_back({"const", string_json(name)});
-  add(name_key, std::move(name_schema));
-  add(args_key, parameters);
-  Json call;
-  call.type = Json::Type::object;
-  call.object.push_back({"type", string_json("object")});
-  call.object.push_back({"properties", std::move(properties)});
-  call.object.push_back({"required", std::move(required)});
-  Json closed;
-  closed.type = Json::Type::boolean;
-  call.object.push_back({"additionalProperties", closed});
-  return call;
+  for (const auto& [key, value] : fixed) add(key, "{\"const\":" + JsonWriter::quote(value) + "}");
+  add(name_key, "{\"const\":" + JsonWriter::quote(name) + "}");
+  add(args_key, to_compact_json(parameters));
+  return parse_json(
+      strfmt(R"({"type":"object","properties":{%s},"required":[%s],"additionalProperties":false})",
+             properties.c_str(), required.c_str()));
 }
 
 // "#..." references of a schema embedded at `at` in a larger one, made to

@@ -14,6 +14,7 @@
 #include "base/json_parser.hpp"
 #include "base/json_writer.hpp"
 #include "base/strings.hpp"
+#include "base/utf8.hpp"
 #include "grammar/gbnf_text.hpp"
 #include "grammar/integer_range.hpp"
 #include "grammar/regex_gbnf.hpp"
@@ -82,14 +83,16 @@ constexpr Primitive kPrimitives[] = {
     {"object", R"("{" ws ( member ws ( "," ws member ws )* )? "}")"},
     {"array", R"("[" ws ( value ws ( "," ws value ws )* )? "]")"},
     {"hex", R"([0-9a-fA-F])"},
-    {"date",
-     R"("\"" [0-9]{4} "-" ( ( "01" | "03" | "05" | "07" | "08" | "10" | "12" ) "-" ( "0" [1-9] | [12] [0-9] | "3" [01] ) | ( "04" | "06" | "09" | "11" ) "-" ( "0" [1-9] | [12] [0-9] | "30" ) | "02" "-" ( "0" [1-9] | "1" [0-9] | "2" [0-8] ) ) "\"")"},
+    // A calendar date (no 29 February: the year is not checked).
+    {"date-only",
+     R"([0-9]{4} "-" ( ( "01" | "03" | "05" | "07" | "08" | "10" | "12" ) "-" ( "0" [1-9] | [12] [0-9] | "3" [01] ) | ( "04" | "06" | "09" | "11" ) "-" ( "0" [1-9] | [12] [0-9] | "30" ) | "02" "-" ( "0" [1-9] | "1" [0-9] | "2" [0-8] ) ))"},
+    {"date", R"("\"" date-only "\"")"},
     {"hour", R"([01] [0-9] | "2" [0-3])"},
     {"minute", R"([0-5] [0-9])"},
     {"time-of-day",
      R"(hour ":" minute ":" minute ( "." [0-9]{1,9} )? ( "Z" | [+-] hour ":" minute ))"},
     {"time", R"("\"" time-of-day "\"")"},
-    {"date-time", R"(date-only "T" time-of-day)"},
+    {"date-time", R"("\"" date-only "T" time-of-day "\"")"},
     {"uuid", R"("\"" hex{8} "-" hex{4} "-" hex{4} "-" hex{4} "-" hex{12} "\"")"},
     // A local part of at most 64 characters (RFC 5321) in one or two
     // dot-separated runs, and a domain of two or three labels.
@@ -102,10 +105,6 @@ constexpr Primitive kPrimitives[] = {
     {"octet", R"("25" [0-5] | "2" [0-4] [0-9] | "1" [0-9] [0-9] | [1-9] [0-9] | [0-9])"},
     {"ipv4", R"("\"" octet "." octet "." octet "." octet "\"")"},
 };
-// date-time's date without quotes: the "date" rule's body inside them.
-constexpr const char* kDateOnly =
-    R"([0-9]{4} "-" ( ( "01" | "03" | "05" | "07" | "08" | "10" | "12" ) "-" ( "0" [1-9] | [12] [0-9] | "3" [01] ) | ( "04" | "06" | "09" | "11" ) "-" ( "0" [1-9] | [12] [0-9] | "30" ) | "02" "-" ( "0" [1-9] | "1" [0-9] | "2" [0-8] ) ))";
-
 constexpr const char* kFormats[] = {"date",  "time",     "date-time", "uuid",
                                     "email", "hostname", "ipv4"};
 
@@ -120,6 +119,7 @@ const std::map<std::string, std::vector<std::string>>& primitive_uses() {
       {"array", {"ws", "value"}},
       {"time-of-day", {"hour", "minute"}},
       {"time", {"time-of-day"}},
+      {"date", {"date-only"}},
       {"date-time", {"date-only", "time-of-day"}},
       {"uuid", {"hex"}},
       {"email", {"email-chars", "host-label"}},
@@ -127,10 +127,6 @@ const std::map<std::string, std::vector<std::string>>& primitive_uses() {
       {"ipv4", {"octet"}},
   };
   return uses;
-}
-
-std::string json_text(const Json& v) {
-  return to_compact_json(v);
 }
 
 // A rule name from free text: letters, digits and dashes.
@@ -165,16 +161,7 @@ std::string pointer_token(std::string_view key) {
 // Code points of UTF-8 text the JSON reader has validated.
 std::vector<uint32_t> code_points(std::string_view text) {
   std::vector<uint32_t> out;
-  for (size_t i = 0; i < text.size();) {
-    const auto b0 = static_cast<unsigned char>(text[i]);
-    const size_t length = b0 < 0x80 ? 1 : b0 < 0xE0 ? 2 : b0 < 0xF0 ? 3 : 4;
-    uint32_t cp = length == 1 ? b0 : b0 & (0x3Fu >> (length - 1));
-    for (size_t k = 1; k < length && i + k < text.size(); ++k) {
-      cp = (cp << 6) | (static_cast<unsigned char>(text[i + k]) & 0x3Fu);
-    }
-    out.push_back(cp);
-    i += length;
-  }
+  for (size_t i = 0; i < text.size();) out.push_back(next_utf8(text, i));
   return out;
 }
 
@@ -194,7 +181,6 @@ class SchemaConverter {
  public:
   SchemaConverter() {
     for (const Primitive& p : kPrimitives) names_.insert(p.name);
-    names_.insert("date-only");
   }
 
   // Adds the rule `name` for the JSON texts `schema` accepts; its "#"
@@ -255,7 +241,7 @@ class SchemaConverter {
       if (const auto uses = primitive_uses().find(name); uses != primitive_uses().end()) {
         for (const std::string& used : uses->second) primitive(used);
       }
-      define(name, name == "date-only" ? kDateOnly : primitive_body(name));
+      define(name, primitive_body(name));
     }
     return name;
   }
@@ -292,13 +278,13 @@ class SchemaConverter {
       if (const Json* options = s.find(key))
         return visit_any_of(s, *options, at + "/" + key, key, hint);
     }
-    if (const Json* value = s.find("const")) return gbnf_literal(json_text(*value));
+    if (const Json* value = s.find("const")) return gbnf_literal(to_compact_json(*value));
     if (const Json* values = s.find("enum")) {
       if (values->type != Json::Type::array || values->array.empty()) {
         fail(at + "/enum", "enum must be a non-empty array");
       }
       std::vector<std::string> alternatives;
-      for (const Json& v : values->array) alternatives.push_back(gbnf_literal(json_text(v)));
+      for (const Json& v : values->array) alternatives.push_back(gbnf_literal(to_compact_json(v)));
       return add_rule(hint, join_nonempty(alternatives, " | "));
     }
     const std::vector<std::string> types = types_of(s, at);
@@ -560,7 +546,7 @@ class SchemaConverter {
         mine = theirs;
       else if (mine.type == Json::Type::boolean && mine.boolean)
         mine = theirs;
-    } else if (json_text(mine) != json_text(theirs)) {
+    } else if (to_compact_json(mine) != to_compact_json(theirs)) {
       fail(at + "/allOf", "cannot combine two different \"" + key + "\"");
     }
   }
@@ -876,9 +862,6 @@ class SchemaConverter {
         fail(at + "/format", "format \"" + format->string +
                                  "\" is not supported (supported: date, time, date-time, uuid, "
                                  "email, hostname, ipv4)");
-      }
-      if (format->string == "date-time") {
-        return add_rule("date-time-string", "\"\\\"\" " + primitive("date-time") + " \"\\\"\"");
       }
       return primitive(format->string);
     }

@@ -6,6 +6,7 @@
 
 #include "base/error.hpp"
 #include "base/strings.hpp"
+#include "base/utf8.hpp"
 #include "grammar/gbnf_text.hpp"
 #include "grammar/grammar.hpp"
 
@@ -289,15 +290,9 @@ class RegexConverter {
   }
 
   uint32_t next_code_point() {
-    const auto b0 = static_cast<unsigned char>(pattern_[pos_]);
-    const int length = b0 < 0x80 ? 1 : b0 < 0xE0 ? 2 : b0 < 0xF0 ? 3 : 4;
+    const size_t length = utf8_sequence_length(static_cast<unsigned char>(pattern_[pos_]));
     if (pos_ + length > pattern_.size()) fail("invalid UTF-8");
-    uint32_t cp = length == 1 ? b0 : b0 & (0x3Fu >> (length - 1));
-    for (int i = 1; i < length; ++i) {
-      cp = (cp << 6) | (static_cast<unsigned char>(pattern_[pos_ + i]) & 0x3Fu);
-    }
-    pos_ += length;
-    return cp;
+    return next_utf8(pattern_, pos_);
   }
 
   uint32_t hex(size_t digits) {

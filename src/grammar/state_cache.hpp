@@ -4,7 +4,7 @@
 // the moves cached, a trie node costs a table lookup instead of a copy and
 // a step of every parse, and most nodes (every letter inside a JSON string,
 // say) lead to a state already met. Bounded: past kMaxStates it starts
-// over.
+// over (the caller clears it when full()).
 #pragma once
 
 #include <array>
@@ -23,16 +23,13 @@ class StateCache {
 
   explicit StateCache(const CompiledGrammar& grammar) : grammar_(grammar) {}
 
-  // The number of a state (a new one is added; may start the cache over,
-  // which renumbers every state).
+  // The number of a state (a new one is added). Numbers hold until clear().
   uint32_t intern(const MatchState& state);
   // The state after `byte` from state `from`, or kDead when the byte
-  // leaves the grammar. Never starts over (the mask's walk holds numbers).
+  // leaves the grammar.
   int32_t next(uint32_t from, uint8_t byte);
   const MatchState& state(uint32_t id) const { return states_[id]; }
   bool can_end(uint32_t id) const { return can_end_[id] != 0; }
-  const CompiledGrammar& grammar() const { return grammar_; }
-  size_t size() const { return states_.size(); }
   // Whether the cache is full (the caller starts it over between walks).
   bool full() const { return states_.size() >= kMaxStates; }
   void clear();

@@ -34,7 +34,6 @@ class GrammarConstraint {
   std::span<const float> mask(std::span<const float> logits);
   // Moves past the token sampled from mask()'s logits.
   void accept(TokenId id);
-  size_t accepted() const { return accepted_; }
 
  private:
   // The tokens allowed from the current state, one bit each.

@@ -492,7 +492,8 @@ class HttpServer::Impl {
         case StreamEvent::Kind::token:
           ++gen.received;
           choice.text += event.text;
-          choice.tokens.push_back(event.token);
+          // Tool calls are read from the tokens (with special tokens' text).
+          if (gen.request.tool_syntax != ToolCallSyntax::none) choice.tokens.push_back(event.token);
           if (event.has_logprob) choice.logprobs.push_back(event.logprob);
           break;
         case StreamEvent::Kind::finished:

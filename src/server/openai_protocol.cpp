@@ -493,6 +493,12 @@ std::shared_ptr<const grammar::CompiledGrammar> compiled(const std::string& gbnf
   }
 }
 
+// Any JSON object: response_format json_object, and json_schema without a schema.
+const std::string& any_object_gbnf() {
+  static const std::string gbnf = grammar::json_schema_to_gbnf(R"({"type": "object"})");
+  return gbnf;
+}
+
 // What the reply is constrained to: response_format json_object (any JSON
 // object) or json_schema (JSON the schema accepts), or the "grammar"
 // extension (GBNF, as llama-server takes it); null for free text.
@@ -507,7 +513,7 @@ std::shared_ptr<const grammar::CompiledGrammar> reply_grammar(const Fields& fiel
     const auto type = f.string("type");
     if (!type) throw invalid_request("'response_format' needs a 'type'");
     if (*type == "json_object") {
-      gbnf = grammar::json_schema_to_gbnf(R"({"type": "object"})");
+      gbnf = any_object_gbnf();
       field = "response_format";
     } else if (*type == "json_schema") {
       const RequestJson* spec = f.find("json_schema");
@@ -519,7 +525,7 @@ std::shared_ptr<const grammar::CompiledGrammar> reply_grammar(const Fields& fiel
       try {
         gbnf = schema ? grammar::json_schema_to_gbnf(
                             body.value(*schema, {"response_format", "json_schema", "schema"}))
-                      : grammar::json_schema_to_gbnf(R"({"type": "object"})");
+                      : any_object_gbnf();
       } catch (const Error& e) {
         throw invalid_request(strfmt("'%s': %s", field, e.what()), "invalid_json_schema");
       }
@@ -949,13 +955,18 @@ std::string_view finish_reason(ChoiceEnd end) {
 
 namespace {
 
+// Mistral's templates insist on call ids of exactly 9 letters and digits.
+bool writes_mistral_ids(ToolCallSyntax syntax) {
+  return syntax == ToolCallSyntax::mistral || syntax == ToolCallSyntax::mistral_args;
+}
+
 // A fresh id for a tool call: "call_" and 24 letters and digits, or 9 for
-// Mistral's templates, which insist on exactly 9.
+// Mistral's templates.
 std::string tool_call_id(ToolCallSyntax syntax) {
   static thread_local std::mt19937_64 rng{std::random_device{}()};
   constexpr std::string_view kChars =
       "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
-  const bool mistral = syntax == ToolCallSyntax::mistral || syntax == ToolCallSyntax::mistral_args;
+  const bool mistral = writes_mistral_ids(syntax);
   std::string id = mistral ? "" : "call_";
   for (int i = 0; i < (mistral ? 9 : 24); ++i) id += kChars[rng() % kChars.size()];
   return id;
@@ -971,8 +982,7 @@ ParsedReply tool_reply(const GenerationRequest& request, const ApiContext& api,
   if (parsed.calls.empty()) parsed.content = c.text;  // as generated, stop strings cut
   for (ToolCall& call : parsed.calls) {
     // The reply's own id only where it is Mistral's (unique, 9 characters).
-    const bool keep = call.id.size() == 9 && (request.tool_syntax == ToolCallSyntax::mistral ||
-                                              request.tool_syntax == ToolCallSyntax::mistral_args);
+    const bool keep = call.id.size() == 9 && writes_mistral_ids(request.tool_syntax);
     if (!keep) call.id = tool_call_id(request.tool_syntax);
   }
   return parsed;
@@ -988,7 +998,13 @@ std::string_view reply_finish_reason(const ParsedReply& reply, ChoiceEnd end) {
   return reply.calls.empty() || end == ChoiceEnd::cancelled ? finish_reason(end) : "tool_calls";
 }
 
-Json chunk_with(const GenerationRequest& request, const ResponseId& rid, const ApiContext& api,
+// A reply's content: null when it is calls and nothing else, as OpenAI's.
+Json reply_content(const ParsedReply& reply) {
+  return reply.content.empty() && !reply.calls.empty() ? Json(nullptr) : Json(reply.content);
+}
+
+// A chat streaming chunk of one choice.
+Json chat_chunk(const GenerationRequest& request, const ResponseId& rid, const ApiContext& api,
                 int32_t choice, Json delta, Json finish) {
   Json out = envelope(request, rid, api, true);
   Json c = {{"index", choice}};
@@ -1009,17 +1025,16 @@ std::vector<Json> tool_reply_chunks(const GenerationRequest& request, const Resp
   if (first || !reply.content.empty()) {
     Json delta = Json::object();
     if (first) delta["role"] = "assistant";
-    delta["content"] =
-        reply.content.empty() && !reply.calls.empty() ? Json(nullptr) : Json(reply.content);
-    chunks.push_back(chunk_with(request, rid, api, choice, std::move(delta), nullptr));
+    delta["content"] = reply_content(reply);
+    chunks.push_back(chat_chunk(request, rid, api, choice, std::move(delta), nullptr));
   }
   for (size_t k = 0; k < reply.calls.size(); ++k) {
     Json call = tool_call_json(reply.calls[k]);
     call["index"] = k;
     Json delta = {{"tool_calls", Json::array({std::move(call)})}};
-    chunks.push_back(chunk_with(request, rid, api, choice, std::move(delta), nullptr));
+    chunks.push_back(chat_chunk(request, rid, api, choice, std::move(delta), nullptr));
   }
-  chunks.push_back(chunk_with(request, rid, api, choice, Json::object(),
+  chunks.push_back(chat_chunk(request, rid, api, choice, Json::object(),
                               reply_finish_reason(reply, result.end)));
   return chunks;
 }
@@ -1035,8 +1050,7 @@ Json generation_response(const GenerationRequest& request, const ResponseId& rid
     if (request.endpoint == Endpoint::chat && request.tool_syntax != ToolCallSyntax::none) {
       const ParsedReply reply = tool_reply(request, api, c);
       Json message = {{"role", "assistant"}};
-      message["content"] =
-          reply.content.empty() && !reply.calls.empty() ? Json(nullptr) : Json(reply.content);
+      message["content"] = reply_content(reply);
       if (!reply.calls.empty()) {
         Json calls = Json::array();
         for (const ToolCall& call : reply.calls) calls.push_back(tool_call_json(call));
@@ -1080,13 +1094,12 @@ Json text_chunk(const GenerationRequest& request, const ResponseId& rid, const A
 
 Json final_chunk(const GenerationRequest& request, const ResponseId& rid, const ApiContext& api,
                  int32_t choice, ChoiceEnd end) {
+  if (request.endpoint == Endpoint::chat) {
+    return chat_chunk(request, rid, api, choice, Json::object(), finish_reason(end));
+  }
   Json out = envelope(request, rid, api, true);
   Json c = {{"index", choice}};
-  if (request.endpoint == Endpoint::chat) {
-    c["delta"] = Json::object();
-  } else {
-    c["text"] = "";
-  }
+  c["text"] = "";
   c["logprobs"] = nullptr;
   c["finish_reason"] = finish_reason(end);
   out["choices"] = Json::array({std::move(c)});

@@ -89,7 +89,7 @@ std::vector<TokenId> parse_detokenize_request(const RequestJson& body, const Api
 // One finished choice, collected from the scheduler's events.
 struct ChoiceResult {
   std::string text;
-  std::vector<TokenId> tokens;  // as generated (tool calls are read from them)
+  std::vector<TokenId> tokens;  // as generated, with tools (the calls are read from them)
   ChoiceEnd end = ChoiceEnd::stop;
   std::vector<TokenLogprob> logprobs;
   ChoiceStats stats;

@@ -15,6 +15,7 @@
 
 #include "base/error.hpp"
 #include "base/strings.hpp"
+#include "base/utf8.hpp"
 #include "tokenizer/tokenizer_model.hpp"
 
 namespace cortiq {
@@ -22,12 +23,6 @@ namespace cortiq {
 namespace {
 
 constexpr std::string_view kSpaceMark = "\xe2\x96\x81";  // U+2581 "▁"
-
-// UTF-8 sequence length announced by a lead byte (1 for continuation bytes).
-size_t utf8_length(unsigned char lead) {
-  static constexpr uint8_t kByHighNibble[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4};
-  return kByHighNibble[lead >> 4];
-}
 
 std::string replace_all(std::string_view s, std::string_view from, std::string_view to) {
   std::string out;
@@ -101,8 +96,8 @@ class SpmModel final : public TokenizerModel {
     void split_characters() {
       symbols_.reserve(text_.size());
       for (size_t offset = 0; offset < text_.size();) {
-        const size_t n =
-            std::min(utf8_length(static_cast<unsigned char>(text_[offset])), text_.size() - offset);
+        const size_t n = std::min(utf8_sequence_length(static_cast<unsigned char>(text_[offset])),
+                                  text_.size() - offset);
         const int index = static_cast<int>(symbols_.size());
         symbols_.push_back({index - 1, offset + n == text_.size() ? -1 : index + 1, offset, n});
         offset += n;

@@ -35,6 +35,7 @@
 #include "base/byte_trie.hpp"
 #include "base/error.hpp"
 #include "base/strings.hpp"
+#include "base/utf8.hpp"
 #include "tokenizer/charsmap.hpp"
 #include "tokenizer/tokenizer_model.hpp"
 #include "tokenizer/utf8_decode.hpp"
@@ -47,13 +48,6 @@ constexpr std::string_view kSpaceMark = "\xE2\x96\x81";    // U+2581 "▁"
 constexpr std::string_view kReplacement = "\xEF\xBF\xBD";  // U+FFFD
 // llama.cpp's unknown_token_score_penalty.
 constexpr float kUnknownPenalty = 10.0f;
-
-// UTF-8 sequence length announced by a lead byte (1 for continuation bytes),
-// llama.cpp's unicode_len_utf8.
-size_t utf8_length(unsigned char lead) {
-  static constexpr uint8_t kByHighNibble[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4};
-  return kByHighNibble[lead >> 4];
-}
 
 std::vector<std::pair<std::string_view, TokenId>> keys_of(const Vocab& vocab, auto&& wanted) {
   std::vector<std::pair<std::string_view, TokenId>> keys;
@@ -205,7 +199,7 @@ class UgmModel final : public TokenizerModel {
     best[0].score = 0;
     for (size_t start = 0; start < n;) {
       const size_t char_length =
-          std::min(utf8_length(static_cast<unsigned char>(text[start])), n - start);
+          std::min(utf8_sequence_length(static_cast<unsigned char>(text[start])), n - start);
       const double score_here = best[start].score;
       bool whole_character_token = false;
       uint32_t node = ByteTrie::kRoot;
