@@ -51,6 +51,36 @@ void check_rows(std::span<const BatchRow> rows, const KvCache& cache, int64_t n_
   if (n_logits * row_width > n_logits_capacity) throw Error("forward: output buffer too small");
 }
 
+// Completes the pass's stage from the model (its layer count and the width
+// of a row between stages) and checks it: a range of the layers, an input
+// of one row per batch row (required past the first layer) and room for
+// the rows it hands on.
+void resolve_stage(const ModelHParams& hp, int64_t width, size_t n_rows, size_t out_capacity,
+                   LayerStage& stage) {
+  stage.n_layer = hp.n_layer;
+  stage.width = width;
+  if (stage.last < 0) stage.last = hp.n_layer;
+  if (stage.first < 0 || stage.first >= stage.last || stage.last > hp.n_layer) {
+    throw Error(strfmt("forward: layers [%lld, %lld) are not a range of the model's %lld",
+                       static_cast<long long>(stage.first), static_cast<long long>(stage.last),
+                       static_cast<long long>(hp.n_layer)));
+  }
+  const size_t stage_floats = n_rows * static_cast<size_t>(width);
+  if (stage.from_tokens() && stage.first > 0) {
+    throw Error(
+        strfmt("forward: a stage starting at layer %lld needs the hidden states entering it",
+               static_cast<long long>(stage.first)));
+  }
+  if (!stage.from_tokens() && stage.input.size() != stage_floats) {
+    throw Error(strfmt("forward: the stage's input has %zu floats, not %zu (%zu rows of %lld)",
+                       stage.input.size(), stage_floats, n_rows, static_cast<long long>(width)));
+  }
+  if (!stage.ends_in_head() && out_capacity < stage_floats) {
+    throw Error(strfmt("forward: the stage's output needs %zu floats, the buffer has %zu",
+                       stage_floats, out_capacity));
+  }
+}
+
 // An encoder gives hidden states only, and (attending both ways) sees each
 // sequence whole in one pass: a sequence must start empty.
 void check_encoder_rows(const ModelHParams& hp, std::span<const BatchRow> rows,
@@ -75,7 +105,12 @@ void check_encoder_rows(const ModelHParams& hp, std::span<const BatchRow> rows,
 
 void DecoderModel::forward(std::span<const BatchRow> rows, KvCache& cache, ForwardContext& ctx,
                            std::span<float> logits) const {
-  const int64_t row_width = ctx.output == RowOutput::hidden ? hparams_.n_embd : hparams_.n_vocab;
+  resolve_stage(hparams_, stage_width(), rows.size(), logits.size(), ctx.stage);
+  check_stage_kv_sources(ctx.stage);
+  // A stage that hands its rows on writes no logits.
+  const int64_t row_width = !ctx.stage.ends_in_head()         ? 0
+                            : ctx.output == RowOutput::hidden ? hparams_.n_embd
+                                                              : hparams_.n_vocab;
   check_rows(rows, cache, hparams_.n_vocab, row_width, static_cast<int64_t>(logits.size()),
              ctx.buffers.seq_next);
   if (hparams_.encoder) check_encoder_rows(hparams_, rows, cache, ctx.output);
@@ -112,6 +147,19 @@ void DecoderModel::forward(std::span<const BatchRow> rows, KvCache& cache, Forwa
       }
     }
     throw;
+  }
+}
+
+void DecoderModel::check_stage_kv_sources(const LayerStage& stage) const {
+  for (const int64_t il : stage.layers()) {
+    const int64_t source = kv_source_layer(il);
+    if (source < stage.first || source >= stage.last) {
+      throw Error(
+          strfmt("forward: layer %lld attends over the keys and values of layer %lld, "
+                 "outside the stage's layers [%lld, %lld)",
+                 static_cast<long long>(il), static_cast<long long>(source),
+                 static_cast<long long>(stage.first), static_cast<long long>(stage.last)));
+    }
   }
 }
 

@@ -48,8 +48,22 @@ class DecoderModel {
   // their final-normed hidden states, [n marked][n_embd]). Each row's result is
   // bitwise independent of the other rows in the batch. On an exception the
   // rows' cells are released again.
+  //
+  // ctx.stage picks the layers the pass runs (model/layer_stage.hpp): a
+  // stage that starts past the first layer reads the rows' hidden states,
+  // and one that ends before the last writes every row's hidden state,
+  // [rows][stage_width()], to `logits` instead. Its cache keeps the keys and
+  // values of its own layers.
   void forward(std::span<const BatchRow> rows, KvCache& cache, ForwardContext& ctx,
                std::span<float> logits) const;
+
+  // The floats one row carries from a stage to the next: n_embd, the
+  // residual stream, unless the family carries more between layers.
+  virtual int64_t stage_width() const { return hparams_.n_embd; }
+  // The layer whose keys and values layer il attends over: il itself, or
+  // an earlier layer for a family whose layers share a cache (Gemma 4). A
+  // stage must hold the layers its layers read (forward refuses it else).
+  virtual int64_t kv_source_layer(int64_t il) const { return il; }
 
   // Multi-token prediction (the file's first nextn layer), for speculative
   // drafting (MtpDrafter): whether the family runs it.
@@ -75,6 +89,8 @@ class DecoderModel {
   // gives each row's cell.
   virtual void run_layers(std::span<const BatchRow> rows, std::span<const int32_t> cells,
                           KvCache& cache, ForwardContext& ctx, std::span<float> logits) const = 0;
+  // Refuses a stage with a layer whose cache source lies outside it.
+  void check_stage_kv_sources(const LayerStage& stage) const;
   // forward_mtp's work, for a family whose has_mtp() is true.
   virtual void run_mtp(std::span<const BatchRow> rows, std::span<const int32_t> cells,
                        std::span<const float> h_in, KvCache& cache, ForwardContext& ctx,

@@ -10,6 +10,7 @@
 
 #include "base/fault_injection.hpp"
 #include "kernels/cpu/matmul.hpp"
+#include "model/layer_stage.hpp"
 #include "runtime/batch.hpp"
 
 namespace cortiq {
@@ -75,6 +76,8 @@ struct ForwardContext {
   // "decode" (base/fault_injection.hpp).
   bool prompt_rows = false;
   bool generated_rows = false;
+  // The layers the pass runs (model/layer_stage.hpp); all of them by default.
+  LayerStage stage = {};
 };
 
 }  // namespace cortiq

@@ -74,7 +74,7 @@ class ArcticModel final : public FamilyModel<ArcticWeights> {
     const auto n = static_cast<int64_t>(rows.size());
     const auto [x, normed, branch, pass] = start_layers(h, rows, cells, ctx, w_.embedding, w_.rope);
     const auto moe_in = ForwardBuffers::take(ctx.buffers.parallel, x.size());
-    for (int64_t il = 0; il < h.n_layer; ++il) {
+    for (const int64_t il : ctx.stage.layers()) {
       const ArcticLayer& layer = w_.layers[static_cast<size_t>(il)];
       rms_norm(h, x, layer.moe_norm, moe_in);  // from the layer's input
       rms_norm(h, x, layer.attn_norm, normed);

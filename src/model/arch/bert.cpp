@@ -93,10 +93,10 @@ class BertModel final : public FamilyModel<BertWeights> {
                   ForwardContext& ctx, std::span<float> hidden) const override {
     const auto& h = hparams_;
     const auto [x, normed, branch, pass] = start_layers(h, rows, cells, ctx, w_.embedding, w_.rope);
-    w_.embedding_norm.apply(x, x);
+    if (ctx.stage.from_tokens()) w_.embedding_norm.apply(x, x);
     const FfnActivation activation =
         h.arch == "nomic-bert" ? FfnActivation::swiglu : FfnActivation::gelu;
-    for (int64_t il = 0; il < h.n_layer; ++il) {
+    for (const int64_t il : ctx.stage.layers()) {
       const BertLayer& layer = w_.layers[static_cast<size_t>(il)];
       attention(layer.attn, h, il, pass, cache, ctx, x, branch);
       kernels::add_inplace(x, branch);
@@ -105,7 +105,7 @@ class BertModel final : public FamilyModel<BertWeights> {
       kernels::add_inplace(x, branch);
       layer.out_norm.apply(x, x);
     }
-    copy_output_rows(h, rows, x, hidden);
+    copy_output_rows(h, rows, x, ctx.stage, hidden);
   }
 };
 

@@ -109,7 +109,7 @@ class DeciModel final : public FamilyModel<DeciWeights> {
     const auto n = rows.size();
     const auto [x, normed, branch, pass] = start_layers(h, rows, cells, ctx, w_.embedding, w_.rope);
     const auto width = n * static_cast<size_t>(h.n_embd);
-    for (int64_t il = 0; il < h.n_layer; ++il) {
+    for (const int64_t il : ctx.stage.layers()) {
       const DeciLayer& layer = w_.layers[static_cast<size_t>(il)];
       // llama.cpp drops the whole layer when it has no FFN.
       if (h.layer(il).n_ff == 0) continue;

@@ -79,7 +79,7 @@ class FalconH1Model final : public FamilyModel<FalconH1Weights> {
     const auto n = static_cast<int64_t>(rows.size());
     const LayerStream s = start_layers(h, rows, cells, ctx, w_.embedding, w_.rope);
     const auto mixer = ForwardBuffers::take(ctx.buffers.parallel, s.x.size());
-    for (int64_t il = 0; il < h.n_layer; ++il) {
+    for (const int64_t il : ctx.stage.layers()) {
       const FalconH1Layer& layer = w_.layers[static_cast<size_t>(il)];
       rms_norm(h, s.x, layer.attn_norm, s.normed);
       attention(layer.attn, h, il, s.pass, cache, ctx, s.normed, s.branch);

@@ -52,8 +52,9 @@ std::vector<TensorSpec> tensors_of(const ModelHParams& hparams) {
 }
 
 // The residual stream of a forward pass and its scratch rows, all
-// [rows][n_embd]: x holds the embedded tokens, normed and branch are for a
-// layer's norm output and branch output.
+// [rows][n_embd]: x holds the embedded tokens (or, for a stage that starts
+// from hidden states, those states), normed and branch are for a layer's
+// norm output and branch output.
 struct LayerStream {
   std::span<float> x, normed, branch;
   AttentionPass pass;
@@ -67,7 +68,11 @@ inline LayerStream start_layers(const ModelHParams& hp, std::span<const BatchRow
   LayerStream s{ForwardBuffers::take(buf.residual, width), ForwardBuffers::take(buf.normed, width),
                 ForwardBuffers::take(buf.proj, width),
                 AttentionPass{rows, cells, rope.for_rows(rows, buf)}};
-  embedding.embed(hp, rows, s.x, buf);
+  if (ctx.stage.from_tokens()) {
+    embedding.embed(hp, rows, s.x, buf);
+  } else {
+    ctx.stage.read_input(s.x, static_cast<size_t>(hp.n_embd));
+  }
   return s;
 }
 

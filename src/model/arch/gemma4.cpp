@@ -177,14 +177,18 @@ class Gemma4Model final : public FamilyModel<Gemma4Weights> {
  public:
   using FamilyModel::FamilyModel;
 
+  int64_t kv_source_layer(int64_t il) const override {
+    return w_.layers[static_cast<size_t>(il)].kv_source;
+  }
+
  private:
   void run_layers(std::span<const BatchRow> rows, std::span<const int32_t> cells, KvCache& cache,
                   ForwardContext& ctx, std::span<float> logits) const override {
     const auto& h = hparams_;
     const auto n = rows.size();
     const auto [x, normed, branch, pass] = start_layers(h, rows, cells, ctx, w_.embedding, w_.rope);
-    const auto per_layer = per_layer_inputs(rows, x, ctx);
-    for (int64_t il = 0; il < h.n_layer; ++il) {
+    const auto per_layer = per_layer_inputs(rows, token_embeddings(rows, x, normed, ctx), ctx);
+    for (const int64_t il : ctx.stage.layers()) {
       const Gemma4Layer& layer = w_.layers[static_cast<size_t>(il)];
       rms_norm(h, x, layer.attn_norm, normed);
       attention(layer, il, pass, cache, ctx, normed, branch);
@@ -198,6 +202,16 @@ class Gemma4Model final : public FamilyModel<Gemma4Weights> {
       if (!layer.out_scale.empty()) kernels::scale_inplace(x, layer.out_scale[0]);
     }
     w_.head.apply(h, rows, x, ctx, logits);
+  }
+
+  // The rows' scaled token embeddings: x itself, or, in a stage that starts
+  // from hidden states, the embeddings made again in `scratch` (when the
+  // per-layer inputs need them).
+  std::span<const float> token_embeddings(std::span<const BatchRow> rows, std::span<const float> x,
+                                          std::span<float> scratch, ForwardContext& ctx) const {
+    if (ctx.stage.from_tokens() || hparams_.per_layer_embd == 0) return x;
+    w_.embedding.embed(hparams_, rows, scratch, ctx.buffers);
+    return scratch;
   }
 
   // The per-layer inputs of every row, [rows][n_layer][P] (empty without

@@ -108,9 +108,11 @@ class Gpt2Model final : public FamilyModel<Gpt2Weights> {
     const auto& h = hparams_;
     const auto n = rows.size();
     const auto [x, normed, branch, pass] = start_layers(h, rows, cells, ctx, w_.embedding, w_.rope);
-    if (!w_.embedding_norm.weight.empty()) w_.embedding_norm.apply(x, x);
+    if (ctx.stage.from_tokens() && !w_.embedding_norm.weight.empty()) {
+      w_.embedding_norm.apply(x, x);
+    }
     const FfnActivation activation = h.arch == "jais" ? FfnActivation::swiglu : FfnActivation::gelu;
-    for (int64_t il = 0; il < h.n_layer; ++il) {
+    for (const int64_t il : ctx.stage.layers()) {
       const Gpt2Layer& layer = w_.layers[static_cast<size_t>(il)];
       layer.attn_norm.apply(x, normed);
       attention(layer.attn, h, il, pass, cache, ctx, normed, branch);

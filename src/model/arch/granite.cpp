@@ -98,7 +98,7 @@ class GraniteModel final : public FamilyModel<GraniteWeights> {
     const auto& h = hparams_;
     const auto n = rows.size();
     const auto [x, normed, branch, pass] = start_layers(h, rows, cells, ctx, w_.embedding, w_.rope);
-    for (int64_t il = 0; il < h.n_layer; ++il) {
+    for (const int64_t il : ctx.stage.layers()) {
       const GraniteLayer& layer = w_.layers[static_cast<size_t>(il)];
       rms_norm(h, x, layer.attn_norm, normed);
       if (h.layer(il).is_recurrent()) {

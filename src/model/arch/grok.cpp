@@ -90,7 +90,7 @@ class GrokModel final : public FamilyModel<GrokWeights> {
     const auto dense_out = ForwardBuffers::take(ctx.buffers.parallel, x.size());
     // ggml_scale's float of llama.cpp's std::sqrt(2) / 2.
     const auto half_sqrt2 = static_cast<float>(std::sqrt(2.0) / 2.0);
-    for (int64_t il = 0; il < h.n_layer; ++il) {
+    for (const int64_t il : ctx.stage.layers()) {
       const GrokLayer& layer = w_.layers[static_cast<size_t>(il)];
       rms_norm(h, x, layer.attn_norm, normed);
       attention(layer.attn, h, il, pass, cache, ctx, normed, branch);

@@ -79,7 +79,7 @@ class NormAfterRopeModel final : public FamilyModel<NormAfterRopeWeights> {
     const auto& h = hparams_;
     const auto n = rows.size();
     const auto [x, normed, branch, pass] = start_layers(h, rows, cells, ctx, w_.embedding, w_.rope);
-    for (int64_t il = 0; il < h.n_layer; ++il) {
+    for (const int64_t il : ctx.stage.layers()) {
       const NormAfterRopeLayer& layer = w_.layers[static_cast<size_t>(il)];
       layer.attn_norm.apply(x, normed);
       attention(layer.attn, h, il, pass, cache, ctx, normed, branch);

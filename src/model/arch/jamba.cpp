@@ -89,7 +89,7 @@ class JambaModel final : public FamilyModel<JambaWeights> {
     const auto& h = hparams_;
     const auto n = static_cast<int64_t>(rows.size());
     const LayerStream s = start_layers(h, rows, cells, ctx, w_.embedding, w_.rope);
-    for (int64_t il = 0; il < h.n_layer; ++il) {
+    for (const int64_t il : ctx.stage.layers()) {
       const JambaLayer& layer = w_.layers[static_cast<size_t>(il)];
       rms_norm(h, s.x, layer.attn_norm, s.normed);
       if (h.layer(il).is_recurrent()) {

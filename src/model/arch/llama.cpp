@@ -101,7 +101,7 @@ class LlamaModel final : public FamilyModel<LlamaWeights> {
     const auto& h = hparams_;
     const auto n = rows.size();
     const auto [x, normed, branch, pass] = start_layers(h, rows, cells, ctx, w_.embedding, w_.rope);
-    for (int64_t il = 0; il < h.n_layer; ++il) {
+    for (const int64_t il : ctx.stage.layers()) {
       const LlamaLayer& layer = w_.layers[static_cast<size_t>(il)];
       rms_norm(h, x, layer.attn_norm, normed);
       attention(layer.attn, h, il, pass, cache, ctx, normed, branch);

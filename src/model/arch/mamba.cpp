@@ -84,7 +84,7 @@ class StateSpaceModel final : public FamilyModel<StateSpaceWeights<Mixer>> {
     const auto& h = this->hparams_;
     const auto& w = this->w_;
     const LayerStream s = start_layers(h, rows, cells, ctx, w.embedding, w.rope);
-    for (int64_t il = 0; il < h.n_layer; ++il) {
+    for (const int64_t il : ctx.stage.layers()) {
       const StateSpaceLayer<Mixer>& layer = w.layers[static_cast<size_t>(il)];
       rms_norm(h, s.x, layer.norm, s.normed);
       run_mixer(layer.ssm, h, il, rows, cache, ctx, s.normed, s.branch);

@@ -86,7 +86,7 @@ class Minimax01Model final : public FamilyModel<Minimax01Weights> {
       kernels::scale_inplace(s.normed, h.residual_scale);
       for (size_t i = 0; i < s.x.size(); ++i) s.x[i] = s.branch[i] + s.normed[i];
     };
-    for (int64_t il = 0; il < h.n_layer; ++il) {
+    for (const int64_t il : ctx.stage.layers()) {
       const Minimax01Layer& layer = w_.layers[static_cast<size_t>(il)];
       rms_norm(h, s.x, layer.attn_norm, s.normed);
       if (h.layer(il).is_recurrent()) {

@@ -84,7 +84,7 @@ class PostNormModel final : public FamilyModel<PostNormWeights> {
     const auto& h = hparams_;
     const auto n = rows.size();
     const auto [x, normed, branch, pass] = start_layers(h, rows, cells, ctx, w_.embedding, w_.rope);
-    for (int64_t il = 0; il < h.n_layer; ++il) {
+    for (const int64_t il : ctx.stage.layers()) {
       const PostNormLayer& layer = w_.layers[static_cast<size_t>(il)];
       attention(layer.attn, h, il, pass, cache, ctx, x, branch);
       add_post_normed(x, branch, layer.attn_post_norm);

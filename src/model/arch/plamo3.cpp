@@ -86,7 +86,7 @@ class Plamo3Model final : public FamilyModel<Plamo3Weights> {
     const auto& h = hparams_;
     const auto n = static_cast<int64_t>(rows.size());
     const auto [x, normed, branch, pass] = start_layers(h, rows, cells, ctx, w_.embedding, w_.rope);
-    for (int64_t il = 0; il < h.n_layer; ++il) {
+    for (const int64_t il : ctx.stage.layers()) {
       const Plamo3Layer& layer = w_.layers[static_cast<size_t>(il)];
       rms_norm(h, x, layer.attn_norm, normed);
       attention(layer.attn, h, il, pass, cache, ctx, normed, branch);

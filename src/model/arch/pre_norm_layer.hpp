@@ -106,7 +106,7 @@ void run_pre_norm_layers(const Weights& w, const ModelHParams& h, std::span<cons
                          std::span<const int32_t> cells, KvCache& cache, ForwardContext& ctx,
                          std::span<float> logits, LayerArgs... layer_args) {
   const LayerStream s = start_layers(h, rows, cells, ctx, w.embedding, w.rope);
-  for (int64_t il = 0; il < h.n_layer; ++il) {
+  for (const int64_t il : ctx.stage.layers()) {
     w.layers[static_cast<size_t>(il)].run(layer_args..., h, il, s, cache, ctx);
   }
   w.head.apply(h, rows, s.x, ctx, logits);

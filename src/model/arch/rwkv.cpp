@@ -118,16 +118,24 @@ class RwkvModel final : public FamilyModel<RwkvWeights<TimeMix>> {
  public:
   using FamilyModel<RwkvWeights<TimeMix>>::FamilyModel;
 
+  // RWKV-7: the stream and the first layer's values.
+  int64_t stage_width() const override {
+    return (kCarriesFirstValues ? 2 : 1) * this->hparams_.n_embd;
+  }
+
  private:
   void run_layers(std::span<const BatchRow> rows, std::span<const int32_t> cells, KvCache& cache,
                   ForwardContext& ctx, std::span<float> logits) const override {
     const auto& h = this->hparams_;
     const auto& w = this->w_;
     const LayerStream s = start_layers(h, rows, cells, ctx, w.embedding, w.rope);
-    w.embedding_norm.apply(s.x, s.x);
-    const auto v_first =
-        ForwardBuffers::take(ctx.buffers.value_first, rows.size() * static_cast<size_t>(h.n_embd));
-    for (int64_t il = 0; il < h.n_layer; ++il) {
+    if (ctx.stage.from_tokens()) w.embedding_norm.apply(s.x, s.x);
+    const auto n_embd = static_cast<size_t>(h.n_embd);
+    const auto v_first = ForwardBuffers::take(ctx.buffers.value_first, rows.size() * n_embd);
+    // RWKV-7's first layer's values, which every later layer reads, cross
+    // into a stage that starts later beside the stream.
+    if (kCarriesFirstValues && ctx.stage.first > 0) ctx.stage.read_input(v_first, n_embd, n_embd);
+    for (const int64_t il : ctx.stage.layers()) {
       const RwkvLayer<TimeMix>& layer = w.layers[static_cast<size_t>(il)];
       layer.attn_norm.apply(s.x, s.normed);
       if constexpr (std::is_same_v<TimeMix, Rwkv6TimeMixWeights>) {
@@ -143,7 +151,12 @@ class RwkvModel final : public FamilyModel<RwkvWeights<TimeMix>> {
       if (every > 0 && (il + 1) % every == 0) kernels::scale_inplace(s.x, 0.5f);
     }
     w.head.apply(h, rows, s.x, ctx, logits);
+    if (kCarriesFirstValues && !ctx.stage.ends_in_head()) {
+      ctx.stage.write_output(v_first, n_embd, logits, n_embd);
+    }
   }
+
+  static constexpr bool kCarriesFirstValues = !std::is_same_v<TimeMix, Rwkv6TimeMixWeights>;
 };
 
 // What both read: layer norms, the head size, two shifted rows per layer.

@@ -77,7 +77,7 @@ class StableLmModel final : public FamilyModel<StableLmWeights> {
     const auto& h = hparams_;
     const auto n = static_cast<int64_t>(rows.size());
     const auto [x, normed, branch, pass] = start_layers(h, rows, cells, ctx, w_.embedding, w_.rope);
-    for (int64_t il = 0; il < h.n_layer; ++il) {
+    for (const int64_t il : ctx.stage.layers()) {
       const StableLmLayer& layer = w_.layers[static_cast<size_t>(il)];
       layer.attn_norm.apply(x, normed);
       attention(layer.attn, h, il, pass, cache, ctx, normed, branch);

@@ -59,8 +59,12 @@ void TokenEmbedding::visit_token_types(TensorVisitor& v, const ModelHParams& hp)
 }
 
 void copy_output_rows(const ModelHParams& hp, std::span<const BatchRow> rows,
-                      std::span<const float> x, std::span<float> out) {
+                      std::span<const float> x, const LayerStage& stage, std::span<float> out) {
   const auto n_embd = static_cast<size_t>(hp.n_embd);
+  if (!stage.ends_in_head()) {
+    stage.write_output(x, n_embd, out);
+    return;
+  }
   size_t k = 0;
   for (size_t r = 0; r < rows.size(); ++r) {
     if (!rows[r].logits) continue;
@@ -91,6 +95,10 @@ void OutputHead::apply(const ModelHParams& hp, std::span<const BatchRow> rows,
                        std::span<float> logits) const {
   auto& buf = ctx.buffers;
   const auto n_embd = static_cast<size_t>(hp.n_embd);
+  if (!ctx.stage.ends_in_head()) {
+    ctx.stage.write_output(x, n_embd, logits);
+    return;
+  }
   const bool all_hidden = !ctx.all_hidden.empty();
   if (all_hidden) {
     for (size_t r = 0; r < rows.size(); ++r) {

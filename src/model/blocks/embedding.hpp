@@ -62,14 +62,17 @@ struct OutputHead {
   // Final norm and lm_head for the rows that want output (their normed
   // hidden states themselves when ctx.output is hidden), then the final
   // logit softcap. `logits` gets one row per marked row, in order; with
-  // ctx.all_hidden, every row's normed hidden state goes there too.
+  // ctx.all_hidden, every row's normed hidden state goes there too. A stage
+  // that ends before the last layer (ctx.stage) has no head: `logits` gets
+  // every row's residual stream x, the next stage's input.
   void apply(const ModelHParams& hp, std::span<const BatchRow> rows, std::span<const float> x,
              ForwardContext& ctx, std::span<float> logits) const;
 };
 
 // An encoder's output: the hidden rows (n_embd wide) of the rows marked
-// `logits`, in order, as they are (no final norm).
+// `logits`, in order, as they are (no final norm); every row's, for the
+// next stage, when the stage ends before the last layer.
 void copy_output_rows(const ModelHParams& hp, std::span<const BatchRow> rows,
-                      std::span<const float> x, std::span<float> out);
+                      std::span<const float> x, const LayerStage& stage, std::span<float> out);
 
 }  // namespace cortiq
