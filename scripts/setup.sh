@@ -12,6 +12,9 @@ cd "$(dirname "$0")/.."
 packages=(g++ cmake ninja-build git pkg-config libgtest-dev libbenchmark-dev libpcre2-dev libutf8proc-dev
   clang libclang-rt-14-dev clang-format g++-aarch64-linux-gnu libcpp-httplib-dev nlohmann-json3-dev
   python3 python3-numpy python3-pip chromium)
+# The Vulkan backend: headers, loader and shader compiler, and Mesa's lavapipe,
+# the software Vulkan device the Vulkan tests run on in CI.
+packages+=(libvulkan-dev glslc mesa-vulkan-drivers)
 # The server tests (tests/server) run on node; any node >= 18 already
 # installed will do, else Debian's.
 command -v node >/dev/null && command -v npm >/dev/null || packages+=(nodejs npm)

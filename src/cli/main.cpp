@@ -11,6 +11,9 @@
 #include "base/version.hpp"
 #include "cli/args.hpp"
 #include "cli/commands.hpp"
+#if CORTIQ_HAVE_VULKAN
+#include "backends/vulkan/vulkan_device.hpp"
+#endif
 
 namespace {
 
@@ -27,10 +30,30 @@ void print_help() {
       "             CORTIQ_SIMD=scalar|avx2|avx512 caps the SIMD level.\n");
 }
 
+// One line per Vulkan device. A failure to list them is a line too: the
+// version must print on any machine, with or without a Vulkan driver.
+void print_vulkan_devices() {
+#if CORTIQ_HAVE_VULKAN
+  try {
+    const std::vector<cortiq::vulkan::VulkanDeviceInfo> devices =
+        cortiq::vulkan::list_vulkan_devices();
+    if (devices.empty()) std::printf("vulkan: no devices\n");
+    for (const cortiq::vulkan::VulkanDeviceInfo& device : devices) {
+      std::printf("vulkan: %u: %s\n", device.index, cortiq::vulkan::describe(device).c_str());
+    }
+  } catch (const std::exception& e) {
+    std::printf("vulkan: cannot list devices: %s\n", cortiq::describe(e).c_str());
+  }
+#else
+  std::printf("vulkan: not built (configured with CORTIQ_VULKAN=OFF or without the Vulkan SDK)\n");
+#endif
+}
+
 void print_version() {
   std::printf("cortiq %s (commit %s)\n", cortiq::kVersion, cortiq::kGitCommit);
   std::printf("cpu features: %s; kernels: %s\n", cortiq::cpu_features_string().c_str(),
               cortiq::simd_level_name(cortiq::simd_level()));
+  print_vulkan_devices();
 }
 
 }  // namespace
