@@ -92,8 +92,8 @@ class BertModel final : public FamilyModel<BertWeights> {
   void run_layers(std::span<const BatchRow> rows, std::span<const int32_t> cells, KvCache& cache,
                   ForwardContext& ctx, std::span<float> hidden) const override {
     const auto& h = hparams_;
-    const auto [x, normed, branch, pass] = start_layers(h, rows, cells, ctx, w_.embedding, w_.rope);
-    if (ctx.stage.from_tokens()) w_.embedding_norm.apply(x, x);
+    const auto [x, normed, branch, pass] =
+        start_layers(h, rows, cells, ctx, w_.embedding, w_.rope, &w_.embedding_norm);
     const FfnActivation activation =
         h.arch == "nomic-bert" ? FfnActivation::swiglu : FfnActivation::gelu;
     for (const int64_t il : ctx.stage.layers()) {

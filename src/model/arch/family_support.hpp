@@ -60,9 +60,13 @@ struct LayerStream {
   AttentionPass pass;
 };
 
+// The stream entering the stage's first layer: the embedded tokens, normed
+// by `embedding_norm` where the family has one (BERT, GPT-2's optional one,
+// RWKV), or the stage's input, which already went through both.
 inline LayerStream start_layers(const ModelHParams& hp, std::span<const BatchRow> rows,
                                 std::span<const int32_t> cells, ForwardContext& ctx,
-                                const TokenEmbedding& embedding, const RopeTables& rope) {
+                                const TokenEmbedding& embedding, const RopeTables& rope,
+                                const Norm* embedding_norm = nullptr) {
   auto& buf = ctx.buffers;
   const size_t width = rows.size() * static_cast<size_t>(hp.n_embd);
   LayerStream s{ForwardBuffers::take(buf.residual, width), ForwardBuffers::take(buf.normed, width),
@@ -70,6 +74,7 @@ inline LayerStream start_layers(const ModelHParams& hp, std::span<const BatchRow
                 AttentionPass{rows, cells, rope.for_rows(rows, buf)}};
   if (ctx.stage.from_tokens()) {
     embedding.embed(hp, rows, s.x, buf);
+    if (embedding_norm && !embedding_norm->weight.empty()) embedding_norm->apply(s.x, s.x);
   } else {
     ctx.stage.read_input(s.x, static_cast<size_t>(hp.n_embd));
   }

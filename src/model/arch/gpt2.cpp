@@ -107,10 +107,8 @@ class Gpt2Model final : public FamilyModel<Gpt2Weights> {
                   ForwardContext& ctx, std::span<float> logits) const override {
     const auto& h = hparams_;
     const auto n = rows.size();
-    const auto [x, normed, branch, pass] = start_layers(h, rows, cells, ctx, w_.embedding, w_.rope);
-    if (ctx.stage.from_tokens() && !w_.embedding_norm.weight.empty()) {
-      w_.embedding_norm.apply(x, x);
-    }
+    const auto [x, normed, branch, pass] =
+        start_layers(h, rows, cells, ctx, w_.embedding, w_.rope, &w_.embedding_norm);
     const FfnActivation activation = h.arch == "jais" ? FfnActivation::swiglu : FfnActivation::gelu;
     for (const int64_t il : ctx.stage.layers()) {
       const Gpt2Layer& layer = w_.layers[static_cast<size_t>(il)];

@@ -128,8 +128,7 @@ class RwkvModel final : public FamilyModel<RwkvWeights<TimeMix>> {
                   ForwardContext& ctx, std::span<float> logits) const override {
     const auto& h = this->hparams_;
     const auto& w = this->w_;
-    const LayerStream s = start_layers(h, rows, cells, ctx, w.embedding, w.rope);
-    if (ctx.stage.from_tokens()) w.embedding_norm.apply(s.x, s.x);
+    const LayerStream s = start_layers(h, rows, cells, ctx, w.embedding, w.rope, &w.embedding_norm);
     const auto n_embd = static_cast<size_t>(h.n_embd);
     const auto v_first = ForwardBuffers::take(ctx.buffers.value_first, rows.size() * n_embd);
     // RWKV-7's first layer's values, which every later layer reads, cross
