@@ -12,6 +12,7 @@
 #include <span>
 #include <vector>
 
+#include "backends/cpu/cpu_backend.hpp"
 #include "base/error.hpp"
 #include "cortiq/cortiq.hpp"
 #include "engine_test_models.hpp"
@@ -444,7 +445,8 @@ std::vector<float> forward_last_logits(const Model& model, KvCache& cache, Forwa
     rows.push_back({ids[i], start + static_cast<int32_t>(i), seq, i + 1 == ids.size()});
   }
   std::vector<float> logits(static_cast<size_t>(model.n_vocab()));
-  ForwardContext ctx{model.pool(), buffers, RowOutput::logits};
+  CpuBackend cpu(model.pool(), buffers);
+  ForwardContext ctx{cpu, buffers, RowOutput::logits};
   model.decoder().forward(rows, cache, ctx, logits);
   return logits;
 }

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/cpu/cpu_backend.hpp"
 #include "base/error.hpp"
 #include "base/thread_pool.hpp"
 #include "cortiq/cortiq.hpp"
@@ -62,7 +63,8 @@ std::vector<float> run_stages(const Model& model, const std::vector<int64_t>& bo
     std::vector<float> handed_on;
     for (size_t s = 0; s < n_stages; ++s) {
       const bool last = s + 1 == n_stages;
-      ForwardContext ctx{model.pool(), buffers[s], output};
+      CpuBackend cpu(model.pool(), buffers[s]);
+      ForwardContext ctx{cpu, buffers[s], output};
       ctx.stage = {.first = bounds[s], .last = last ? -1 : bounds[s + 1], .input = handed_on};
       std::vector<float> out(batch.size() * (last ? out_width : stage_width));
       decoder.forward(batch, *caches[s], ctx, out);
@@ -113,7 +115,8 @@ TEST(LayerStages, EveryFamilySplitAnywhereGivesTheBitsOfAllLayers) {
 std::string forward_error(const Model& model, KvCache& cache, LayerStage stage,
                           std::span<float> out) {
   ForwardBuffers buffers;
-  ForwardContext ctx{model.pool(), buffers};
+  CpuBackend cpu(model.pool(), buffers);
+  ForwardContext ctx{cpu, buffers};
   ctx.stage = stage;
   const BatchRow rows[] = {{5, 0, 0, true}, {9, 1, 0, true}};
   try {

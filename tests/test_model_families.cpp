@@ -11,6 +11,7 @@
 #include <functional>
 #include <limits>
 
+#include "backends/cpu/cpu_backend.hpp"
 #include "base/error.hpp"
 #include "base/thread_pool.hpp"
 #include "cortiq/cortiq.hpp"
@@ -1740,7 +1741,8 @@ TEST(FfnBlock, FusedGateUpEqualsSeparateGateAndUp) {
   const std::vector<float> in = test::normal_values(4, 3 * 8);
   ThreadPool pool(2);
   ForwardBuffers buffers;
-  ForwardContext ctx{pool, buffers};
+  CpuBackend cpu(pool, buffers);
+  ForwardContext ctx{cpu, buffers};
   std::vector<float> a(3 * 8), b(3 * 8);
   ffn(separate, FfnActivation::swiglu, hp, 0, 3, ctx, in, a);
   ffn(joined, FfnActivation::swiglu, hp, 0, 3, ctx, in, b);

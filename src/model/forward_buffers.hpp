@@ -8,6 +8,7 @@
 #include <span>
 #include <vector>
 
+#include "backends/backend.hpp"
 #include "base/fault_injection.hpp"
 #include "kernels/cpu/matmul.hpp"
 #include "model/layer_stage.hpp"
@@ -43,8 +44,11 @@ struct ForwardBuffers {
   std::vector<int32_t> moe_chosen, moe_members;
   // A decode row's products that each read their own input: its experts'
   // (moe.cpp), latent attention's per-head matrices (latent_attention.cpp).
-  std::vector<kernels::MatmulOutput> moe_products;
-  std::vector<std::span<const float>> moe_inputs;
+  std::vector<MatmulProduct> moe_products;
+  std::vector<ConstTensor> moe_inputs;
+  // The CPU backend's products and inputs as its kernels take them.
+  std::vector<kernels::MatmulOutput> cpu_products;
+  std::vector<std::span<const float>> cpu_inputs;
   // Per RoPE table (global, local): [rows][rope dims], cos/sin per row's position.
   std::array<std::vector<float>, 2> rope;
   std::vector<std::vector<float>> scores;  // per thread: attention scores of one row
@@ -63,9 +67,10 @@ struct ForwardBuffers {
   }
 };
 
-// What a forward pass runs with: the threads and the buffers of its caller.
+// What a forward pass runs with: the backend its blocks' ops go to and the
+// buffers of its caller.
 struct ForwardContext {
-  ThreadPool& pool;
+  Backend& backend;
   ForwardBuffers& buffers;
   RowOutput output = RowOutput::logits;
   // When set ([rows][n_embd]): every row's final-normed hidden state, beside
@@ -78,6 +83,9 @@ struct ForwardContext {
   bool generated_rows = false;
   // The layers the pass runs (model/layer_stage.hpp); all of them by default.
   LayerStage stage = {};
+
+  // The threads for the pass's host work.
+  ThreadPool& host_pool() const { return backend.host_pool(); }
 };
 
 }  // namespace cortiq

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "backends/cpu/cpu_backend.hpp"
 #include "base/error.hpp"
 #include "base/log.hpp"
 #include "cortiq/cortiq.hpp"
@@ -104,7 +105,8 @@ void MtpDrafter::observe(std::span<const TokenId> ids, int64_t first_pos,
     if (!before.empty()) std::ranges::copy(before, st.h_in.begin() + k * width);
   }
   st.h_out.resize(ids.size() * width);
-  ForwardContext ctx{model_->pool(), st.buffers};
+  CpuBackend cpu(model_->pool(), st.buffers);
+  ForwardContext ctx{cpu, st.buffers};
   model_->decoder().forward_mtp(st.rows, st.h_in, st.cache, ctx, st.h_out, {});
   st.hidden.insert(st.hidden.end(), hidden.begin(), hidden.end());
 }
@@ -135,7 +137,8 @@ std::vector<TokenId> MtpDrafter::run(std::span<const TokenId> context, size_t ma
   st.h_in.assign(before.begin(), before.end());
   st.h_out.resize(width);
   st.logits.resize(static_cast<size_t>(model_->n_vocab()));
-  ForwardContext ctx{model_->pool(), st.buffers};
+  CpuBackend cpu(model_->pool(), st.buffers);
+  ForwardContext ctx{cpu, st.buffers};
   TokenId token = context.back();
   for (size_t i = 0; i < max_tokens; ++i) {
     st.rows.assign(1, {token, static_cast<int32_t>(n_past + static_cast<int64_t>(i)), 0, true});

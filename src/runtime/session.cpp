@@ -4,6 +4,7 @@
 #include <limits>
 #include <optional>
 
+#include "backends/cpu/cpu_backend.hpp"
 #include "base/error.hpp"
 #include "base/strings.hpp"
 #include "base/timer.hpp"
@@ -143,7 +144,8 @@ void Session::forward_rows(std::span<const TokenId> ids, size_t first_wanted,
   for (size_t i = 0; i < ids.size(); ++i) {
     rows_.push_back({ids[i], start + static_cast<int32_t>(i), 0, i >= first_wanted});
   }
-  ForwardContext ctx{model_->pool(), *buffers_, output};
+  CpuBackend cpu(model_->pool(), *buffers_);
+  ForwardContext ctx{cpu, *buffers_, output};
   ctx.prompt_rows = !decoding_;
   ctx.generated_rows = decoding_;
   if (observer_) {

@@ -1,4 +1,5 @@
 #include "server/scheduler.hpp"
+#include "backends/cpu/cpu_backend.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -462,7 +463,8 @@ void Scheduler::embedding_step() {
     for (size_t i = run.done; i < end; ++i) {
       rows.push_back({tokens[i], static_cast<int32_t>(i), slot, true});
     }
-    ForwardContext ctx{model_->pool(), engine_->buffers, RowOutput::hidden};
+    CpuBackend cpu(model_->pool(), engine_->buffers);
+    ForwardContext ctx{cpu, engine_->buffers, RowOutput::hidden};
     ctx.prompt_rows = true;
     model_->decoder().forward(
         rows, cache, ctx,
@@ -550,7 +552,8 @@ void Scheduler::step() {
   e.logits.resize(e.owners.size() * n_vocab);
   const bool observed = options_.drafter && options_.drafter->observes_hidden();
   try {
-    ForwardContext ctx{model_->pool(), e.buffers, RowOutput::logits};
+    CpuBackend cpu(model_->pool(), e.buffers);
+    ForwardContext ctx{cpu, e.buffers, RowOutput::logits};
     ctx.prompt_rows = prefill_rows > 0;
     ctx.generated_rows = decode_rows > 0;
     if (observed) {

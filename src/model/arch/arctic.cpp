@@ -76,15 +76,15 @@ class ArcticModel final : public FamilyModel<ArcticWeights> {
     const auto moe_in = ForwardBuffers::take(ctx.buffers.parallel, x.size());
     for (const int64_t il : ctx.stage.layers()) {
       const ArcticLayer& layer = w_.layers[static_cast<size_t>(il)];
-      rms_norm(h, x, layer.moe_norm, moe_in);  // from the layer's input
-      rms_norm(h, x, layer.attn_norm, normed);
+      rms_norm(ctx, h, x, layer.moe_norm, moe_in);  // from the layer's input
+      rms_norm(ctx, h, x, layer.attn_norm, normed);
       attention(layer.attn, h, il, pass, cache, ctx, normed, branch);
-      kernels::add_inplace(x, branch);
-      rms_norm(h, x, layer.ffn_norm, normed);
+      ctx.backend.add(x, branch);
+      rms_norm(ctx, h, x, layer.ffn_norm, normed);
       ffn(layer.ffn, FfnActivation::swiglu, h, il, n, ctx, normed, branch);
-      kernels::add_inplace(x, branch);
+      ctx.backend.add(x, branch);
       moe_ffn(layer.moe, h, il, n, ctx, moe_in, branch);
-      kernels::add_inplace(x, branch);
+      ctx.backend.add(x, branch);
     }
     w_.head.apply(h, rows, x, ctx, logits);
   }

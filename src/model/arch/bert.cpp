@@ -99,11 +99,11 @@ class BertModel final : public FamilyModel<BertWeights> {
     for (const int64_t il : ctx.stage.layers()) {
       const BertLayer& layer = w_.layers[static_cast<size_t>(il)];
       attention(layer.attn, h, il, pass, cache, ctx, x, branch);
-      kernels::add_inplace(x, branch);
-      layer.attn_out_norm.apply(x, x);
+      ctx.backend.add(x, branch);
+      layer.attn_out_norm.apply(ctx, x, x);
       ffn(layer.ffn, activation, h, il, static_cast<int64_t>(rows.size()), ctx, x, branch);
-      kernels::add_inplace(x, branch);
-      layer.out_norm.apply(x, x);
+      ctx.backend.add(x, branch);
+      layer.out_norm.apply(ctx, x, x);
     }
     copy_output_rows(h, rows, x, ctx.stage, hidden);
   }

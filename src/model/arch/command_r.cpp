@@ -79,12 +79,12 @@ class CommandRModel final : public FamilyModel<CommandRWeights> {
     const auto ffn_out = ForwardBuffers::take(ctx.buffers.parallel, x.size());
     for (const int64_t il : ctx.stage.layers()) {
       const CommandRLayer& layer = w_.layers[static_cast<size_t>(il)];
-      layer.attn_norm.apply(x, normed);
+      layer.attn_norm.apply(ctx, x, normed);
       attention(layer.attn, h, il, pass, cache, ctx, normed, branch);
       ffn(layer.ffn, FfnActivation::swiglu, h, il, n, ctx, normed, ffn_out);
       // llama.cpp's order: (ffn + x) + attention.
-      kernels::add_inplace(x, ffn_out);
-      kernels::add_inplace(x, branch);
+      ctx.backend.add(x, ffn_out);
+      ctx.backend.add(x, branch);
     }
     w_.head.apply(h, rows, x, ctx, logits);
   }

@@ -113,18 +113,18 @@ class DeciModel final : public FamilyModel<DeciWeights> {
       const DeciLayer& layer = w_.layers[static_cast<size_t>(il)];
       // llama.cpp drops the whole layer when it has no FFN.
       if (h.layer(il).n_ff == 0) continue;
-      if (layer.mixer != DeciMixer::none) layer.attn_norm.apply(x, normed);
+      if (layer.mixer != DeciMixer::none) layer.attn_norm.apply(ctx, x, normed);
       if (layer.mixer == DeciMixer::attention) {
         attention(layer.attn, h, il, pass, cache, ctx, normed, branch);
-        kernels::add_inplace(x, branch);
+        ctx.backend.add(x, branch);
       } else if (layer.mixer == DeciMixer::linear) {
-        kernels::matmul(layer.linear, normed.first(width), static_cast<int64_t>(n),
-                        branch.first(width), h.n_embd, ctx.pool, ctx.buffers.matmul);
-        kernels::add_inplace(x, branch);
+        ctx.backend.matmul(layer.linear, normed.first(width), static_cast<int64_t>(n),
+                           branch.first(width), h.n_embd);
+        ctx.backend.add(x, branch);
       }
-      layer.ffn_norm.apply(x, normed);
+      layer.ffn_norm.apply(ctx, x, normed);
       ffn(layer.ffn, FfnActivation::swiglu, h, il, static_cast<int64_t>(n), ctx, normed, branch);
-      kernels::add_inplace(x, branch);
+      ctx.backend.add(x, branch);
     }
     w_.head.apply(h, rows, x, ctx, logits);
   }

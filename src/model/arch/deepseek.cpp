@@ -111,20 +111,20 @@ class DeepseekModel final : public FamilyModel<DeepseekWeights> {
     const auto [x, normed, branch, pass] = start_layers(h, rows, cells, ctx, w_.embedding, w_.rope);
     for (const int64_t il : ctx.stage.layers()) {
       const DeepseekLayer& layer = w_.layers[static_cast<size_t>(il)];
-      rms_norm(h, x, layer.attn_norm, normed);
+      rms_norm(ctx, h, x, layer.attn_norm, normed);
       if (is_v2(h)) {
         latent_attention(layer.latent, h, il, pass, cache, ctx, normed, branch);
       } else {
         attention(layer.attn, h, il, pass, cache, ctx, normed, branch);
       }
-      kernels::add_inplace(x, branch);
-      rms_norm(h, x, layer.ffn_norm, normed);
+      ctx.backend.add(x, branch);
+      rms_norm(ctx, h, x, layer.ffn_norm, normed);
       if (il < h.n_layer_dense_lead) {
         ffn(layer.dense, FfnActivation::swiglu, h, il, n, ctx, normed, branch);
       } else {
         moe_ffn(layer.moe, h, il, n, ctx, normed, branch);
       }
-      kernels::add_inplace(x, branch);
+      ctx.backend.add(x, branch);
     }
     w_.head.apply(h, rows, x, ctx, logits);
   }

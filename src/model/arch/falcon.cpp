@@ -82,17 +82,17 @@ class FalconModel final : public FamilyModel<FalconWeights> {
     for (const int64_t il : ctx.stage.layers()) {
       const FalconLayer& layer = w_.layers[static_cast<size_t>(il)];
       const bool two_norms = !layer.attn_norm_2.weight.empty();
-      (two_norms ? layer.attn_norm_2 : layer.attn_norm).apply(x, normed);
+      (two_norms ? layer.attn_norm_2 : layer.attn_norm).apply(ctx, x, normed);
       attention(layer.attn, h, il, pass, cache, ctx, normed, branch);
-      if (two_norms) layer.attn_norm.apply(x, normed);
+      if (two_norms) layer.attn_norm.apply(ctx, x, normed);
       // The attention's scratch (attn_out, [rows][n_embd] here) is free
       // again: it takes the FFN's output while `branch` keeps the attention's.
       const auto ffn_out =
           ForwardBuffers::take(ctx.buffers.attn_out, n * static_cast<size_t>(h.n_embd));
       ffn(layer.ffn, FfnActivation::gelu, h, il, static_cast<int64_t>(n), ctx, normed, ffn_out);
       // llama.cpp's order: (ffn + attention) + x.
-      kernels::add_inplace(ffn_out, branch);
-      kernels::add_inplace(x, ffn_out);
+      ctx.backend.add(ffn_out, branch);
+      ctx.backend.add(x, ffn_out);
     }
     w_.head.apply(h, rows, x, ctx, logits);
   }

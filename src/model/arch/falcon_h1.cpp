@@ -81,15 +81,15 @@ class FalconH1Model final : public FamilyModel<FalconH1Weights> {
     const auto mixer = ForwardBuffers::take(ctx.buffers.parallel, s.x.size());
     for (const int64_t il : ctx.stage.layers()) {
       const FalconH1Layer& layer = w_.layers[static_cast<size_t>(il)];
-      rms_norm(h, s.x, layer.attn_norm, s.normed);
+      rms_norm(ctx, h, s.x, layer.attn_norm, s.normed);
       attention(layer.attn, h, il, s.pass, cache, ctx, s.normed, s.branch);
       mamba2(layer.ssm, h, il, rows, cache, ctx, s.normed, mixer);
       // llama.cpp: (attention + mixer), then the residual.
-      kernels::add_inplace(s.branch.first(s.x.size()), mixer);
-      kernels::add_inplace(s.x, s.branch);
-      rms_norm(h, s.x, layer.ffn_norm, s.normed);
+      ctx.backend.add(s.branch.first(s.x.size()), mixer);
+      ctx.backend.add(s.x, s.branch);
+      rms_norm(ctx, h, s.x, layer.ffn_norm, s.normed);
       ffn(layer.ffn, FfnActivation::swiglu, h, il, n, ctx, s.normed, s.branch);
-      kernels::add_inplace(s.x, s.branch);
+      ctx.backend.add(s.x, s.branch);
     }
     w_.head.apply(h, rows, s.x, ctx, logits);
   }

@@ -73,8 +73,8 @@ inline LayerStream start_layers(const ModelHParams& hp, std::span<const BatchRow
                 ForwardBuffers::take(buf.proj, width),
                 AttentionPass{rows, cells, rope.for_rows(rows, buf)}};
   if (ctx.stage.from_tokens()) {
-    embedding.embed(hp, rows, s.x, buf);
-    if (embedding_norm && !embedding_norm->weight.empty()) embedding_norm->apply(s.x, s.x);
+    embedding.embed(hp, rows, s.x, ctx);
+    if (embedding_norm && !embedding_norm->weight.empty()) embedding_norm->apply(ctx, s.x, s.x);
   } else {
     ctx.stage.read_input(s.x, static_cast<size_t>(hp.n_embd));
   }
@@ -82,9 +82,9 @@ inline LayerStream start_layers(const ModelHParams& hp, std::span<const BatchRow
 }
 
 // out = rms_norm(x) * weight, row by row (n_embd wide).
-inline void rms_norm(const ModelHParams& hp, std::span<const float> x,
-                     std::span<const float> weight, std::span<float> out) {
-  kernels::rms_norm_rows(x, weight, hp.rms_eps, out, static_cast<size_t>(hp.n_embd));
+inline void rms_norm(ForwardContext& ctx, const ModelHParams& hp, ConstTensor x,
+                     std::span<const float> weight, Tensor out) {
+  ctx.backend.rms_norm_rows(x, weight, hp.rms_eps, out, static_cast<size_t>(hp.n_embd));
 }
 
 // What many of llama.cpp's graphs assume without checking: every head is

@@ -90,21 +90,21 @@ class GemmaModel final : public FamilyModel<GemmaWeights> {
     const auto [x, normed, branch, pass] = start_layers(h, rows, cells, ctx, w_.embedding, w_.rope);
     for (const int64_t il : ctx.stage.layers()) {
       const GemmaLayer& layer = w_.layers[static_cast<size_t>(il)];
-      rms_norm(h, x, layer.attn_norm, normed);
+      rms_norm(ctx, h, x, layer.attn_norm, normed);
       attention(layer.attn, h, il, pass, cache, ctx, normed, branch);
-      add_post_normed(x, branch, layer.attn_post_norm);
-      rms_norm(h, x, layer.ffn_norm, normed);
+      add_post_normed(ctx, x, branch, layer.attn_post_norm);
+      rms_norm(ctx, h, x, layer.ffn_norm, normed);
       ffn(layer.ffn, FfnActivation::geglu, h, il, static_cast<int64_t>(n), ctx, normed, branch);
-      add_post_normed(x, branch, layer.ffn_post_norm);
+      add_post_normed(ctx, x, branch, layer.ffn_post_norm);
     }
     w_.head.apply(h, rows, x, ctx, logits);
   }
 
   // x += rms_norm(branch) * post_norm, or x += branch without a post norm.
-  void add_post_normed(std::span<float> x, std::span<float> branch,
+  void add_post_normed(ForwardContext& ctx, Tensor x, Tensor branch,
                        std::span<const float> post_norm) const {
-    if (!post_norm.empty()) rms_norm(hparams_, branch, post_norm, branch);
-    kernels::add_inplace(x, branch);
+    if (!post_norm.empty()) rms_norm(ctx, hparams_, branch, post_norm, branch);
+    ctx.backend.add(x, branch);
   }
 };
 

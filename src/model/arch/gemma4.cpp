@@ -169,8 +169,8 @@ struct Gemma4Weights {
   }
 };
 
-void scale_by(std::span<float> x, float s) {
-  if (s != 1.0f) kernels::scale_inplace(x, s);
+void scale_by(ForwardContext& ctx, Tensor x, float s) {
+  if (s != 1.0f) ctx.backend.scale(x, s);
 }
 
 class Gemma4Model final : public FamilyModel<Gemma4Weights> {
@@ -190,16 +190,16 @@ class Gemma4Model final : public FamilyModel<Gemma4Weights> {
     const auto per_layer = per_layer_inputs(rows, token_embeddings(rows, x, normed, ctx), ctx);
     for (const int64_t il : ctx.stage.layers()) {
       const Gemma4Layer& layer = w_.layers[static_cast<size_t>(il)];
-      rms_norm(h, x, layer.attn_norm, normed);
+      rms_norm(ctx, h, x, layer.attn_norm, normed);
       attention(layer, il, pass, cache, ctx, normed, branch);
-      rms_norm(h, branch, layer.attn_post_norm, branch);
-      kernels::add_inplace(x, branch);
-      rms_norm(h, x, layer.ffn_norm, normed);
+      rms_norm(ctx, h, branch, layer.attn_post_norm, branch);
+      ctx.backend.add(x, branch);
+      rms_norm(ctx, h, x, layer.ffn_norm, normed);
       ffn(layer.ffn, FfnActivation::geglu, h, il, static_cast<int64_t>(n), ctx, normed, branch);
-      rms_norm(h, branch, layer.ffn_post_norm, branch);
-      kernels::add_inplace(x, branch);
+      rms_norm(ctx, h, branch, layer.ffn_post_norm, branch);
+      ctx.backend.add(x, branch);
       if (!per_layer.empty()) add_per_layer_input(layer, il, per_layer, x, normed, ctx);
-      if (!layer.out_scale.empty()) kernels::scale_inplace(x, layer.out_scale[0]);
+      if (!layer.out_scale.empty()) ctx.backend.scale(x, layer.out_scale[0]);
     }
     w_.head.apply(h, rows, x, ctx, logits);
   }
@@ -210,7 +210,7 @@ class Gemma4Model final : public FamilyModel<Gemma4Weights> {
   std::span<const float> token_embeddings(std::span<const BatchRow> rows, std::span<const float> x,
                                           std::span<float> scratch, ForwardContext& ctx) const {
     if (ctx.stage.from_tokens() || hparams_.per_layer_embd == 0) return x;
-    w_.embedding.embed(hparams_, rows, scratch, ctx.buffers);
+    w_.embedding.embed(hparams_, rows, scratch, ctx);
     return scratch;
   }
 
@@ -226,19 +226,19 @@ class Gemma4Model final : public FamilyModel<Gemma4Weights> {
     const auto width = static_cast<size_t>(pl * h.n_layer);
     const auto rows_n = rows.size();
     auto inputs = ForwardBuffers::take(buf.latent_a, rows_n * width);
-    kernels::matmul(w_.per_layer_model_proj, x.first(rows_n * static_cast<size_t>(h.n_embd)), n,
-                    inputs, static_cast<int64_t>(width), ctx.pool, buf.matmul);
-    kernels::scale_inplace(inputs, 1.0f / std::sqrt(static_cast<float>(h.n_embd)));
-    kernels::rms_norm_rows(inputs, w_.per_layer_proj_norm, h.rms_eps, inputs,
-                           static_cast<size_t>(pl));
+    ctx.backend.matmul(w_.per_layer_model_proj, x.first(rows_n * static_cast<size_t>(h.n_embd)), n,
+                       inputs, static_cast<int64_t>(width));
+    ctx.backend.scale(inputs, 1.0f / std::sqrt(static_cast<float>(h.n_embd)));
+    ctx.backend.rms_norm_rows(inputs, w_.per_layer_proj_norm, h.rms_eps, inputs,
+                              static_cast<size_t>(pl));
     auto& ids = buf.token_ids;
     ids.clear();
     for (const auto& row : rows) ids.push_back(row.token);
     auto embedded = ForwardBuffers::take(buf.latent_b, rows_n * width);
-    kernels::get_rows(w_.per_layer_token_embd, ids, embedded);
-    kernels::scale_inplace(embedded, std::sqrt(static_cast<float>(pl)));
-    kernels::add_inplace(inputs, embedded);
-    kernels::scale_inplace(inputs, 1.0f / std::sqrt(2.0f));
+    ctx.backend.get_rows(w_.per_layer_token_embd, ids, embedded);
+    ctx.backend.scale(embedded, std::sqrt(static_cast<float>(pl)));
+    ctx.backend.add(inputs, embedded);
+    ctx.backend.scale(inputs, 1.0f / std::sqrt(2.0f));
     return inputs;
   }
 
@@ -252,7 +252,7 @@ class Gemma4Model final : public FamilyModel<Gemma4Weights> {
     const auto rows = x.size() / static_cast<size_t>(h.n_embd);
     const auto n = static_cast<int64_t>(rows);
     auto gate = ForwardBuffers::take(buf.latent_b, rows * pl);
-    kernels::matmul(layer.inp_gate, x, n, gate, static_cast<int64_t>(pl), ctx.pool, buf.matmul);
+    ctx.backend.matmul(layer.inp_gate, x, n, gate, static_cast<int64_t>(pl));
     kernels::gelu_inplace(gate);
     const auto width = pl * static_cast<size_t>(h.n_layer);
     for (size_t r = 0; r < rows; ++r) {
@@ -260,9 +260,9 @@ class Gemma4Model final : public FamilyModel<Gemma4Weights> {
       float* g = gate.data() + r * pl;
       for (size_t i = 0; i < pl; ++i) g[i] *= in[i];
     }
-    kernels::matmul(layer.proj, gate, n, scratch, h.n_embd, ctx.pool, buf.matmul);
-    rms_norm(h, scratch, layer.post_norm, scratch);
-    kernels::add_inplace(x, scratch);
+    ctx.backend.matmul(layer.proj, gate, n, scratch, h.n_embd);
+    rms_norm(ctx, h, scratch, layer.post_norm, scratch);
+    ctx.backend.add(x, scratch);
   }
 
   // The attention branch: Q/K/V with their norms (V's without weight, K's
@@ -286,9 +286,9 @@ class Gemma4Model final : public FamilyModel<Gemma4Weights> {
                           rope->cache.subspan(r * dims, dims));
     };
     auto q = ForwardBuffers::take(buf.q, rows * qw);
-    kernels::matmul(layer.wq, in, n, q, static_cast<int64_t>(qw), ctx.pool, buf.matmul);
-    scale_by(q, layer.q_scale);
-    kernels::rms_norm_rows(q, layer.q_norm, h.rms_eps, q, layer.q_norm.size());
+    ctx.backend.matmul(layer.wq, in, n, q, static_cast<int64_t>(qw));
+    scale_by(ctx, q, layer.q_scale);
+    ctx.backend.rms_norm_rows(q, layer.q_norm, h.rms_eps, q, layer.q_norm.size());
     for (size_t r = 0; r < rows; ++r) rope_row(q.subspan(r * qw, qw), spec.n_head, r);
 
     if (layer.kv_source == il) {
@@ -296,16 +296,16 @@ class Gemma4Model final : public FamilyModel<Gemma4Weights> {
       const auto vw = static_cast<size_t>(spec.v_width());
       auto k = ForwardBuffers::take(buf.k, rows * kw);
       auto v = ForwardBuffers::take(buf.v, rows * vw);
-      kernels::matmul(layer.wk, in, n, k, static_cast<int64_t>(kw), ctx.pool, buf.matmul);
-      scale_by(k, layer.k_scale);
+      ctx.backend.matmul(layer.wk, in, n, k, static_cast<int64_t>(kw));
+      scale_by(ctx, k, layer.k_scale);
       if (layer.wv.data != nullptr) {
-        kernels::matmul(layer.wv, in, n, v, static_cast<int64_t>(vw), ctx.pool, buf.matmul);
-        scale_by(v, layer.v_scale);
+        ctx.backend.matmul(layer.wv, in, n, v, static_cast<int64_t>(vw));
+        scale_by(ctx, v, layer.v_scale);
       } else {
         std::ranges::copy(k, v.begin());  // key and value heads have one size
       }
-      kernels::rms_norm_rows(k, layer.k_norm, h.rms_eps, k, layer.k_norm.size());
-      kernels::rms_norm_rows(v, {}, h.rms_eps, v, static_cast<size_t>(spec.head_dim_v));
+      ctx.backend.rms_norm_rows(k, layer.k_norm, h.rms_eps, k, layer.k_norm.size());
+      ctx.backend.rms_norm_rows(v, {}, h.rms_eps, v, static_cast<size_t>(spec.head_dim_v));
       for (size_t r = 0; r < rows; ++r) {
         auto k_row = k.subspan(r * kw, kw);
         rope_row(k_row, spec.n_head_kv, r);
@@ -317,8 +317,8 @@ class Gemma4Model final : public FamilyModel<Gemma4Weights> {
         ForwardBuffers::take(buf.attn_out, rows * static_cast<size_t>(spec.attn_out_width()));
     attend_over_cache(h, layer.kv_source, pass, cache, ctx, q, attn);
     const auto out_rows = out.first(rows * static_cast<size_t>(h.n_embd));
-    kernels::matmul(layer.wo, attn, n, out_rows, h.n_embd, ctx.pool, buf.matmul);
-    scale_by(out_rows, layer.o_scale);
+    ctx.backend.matmul(layer.wo, attn, n, out_rows, h.n_embd);
+    scale_by(ctx, out_rows, layer.o_scale);
   }
 };
 

@@ -84,22 +84,22 @@ class Glm4Model final : public FamilyModel<Glm4Weights> {
     const auto [x, normed, branch, pass] = start_layers(h, rows, cells, ctx, w_.embedding, w_.rope);
     for (const int64_t il : ctx.stage.layers()) {
       const Glm4Layer& layer = w_.layers[static_cast<size_t>(il)];
-      rms_norm(h, x, layer.attn_norm, normed);
+      rms_norm(ctx, h, x, layer.attn_norm, normed);
       attention(layer.attn, h, il, pass, cache, ctx, normed, branch);
-      add_post_normed(x, branch, layer.attn_post_norm);
-      rms_norm(h, x, layer.ffn_norm, normed);
+      add_post_normed(ctx, x, branch, layer.attn_post_norm);
+      rms_norm(ctx, h, x, layer.ffn_norm, normed);
       ffn(layer.ffn, FfnActivation::swiglu, h, il, n, ctx, normed, branch);
-      add_post_normed(x, branch, layer.ffn_post_norm);
+      add_post_normed(ctx, x, branch, layer.ffn_post_norm);
     }
     w_.head.apply(h, rows, x, ctx, logits);
   }
 
   // x += rms_norm(branch) * post_norm (chatglm: x += branch).
-  void add_post_normed(std::span<float> x, std::span<float> branch,
+  void add_post_normed(ForwardContext& ctx, Tensor x, Tensor branch,
                        std::span<const float> post_norm) const {
     const auto rows = branch.first(x.size());
-    if (!post_norm.empty()) rms_norm(hparams_, rows, post_norm, rows);
-    kernels::add_inplace(x, rows);
+    if (!post_norm.empty()) rms_norm(ctx, hparams_, rows, post_norm, rows);
+    ctx.backend.add(x, rows);
   }
 };
 

@@ -183,17 +183,17 @@ class Glm4MoeModel final : public FamilyModel<Glm4MoeWeights> {
     const auto input = ForwardBuffers::take(buf.mtp_input, rows.size() * 2 * width);
     for (size_t r = 0; r < rows.size(); ++r) {
       const auto row = input.subspan(r * 2 * width, 2 * width);
-      rms_norm(hp, s.x.subspan(r * width, width), layer.nextn.enorm, row.first(width));
-      rms_norm(hp, h_in.subspan(r * width, width), layer.nextn.hnorm, row.last(width));
+      rms_norm(ctx, hp, s.x.subspan(r * width, width), layer.nextn.enorm, row.first(width));
+      rms_norm(ctx, hp, h_in.subspan(r * width, width), layer.nextn.hnorm, row.last(width));
     }
-    kernels::matmul(layer.nextn.eh_proj, input, n, s.x, hp.n_embd, ctx.pool, buf.matmul);
+    ctx.backend.matmul(layer.nextn.eh_proj, input, n, s.x, hp.n_embd);
     layer.block.run(hp, il, s, cache, ctx);
     if (layer.nextn.shared_head_norm.empty()) {
       for (size_t r = 0; r < rows.size(); ++r) {
-        w_.head.norm.apply(s.x.subspan(r * width, width), h_out.subspan(r * width, width));
+        w_.head.norm.apply(ctx, s.x.subspan(r * width, width), h_out.subspan(r * width, width));
       }
     } else {
-      rms_norm(hp, s.x, layer.nextn.shared_head_norm, h_out);
+      rms_norm(ctx, hp, s.x, layer.nextn.shared_head_norm, h_out);
     }
     size_t n_out = 0;
     for (const auto& row : rows) n_out += row.logits ? 1 : 0;
@@ -206,9 +206,8 @@ class Glm4MoeModel final : public FamilyModel<Glm4MoeWeights> {
     }
     const kernels::WeightView& head =
         layer.nextn.shared_head_head.empty() ? w_.head.output : layer.nextn.shared_head_head;
-    kernels::matmul(head, normed, static_cast<int64_t>(n_out),
-                    logits.first(n_out * static_cast<size_t>(hp.n_vocab)), hp.n_vocab, ctx.pool,
-                    buf.matmul);
+    ctx.backend.matmul(head, normed, static_cast<int64_t>(n_out),
+                       logits.first(n_out * static_cast<size_t>(hp.n_vocab)), hp.n_vocab);
   }
 
   ModelHParams with_mtp_;         // the trunk's layers and the MTP layers

@@ -112,12 +112,12 @@ class Gpt2Model final : public FamilyModel<Gpt2Weights> {
     const FfnActivation activation = h.arch == "jais" ? FfnActivation::swiglu : FfnActivation::gelu;
     for (const int64_t il : ctx.stage.layers()) {
       const Gpt2Layer& layer = w_.layers[static_cast<size_t>(il)];
-      layer.attn_norm.apply(x, normed);
+      layer.attn_norm.apply(ctx, x, normed);
       attention(layer.attn, h, il, pass, cache, ctx, normed, branch);
-      kernels::add_inplace(x, branch);
-      layer.ffn_norm.apply(x, normed);
+      ctx.backend.add(x, branch);
+      layer.ffn_norm.apply(ctx, x, normed);
       ffn(layer.ffn, activation, h, il, static_cast<int64_t>(n), ctx, normed, branch);
-      kernels::add_inplace(x, branch);
+      ctx.backend.add(x, branch);
     }
     w_.head.apply(h, rows, x, ctx, logits);
   }

@@ -85,23 +85,23 @@ class GptNeoXModel final : public DecoderModel {
     const auto [x, normed, branch, pass] = start_layers(h, rows, cells, ctx, w_.embedding, w_.rope);
     for (const int64_t il : ctx.stage.layers()) {
       const GptNeoXLayer& layer = w_.layers[static_cast<size_t>(il)];
-      layer.attn_norm.apply(x, normed);
+      layer.attn_norm.apply(ctx, x, normed);
       attention(layer.attn, h, il, pass, cache, ctx, normed, branch);
       if (parallel_) {
-        layer.ffn_norm.apply(x, normed);
+        layer.ffn_norm.apply(ctx, x, normed);
         // The attention's scratch (attn_out, [rows][n_embd] here) is free
         // again: it takes the FFN's output while `branch` keeps the attention's.
         const auto ffn_out =
             ForwardBuffers::take(ctx.buffers.attn_out, n * static_cast<size_t>(h.n_embd));
         ffn(layer.ffn, FfnActivation::gelu, h, il, static_cast<int64_t>(n), ctx, normed, ffn_out);
         // llama.cpp's order: (ffn + x) + attention.
-        kernels::add_inplace(x, ffn_out);
-        kernels::add_inplace(x, branch);
+        ctx.backend.add(x, ffn_out);
+        ctx.backend.add(x, branch);
       } else {
-        kernels::add_inplace(x, branch);
-        layer.ffn_norm.apply(x, normed);
+        ctx.backend.add(x, branch);
+        layer.ffn_norm.apply(ctx, x, normed);
         ffn(layer.ffn, FfnActivation::gelu, h, il, static_cast<int64_t>(n), ctx, normed, branch);
-        kernels::add_inplace(x, branch);
+        ctx.backend.add(x, branch);
       }
     }
     w_.head.apply(h, rows, x, ctx, logits);

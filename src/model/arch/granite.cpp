@@ -100,30 +100,30 @@ class GraniteModel final : public FamilyModel<GraniteWeights> {
     const auto [x, normed, branch, pass] = start_layers(h, rows, cells, ctx, w_.embedding, w_.rope);
     for (const int64_t il : ctx.stage.layers()) {
       const GraniteLayer& layer = w_.layers[static_cast<size_t>(il)];
-      rms_norm(h, x, layer.attn_norm, normed);
+      rms_norm(ctx, h, x, layer.attn_norm, normed);
       if (h.layer(il).is_recurrent()) {
         mamba2(layer.ssm, h, il, rows, cache, ctx, normed, branch);
       } else {
         attention(layer.attn, h, il, pass, cache, ctx, normed, branch);
       }
-      add_scaled(x, branch);
-      rms_norm(h, x, layer.ffn_norm, normed);
+      add_scaled(ctx, x, branch);
+      rms_norm(ctx, h, x, layer.ffn_norm, normed);
       if (h.n_expert > 0) {
         moe_ffn(layer.moe, h, il, static_cast<int64_t>(n), ctx, normed, branch);
       } else {
         ffn(layer.ffn, FfnActivation::swiglu, h, il, static_cast<int64_t>(n), ctx, normed, branch);
       }
-      add_scaled(x, branch);
+      add_scaled(ctx, x, branch);
     }
     w_.head.apply(h, rows, x, ctx, logits);
   }
 
   // x += residual_scale * branch: llama.cpp's ggml_scale of the branch, then the add.
-  void add_scaled(std::span<float> x, std::span<float> branch) const {
+  void add_scaled(ForwardContext& ctx, Tensor x, Tensor branch) const {
     if (hparams_.residual_scale != 0.0f) {
-      kernels::scale_inplace(branch.first(x.size()), hparams_.residual_scale);
+      ctx.backend.scale(branch.first(x.size()), hparams_.residual_scale);
     }
-    kernels::add_inplace(x, branch);
+    ctx.backend.add(x, branch);
   }
 };
 

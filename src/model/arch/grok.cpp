@@ -92,11 +92,11 @@ class GrokModel final : public FamilyModel<GrokWeights> {
     const auto half_sqrt2 = static_cast<float>(std::sqrt(2.0) / 2.0);
     for (const int64_t il : ctx.stage.layers()) {
       const GrokLayer& layer = w_.layers[static_cast<size_t>(il)];
-      rms_norm(h, x, layer.attn_norm, normed);
+      rms_norm(ctx, h, x, layer.attn_norm, normed);
       attention(layer.attn, h, il, pass, cache, ctx, normed, branch);
-      rms_norm(h, branch, layer.attn_out_norm, branch);
-      kernels::add_inplace(x, branch);
-      rms_norm(h, x, layer.ffn_norm, normed);
+      rms_norm(ctx, h, branch, layer.attn_out_norm, branch);
+      ctx.backend.add(x, branch);
+      rms_norm(ctx, h, x, layer.ffn_norm, normed);
       moe_ffn(layer.moe, h, il, n, ctx, normed, branch);
       if (layer.has_dense) {
         ffn(layer.dense, FfnActivation::geglu, h, il, n, ctx, normed, dense_out);
@@ -104,8 +104,8 @@ class GrokModel final : public FamilyModel<GrokWeights> {
           branch[i] = (dense_out[i] + branch[i]) * half_sqrt2;
         }
       }
-      rms_norm(h, branch, layer.post_norm, branch);
-      kernels::add_inplace(x, branch);
+      rms_norm(ctx, h, branch, layer.post_norm, branch);
+      ctx.backend.add(x, branch);
     }
     w_.head.apply(h, rows, x, ctx, logits);
   }

@@ -91,20 +91,20 @@ class JambaModel final : public FamilyModel<JambaWeights> {
     const LayerStream s = start_layers(h, rows, cells, ctx, w_.embedding, w_.rope);
     for (const int64_t il : ctx.stage.layers()) {
       const JambaLayer& layer = w_.layers[static_cast<size_t>(il)];
-      rms_norm(h, s.x, layer.attn_norm, s.normed);
+      rms_norm(ctx, h, s.x, layer.attn_norm, s.normed);
       if (h.layer(il).is_recurrent()) {
         mamba(layer.ssm, h, il, rows, cache, ctx, s.normed, s.branch);
       } else {
         attention(layer.attn, h, il, s.pass, cache, ctx, s.normed, s.branch);
       }
-      kernels::add_inplace(s.x, s.branch);
-      rms_norm(h, s.x, layer.ffn_norm, s.normed);
+      ctx.backend.add(s.x, s.branch);
+      rms_norm(ctx, h, s.x, layer.ffn_norm, s.normed);
       if (h.layer_has_experts(il)) {
         moe_ffn(layer.moe, h, il, n, ctx, s.normed, s.branch);
       } else {
         ffn(layer.ffn, FfnActivation::swiglu, h, il, n, ctx, s.normed, s.branch);
       }
-      kernels::add_inplace(s.x, s.branch);
+      ctx.backend.add(s.x, s.branch);
     }
     w_.head.apply(h, rows, s.x, ctx, logits);
   }

@@ -103,16 +103,16 @@ class LlamaModel final : public FamilyModel<LlamaWeights> {
     const auto [x, normed, branch, pass] = start_layers(h, rows, cells, ctx, w_.embedding, w_.rope);
     for (const int64_t il : ctx.stage.layers()) {
       const LlamaLayer& layer = w_.layers[static_cast<size_t>(il)];
-      rms_norm(h, x, layer.attn_norm, normed);
+      rms_norm(ctx, h, x, layer.attn_norm, normed);
       attention(layer.attn, h, il, pass, cache, ctx, normed, branch);
-      kernels::add_inplace(x, branch);
-      rms_norm(h, x, layer.ffn_norm, normed);
+      ctx.backend.add(x, branch);
+      rms_norm(ctx, h, x, layer.ffn_norm, normed);
       if (h.n_expert > 0) {
         moe_ffn(layer.moe, h, il, static_cast<int64_t>(n), ctx, normed, branch);
       } else {
         ffn(layer.ffn, FfnActivation::swiglu, h, il, static_cast<int64_t>(n), ctx, normed, branch);
       }
-      kernels::add_inplace(x, branch);
+      ctx.backend.add(x, branch);
     }
     w_.head.apply(h, rows, x, ctx, logits);
   }

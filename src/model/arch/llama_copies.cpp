@@ -100,14 +100,14 @@ class CopyModel final : public DecoderModel {
     const auto [x, normed, branch, pass] = start_layers(h, rows, cells, ctx, w_.embedding, w_.rope);
     for (const int64_t il : ctx.stage.layers()) {
       const CopyLayer& layer = w_.layers[static_cast<size_t>(il)];
-      layer.attn_norm.apply(x, normed);
+      layer.attn_norm.apply(ctx, x, normed);
       attention(layer.attn, h, il, pass, cache, ctx, normed, branch);
-      kernels::add_inplace(x, branch);
+      ctx.backend.add(x, branch);
       // plamo's FFN reads the attention's input; llama.cpp adds
       // (ffn + attention) + x, which differs from this in the last bit only.
-      if (!parallel_) layer.ffn_norm.apply(x, normed);
+      if (!parallel_) layer.ffn_norm.apply(ctx, x, normed);
       ffn(layer.ffn, FfnActivation::swiglu, h, il, static_cast<int64_t>(n), ctx, normed, branch);
-      kernels::add_inplace(x, branch);
+      ctx.backend.add(x, branch);
     }
     w_.head.apply(h, rows, x, ctx, logits);
   }

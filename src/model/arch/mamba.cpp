@@ -86,9 +86,9 @@ class StateSpaceModel final : public FamilyModel<StateSpaceWeights<Mixer>> {
     const LayerStream s = start_layers(h, rows, cells, ctx, w.embedding, w.rope);
     for (const int64_t il : ctx.stage.layers()) {
       const StateSpaceLayer<Mixer>& layer = w.layers[static_cast<size_t>(il)];
-      rms_norm(h, s.x, layer.norm, s.normed);
+      rms_norm(ctx, h, s.x, layer.norm, s.normed);
       run_mixer(layer.ssm, h, il, rows, cache, ctx, s.normed, s.branch);
-      kernels::add_inplace(s.x, s.branch);
+      ctx.backend.add(s.x, s.branch);
     }
     w.head.apply(h, rows, s.x, ctx, logits);
   }

@@ -81,20 +81,20 @@ class MiniCpm3Model final : public FamilyModel<MiniCpm3Weights> {
     const auto [x, normed, branch, pass] = start_layers(h, rows, cells, ctx, w_.embedding, w_.rope);
     for (const int64_t il : ctx.stage.layers()) {
       const MiniCpm3Layer& layer = w_.layers[static_cast<size_t>(il)];
-      layer.attn_norm.apply(x, normed);
+      layer.attn_norm.apply(ctx, x, normed);
       latent_attention(layer.attn, h, il, pass, cache, ctx, normed, branch);
-      add_scaled(x, branch);
-      layer.ffn_norm.apply(x, normed);
+      add_scaled(ctx, x, branch);
+      layer.ffn_norm.apply(ctx, x, normed);
       ffn(layer.ffn, FfnActivation::swiglu, h, il, static_cast<int64_t>(n), ctx, normed, branch);
-      add_scaled(x, branch);
+      add_scaled(ctx, x, branch);
     }
     w_.head.apply(h, rows, x, ctx, logits);
   }
 
   // x += residual_scale * branch: llama.cpp's ggml_scale of the branch, then the add.
-  void add_scaled(std::span<float> x, std::span<float> branch) const {
-    kernels::scale_inplace(branch.first(x.size()), hparams_.residual_scale);
-    kernels::add_inplace(x, branch.first(x.size()));
+  void add_scaled(ForwardContext& ctx, Tensor x, Tensor branch) const {
+    ctx.backend.scale(branch.first(x.size()), hparams_.residual_scale);
+    ctx.backend.add(x, branch.first(x.size()));
   }
 };
 

@@ -83,19 +83,19 @@ class Minimax01Model final : public FamilyModel<Minimax01Weights> {
     // x = branch + residual_scale * h: llama.cpp's ggml_scale of the normed
     // input, then the add.
     const auto add_scaled_residual = [&] {
-      kernels::scale_inplace(s.normed, h.residual_scale);
+      ctx.backend.scale(s.normed, h.residual_scale);
       for (size_t i = 0; i < s.x.size(); ++i) s.x[i] = s.branch[i] + s.normed[i];
     };
     for (const int64_t il : ctx.stage.layers()) {
       const Minimax01Layer& layer = w_.layers[static_cast<size_t>(il)];
-      rms_norm(h, s.x, layer.attn_norm, s.normed);
+      rms_norm(ctx, h, s.x, layer.attn_norm, s.normed);
       if (h.layer(il).is_recurrent()) {
         lightning_attention(layer.lightning, h, il, rows, cache, ctx, s.normed, s.branch);
       } else {
         attention(layer.attn, h, il, s.pass, cache, ctx, s.normed, s.branch);
       }
       add_scaled_residual();
-      rms_norm(h, s.x, layer.ffn_norm, s.normed);
+      rms_norm(ctx, h, s.x, layer.ffn_norm, s.normed);
       moe_ffn(layer.moe, h, il, n, ctx, s.normed, s.branch);
       add_scaled_residual();
     }

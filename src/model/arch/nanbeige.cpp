@@ -89,15 +89,15 @@ class NanbeigeModel final : public DecoderModel {
     const auto [x, normed, branch, pass] = start_layers(h, rows, cells, ctx, w_.embedding, w_.rope);
     for (const int64_t il : ctx.stage.layers()) {
       const NanbeigeLayer& layer = w_.layers[static_cast<size_t>(il % n_phys_)];
-      rms_norm(h, x, layer.attn_norm, normed);
+      rms_norm(ctx, h, x, layer.attn_norm, normed);
       attention(layer.attn, h, il, pass, cache, ctx, normed, branch);
-      kernels::add_inplace(x, branch);
-      rms_norm(h, x, layer.ffn_norm, normed);
+      ctx.backend.add(x, branch);
+      rms_norm(ctx, h, x, layer.ffn_norm, normed);
       ffn(layer.ffn, FfnActivation::swiglu, h, il, static_cast<int64_t>(n), ctx, normed, branch);
-      kernels::add_inplace(x, branch);
+      ctx.backend.add(x, branch);
       // Between loops the stream goes through the final norm.
       const bool loop_end = (il + 1) % n_phys_ == 0 && il + 1 < h.n_layer;
-      if (loop_end && !skip_loop_final_norm_) w_.head.norm.apply(x, x);
+      if (loop_end && !skip_loop_final_norm_) w_.head.norm.apply(ctx, x, x);
     }
     w_.head.apply(h, rows, x, ctx, logits);
   }

@@ -86,12 +86,12 @@ class NemotronModel final : public FamilyModel<NemotronWeights> {
     const auto [x, normed, branch, pass] = start_layers(h, rows, cells, ctx, w_.embedding, w_.rope);
     for (const int64_t il : ctx.stage.layers()) {
       const NemotronLayer& layer = w_.layers[static_cast<size_t>(il)];
-      layer.attn_norm.apply(x, normed);
+      layer.attn_norm.apply(ctx, x, normed);
       attention(layer.attn, h, il, pass, cache, ctx, normed, branch);
-      kernels::add_inplace(x, branch);
-      layer.ffn_norm.apply(x, normed);
+      ctx.backend.add(x, branch);
+      layer.ffn_norm.apply(ctx, x, normed);
       ffn(layer.ffn, FfnActivation::relu_sqr, h, il, n, ctx, normed, branch);
-      kernels::add_inplace(x, branch);
+      ctx.backend.add(x, branch);
     }
     w_.head.apply(h, rows, x, ctx, logits);
   }

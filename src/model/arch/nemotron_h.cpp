@@ -145,7 +145,7 @@ class NemotronHModel final : public FamilyModel<NemotronHWeights> {
     const LayerStream s = start_layers(h, rows, cells, ctx, w_.embedding, w_.rope);
     for (const int64_t il : ctx.stage.layers()) {
       const NemotronHLayer& layer = w_.layers[static_cast<size_t>(il)];
-      rms_norm(h, s.x, layer.norm, s.normed);
+      rms_norm(ctx, h, s.x, layer.norm, s.normed);
       switch (block_kind(h.layer(il))) {
         case BlockKind::mamba2:
           mamba2(layer.ssm, h, il, rows, cache, ctx, s.normed, s.branch);
@@ -161,7 +161,7 @@ class NemotronHModel final : public FamilyModel<NemotronHWeights> {
           }
           break;
       }
-      kernels::add_inplace(s.x, s.branch);
+      ctx.backend.add(s.x, s.branch);
     }
     w_.head.apply(h, rows, s.x, ctx, logits);
   }

@@ -87,20 +87,20 @@ class PostNormModel final : public FamilyModel<PostNormWeights> {
     for (const int64_t il : ctx.stage.layers()) {
       const PostNormLayer& layer = w_.layers[static_cast<size_t>(il)];
       attention(layer.attn, h, il, pass, cache, ctx, x, branch);
-      add_post_normed(x, branch, layer.attn_post_norm);
+      add_post_normed(ctx, x, branch, layer.attn_post_norm);
       ffn(layer.ffn, FfnActivation::swiglu, h, il, static_cast<int64_t>(n), ctx, x, branch);
-      add_post_normed(x, branch, layer.ffn_post_norm);
+      add_post_normed(ctx, x, branch, layer.ffn_post_norm);
     }
     w_.head.apply(h, rows, x, ctx, logits);
   }
 
   // x += rms_norm(branch) * post_norm.
-  void add_post_normed(std::span<float> x, std::span<float> branch,
+  void add_post_normed(ForwardContext& ctx, Tensor x, Tensor branch,
                        std::span<const float> post_norm) const {
     const auto rows = branch.first(x.size());
-    kernels::rms_norm_rows(rows, post_norm, hparams_.rms_eps, rows,
-                           static_cast<size_t>(hparams_.n_embd));
-    kernels::add_inplace(x, rows);
+    ctx.backend.rms_norm_rows(rows, post_norm, hparams_.rms_eps, rows,
+                              static_cast<size_t>(hparams_.n_embd));
+    ctx.backend.add(x, rows);
   }
 };
 

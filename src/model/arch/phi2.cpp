@@ -73,12 +73,12 @@ class Phi2Model final : public FamilyModel<Phi2Weights> {
     const auto ffn_out = ForwardBuffers::take(ctx.buffers.parallel, x.size());
     for (const int64_t il : ctx.stage.layers()) {
       const Phi2Layer& layer = w_.layers[static_cast<size_t>(il)];
-      layer.attn_norm.apply(x, normed);
+      layer.attn_norm.apply(ctx, x, normed);
       attention(layer.attn, h, il, pass, cache, ctx, normed, branch);
       ffn(layer.ffn, FfnActivation::gelu, h, il, static_cast<int64_t>(n), ctx, normed, ffn_out);
       // llama.cpp: (attention + ffn) + x.
-      kernels::add_inplace(branch, ffn_out);
-      kernels::add_inplace(x, branch);
+      ctx.backend.add(branch, ffn_out);
+      ctx.backend.add(x, branch);
     }
     w_.head.apply(h, rows, x, ctx, logits);
   }

@@ -106,16 +106,16 @@ class Phi3Model final : public FamilyModel<Phi3Weights> {
     const auto [x, normed, branch, pass] = start_layers(h, rows, cells, ctx, w_.embedding, w_.rope);
     for (const int64_t il : ctx.stage.layers()) {
       const Phi3Layer& layer = w_.layers[static_cast<size_t>(il)];
-      layer.attn_norm.apply(x, normed);
+      layer.attn_norm.apply(ctx, x, normed);
       attention(layer.attn, h, il, pass, cache, ctx, normed, branch);
-      kernels::add_inplace(x, branch);
-      layer.ffn_norm.apply(x, normed);
+      ctx.backend.add(x, branch);
+      layer.ffn_norm.apply(ctx, x, normed);
       if (h.n_expert > 0) {
         moe_ffn(layer.moe, h, il, static_cast<int64_t>(n), ctx, normed, branch);
       } else {
         ffn(layer.ffn, FfnActivation::swiglu, h, il, static_cast<int64_t>(n), ctx, normed, branch);
       }
-      kernels::add_inplace(x, branch);
+      ctx.backend.add(x, branch);
     }
     w_.head.apply(h, rows, x, ctx, logits);
   }

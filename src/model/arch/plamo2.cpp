@@ -87,18 +87,18 @@ class Plamo2Model final : public FamilyModel<Plamo2Weights> {
     const auto branch = s.branch.first(s.x.size());
     for (const int64_t il : ctx.stage.layers()) {
       const Plamo2Layer& layer = w_.layers[static_cast<size_t>(il)];
-      rms_norm(h, s.x, layer.attn_norm, s.normed);
+      rms_norm(ctx, h, s.x, layer.attn_norm, s.normed);
       if (h.layer(il).is_recurrent()) {
         plamo2_mamba(layer.ssm, h, il, rows, cache, ctx, s.normed, s.branch);
       } else {
         attention(layer.attn, h, il, s.pass, cache, ctx, s.normed, s.branch);
       }
-      rms_norm(h, branch, layer.post_attn_norm, branch);
-      kernels::add_inplace(s.x, branch);
-      rms_norm(h, s.x, layer.ffn_norm, s.normed);
+      rms_norm(ctx, h, branch, layer.post_attn_norm, branch);
+      ctx.backend.add(s.x, branch);
+      rms_norm(ctx, h, s.x, layer.ffn_norm, s.normed);
       ffn(layer.ffn, FfnActivation::swiglu, h, il, n, ctx, s.normed, s.branch);
-      rms_norm(h, branch, layer.post_ffn_norm, branch);
-      kernels::add_inplace(s.x, branch);
+      rms_norm(ctx, h, branch, layer.post_ffn_norm, branch);
+      ctx.backend.add(s.x, branch);
     }
     w_.head.apply(h, rows, s.x, ctx, logits);
   }

@@ -88,14 +88,14 @@ class Plamo3Model final : public FamilyModel<Plamo3Weights> {
     const auto [x, normed, branch, pass] = start_layers(h, rows, cells, ctx, w_.embedding, w_.rope);
     for (const int64_t il : ctx.stage.layers()) {
       const Plamo3Layer& layer = w_.layers[static_cast<size_t>(il)];
-      rms_norm(h, x, layer.attn_norm, normed);
+      rms_norm(ctx, h, x, layer.attn_norm, normed);
       attention(layer.attn, h, il, pass, cache, ctx, normed, branch);
-      rms_norm(h, branch, layer.attn_post_norm, branch);
-      kernels::add_inplace(x, branch);
-      rms_norm(h, x, layer.ffn_norm, normed);
+      rms_norm(ctx, h, branch, layer.attn_post_norm, branch);
+      ctx.backend.add(x, branch);
+      rms_norm(ctx, h, x, layer.ffn_norm, normed);
       ffn(layer.ffn, FfnActivation::swiglu, h, il, n, ctx, normed, branch);
-      rms_norm(h, branch, layer.ffn_post_norm, branch);
-      kernels::add_inplace(x, branch);
+      rms_norm(ctx, h, branch, layer.ffn_post_norm, branch);
+      ctx.backend.add(x, branch);
     }
     w_.head.apply(h, rows, x, ctx, logits);
   }

@@ -42,13 +42,13 @@ struct PreNormLayer {
   // Runs layer `il` over the stream's rows.
   void run(FfnActivation activation, const ModelHParams& hp, int64_t il, const LayerStream& s,
            KvCache& cache, ForwardContext& ctx) const {
-    rms_norm(hp, s.x, attn_norm, s.normed);
+    rms_norm(ctx, hp, s.x, attn_norm, s.normed);
     attention(attn, hp, il, s.pass, cache, ctx, s.normed, s.branch);
-    kernels::add_inplace(s.x, s.branch);
-    rms_norm(hp, s.x, ffn_norm, s.normed);
+    ctx.backend.add(s.x, s.branch);
+    rms_norm(ctx, hp, s.x, ffn_norm, s.normed);
     cortiq::ffn(ffn, activation, hp, il, static_cast<int64_t>(s.pass.rows.size()), ctx, s.normed,
                 s.branch);
-    kernels::add_inplace(s.x, s.branch);
+    ctx.backend.add(s.x, s.branch);
   }
 };
 
@@ -85,16 +85,16 @@ struct PreNormMoeLayer {
       std::copy(s.x.begin(), s.x.end(), copy.begin());
       router_in = copy;
     }
-    rms_norm(hp, s.x, attn_norm, s.normed);
+    rms_norm(ctx, hp, s.x, attn_norm, s.normed);
     attention(attn, hp, il, s.pass, cache, ctx, s.normed, s.branch);
-    kernels::add_inplace(s.x, s.branch);
-    rms_norm(hp, s.x, ffn_norm, s.normed);
+    ctx.backend.add(s.x, s.branch);
+    rms_norm(ctx, hp, s.x, ffn_norm, s.normed);
     if (hp.layer_has_experts(il)) {
       moe_ffn(moe, hp, il, n_rows, ctx, s.normed, s.branch, router_in);
     } else {
       cortiq::ffn(dense, FfnActivation::swiglu, hp, il, n_rows, ctx, s.normed, s.branch);
     }
-    kernels::add_inplace(s.x, s.branch);
+    ctx.backend.add(s.x, s.branch);
   }
 };
 

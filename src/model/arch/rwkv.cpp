@@ -70,14 +70,14 @@ void channel_mix(const ChannelMixWeights& w, const ModelHParams& hp, int64_t il,
   const auto hidden = ForwardBuffers::take(buf.up, n_rows * static_cast<size_t>(w.key.n_rows));
   rwkv_token_shift(hp, rows, il, rwkv_channel_shift_offset(hp), cache, x, sx);
   rwkv_lerp_rows(sx, w.lerp_k, x, mixed);
-  kernels::matmul(w.key, mixed, n, hidden, w.key.n_rows, ctx.pool, buf.matmul);
+  ctx.backend.matmul(w.key, mixed, n, hidden, w.key.n_rows);
   kernels::relu_sqr_inplace(hidden);
   const auto y = out.first(rows_e);
-  kernels::matmul(w.value, hidden, n, y, hp.n_embd, ctx.pool, buf.matmul);
+  ctx.backend.matmul(w.value, hidden, n, y, hp.n_embd);
   if (w.receptance.empty()) return;
   rwkv_lerp_rows(sx, w.lerp_r, x, mixed);
   const auto r = ForwardBuffers::take(buf.v, rows_e);
-  kernels::matmul(w.receptance, mixed, n, r, hp.n_embd, ctx.pool, buf.matmul);
+  ctx.backend.matmul(w.receptance, mixed, n, r, hp.n_embd);
   for (size_t i = 0; i < rows_e; ++i) y[i] = kernels::sigmoid(r[i]) * y[i];
 }
 
@@ -136,18 +136,18 @@ class RwkvModel final : public FamilyModel<RwkvWeights<TimeMix>> {
     if (kCarriesFirstValues && ctx.stage.first > 0) ctx.stage.read_input(v_first, n_embd, n_embd);
     for (const int64_t il : ctx.stage.layers()) {
       const RwkvLayer<TimeMix>& layer = w.layers[static_cast<size_t>(il)];
-      layer.attn_norm.apply(s.x, s.normed);
+      layer.attn_norm.apply(ctx, s.x, s.normed);
       if constexpr (std::is_same_v<TimeMix, Rwkv6TimeMixWeights>) {
         rwkv6_time_mix(layer.time_mix, h, il, rows, cache, ctx, s.normed, s.branch);
       } else {
         rwkv7_time_mix(layer.time_mix, h, il, rows, cache, ctx, s.normed, v_first, s.branch);
       }
-      kernels::add_inplace(s.x, s.branch);
-      layer.ffn_norm.apply(s.x, s.normed);
+      ctx.backend.add(s.x, s.branch);
+      layer.ffn_norm.apply(ctx, s.x, s.normed);
       channel_mix(layer.channel_mix, h, il, rows, cache, ctx, s.normed, s.branch);
-      kernels::add_inplace(s.x, s.branch);
+      ctx.backend.add(s.x, s.branch);
       const int64_t every = h.rwkv.rescale_every;
-      if (every > 0 && (il + 1) % every == 0) kernels::scale_inplace(s.x, 0.5f);
+      if (every > 0 && (il + 1) % every == 0) ctx.backend.scale(s.x, 0.5f);
     }
     w.head.apply(h, rows, s.x, ctx, logits);
     if (kCarriesFirstValues && !ctx.stage.ends_in_head()) {

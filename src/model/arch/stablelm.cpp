@@ -79,13 +79,13 @@ class StableLmModel final : public FamilyModel<StableLmWeights> {
     const auto [x, normed, branch, pass] = start_layers(h, rows, cells, ctx, w_.embedding, w_.rope);
     for (const int64_t il : ctx.stage.layers()) {
       const StableLmLayer& layer = w_.layers[static_cast<size_t>(il)];
-      layer.attn_norm.apply(x, normed);
+      layer.attn_norm.apply(ctx, x, normed);
       attention(layer.attn, h, il, pass, cache, ctx, normed, branch);
-      kernels::add_inplace(x, branch);
+      ctx.backend.add(x, branch);
       // Without ffn_norm the FFN reads the attention's normed input.
-      if (!layer.ffn_norm.weight.empty()) layer.ffn_norm.apply(x, normed);
+      if (!layer.ffn_norm.weight.empty()) layer.ffn_norm.apply(ctx, x, normed);
       ffn(layer.ffn, FfnActivation::swiglu, h, il, n, ctx, normed, branch);
-      kernels::add_inplace(x, branch);
+      ctx.backend.add(x, branch);
     }
     w_.head.apply(h, rows, x, ctx, logits);
   }

@@ -22,17 +22,16 @@ void TokenEmbedding::visit(TensorVisitor& v, const ModelHParams& hp) {
   v.matrix(table, "token_embd.weight", hp.n_embd, hp.n_vocab);
 }
 
-void TokenEmbedding::embed(const ModelHParams& hp, std::span<const BatchRow> rows,
-                           std::span<float> x, ForwardBuffers& buf) const {
-  auto& ids = buf.token_ids;
+void TokenEmbedding::embed(const ModelHParams& hp, std::span<const BatchRow> rows, Tensor x,
+                           ForwardContext& ctx) const {
+  auto& ids = ctx.buffers.token_ids;
   ids.clear();
   for (const auto& row : rows) ids.push_back(row.token);
-  kernels::get_rows(table, ids, x);
+  ctx.backend.get_rows(table, ids, x);
   if (hp.embedding_scale != 0.0f) {
-    kernels::scale_inplace(x.first(rows.size() * static_cast<size_t>(hp.n_embd)),
-                           hp.embedding_scale);
+    ctx.backend.scale(x.first(rows.size() * static_cast<size_t>(hp.n_embd)), hp.embedding_scale);
   }
-  kernels::add_bias_rows(x.first(rows.size() * static_cast<size_t>(hp.n_embd)), type0);
+  ctx.backend.add_bias_rows(x.first(rows.size() * static_cast<size_t>(hp.n_embd)), type0);
   if (positions.data != nullptr) {
     // llama.cpp adds ggml_get_rows(pos_embd, inp_pos). The branch buffer
     // (buf.proj) is free until the first layer; get_rows refuses a position
@@ -40,9 +39,9 @@ void TokenEmbedding::embed(const ModelHParams& hp, std::span<const BatchRow> row
     ids.clear();
     for (const auto& row : rows) ids.push_back(row.pos);
     const auto width = rows.size() * static_cast<size_t>(hp.n_embd);
-    const auto pos = ForwardBuffers::take(buf.proj, width);
-    kernels::get_rows(positions, ids, pos);
-    kernels::add_inplace(x.first(width), pos);
+    const auto pos = ForwardBuffers::take(ctx.buffers.proj, width);
+    ctx.backend.get_rows(positions, ids, pos);
+    ctx.backend.add(x.first(width), pos);
   }
 }
 
@@ -102,7 +101,7 @@ void OutputHead::apply(const ModelHParams& hp, std::span<const BatchRow> rows,
   const bool all_hidden = !ctx.all_hidden.empty();
   if (all_hidden) {
     for (size_t r = 0; r < rows.size(); ++r) {
-      norm.apply(x.subspan(r * n_embd, n_embd), ctx.all_hidden.subspan(r * n_embd, n_embd));
+      norm.apply(ctx, x.subspan(r * n_embd, n_embd), ctx.all_hidden.subspan(r * n_embd, n_embd));
     }
   }
   size_t n_out = 0;
@@ -118,20 +117,19 @@ void OutputHead::apply(const ModelHParams& hp, std::span<const BatchRow> rows,
     if (all_hidden) {
       std::ranges::copy(ctx.all_hidden.subspan(r * n_embd, n_embd), out.begin());
     } else {
-      norm.apply(x.subspan(r * n_embd, n_embd), out);
+      norm.apply(ctx, x.subspan(r * n_embd, n_embd), out);
     }
   }
   if (hidden) return;
   const auto out = logits.first(n_out * static_cast<size_t>(hp.n_vocab));
-  kernels::matmul(output, normed, static_cast<int64_t>(n_out), out, hp.n_vocab, ctx.pool,
-                  buf.matmul);
-  kernels::add_bias_rows(out, bias);
+  ctx.backend.matmul(output, normed, static_cast<int64_t>(n_out), out, hp.n_vocab);
+  ctx.backend.add_bias_rows(out, bias);
   // Granite's ggml_scale of the logits.
-  if (hp.logit_scale != 0.0f) kernels::scale_inplace(out, hp.logit_scale);
+  if (hp.logit_scale != 0.0f) ctx.backend.scale(out, hp.logit_scale);
   if (hp.final_softcap != 0.0f) {
     // A libm tanhf per logit: 256k of them are ~2 ms of a Gemma decode step
     // on one core, so both cores take a share.
-    ctx.pool.parallel_for(
+    ctx.host_pool().parallel_for(
         static_cast<int64_t>(out.size()),
         [&](int64_t begin, int64_t end) {
           kernels::softcap_inplace(

@@ -34,8 +34,8 @@ struct TokenEmbedding {
   void visit_token_types(TensorVisitor& v, const ModelHParams& hp);
   // x[r] = table[rows[r].token] * hp.embedding_scale (when set)
   //        + type0 (when the file has it) + positions[rows[r].pos] (when it has them).
-  void embed(const ModelHParams& hp, std::span<const BatchRow> rows, std::span<float> x,
-             ForwardBuffers& buf) const;
+  void embed(const ModelHParams& hp, std::span<const BatchRow> rows, Tensor x,
+             ForwardContext& ctx) const;
 };
 
 // Whether a family's files may carry their own output.weight, or always

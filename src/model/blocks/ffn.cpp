@@ -13,8 +13,8 @@ namespace {
 // Elements per share of the activation: below this one thread does it all.
 constexpr int64_t kActivationGrain = 2048;
 
-void apply_scale(std::span<float> rows, float scale) {
-  if (scale != 1.0f) kernels::scale_inplace(rows, scale);
+void apply_scale(ForwardContext& ctx, Tensor rows, float scale) {
+  if (scale != 1.0f) ctx.backend.scale(rows, scale);
 }
 
 // down(act(up(x))) with biases and scales in llama.cpp's build_ffn order;
@@ -25,31 +25,33 @@ void ungated_ffn(const FfnWeights& w, FfnActivation activation, const ModelHPara
   auto& buf = ctx.buffers;
   const auto rows = static_cast<size_t>(n_rows);
   auto up = ForwardBuffers::take(buf.up, rows * static_cast<size_t>(n_ff));
-  kernels::matmul(w.up, in, n_rows, up, n_ff, ctx.pool, buf.matmul);
-  kernels::add_bias_rows(up, w.up_b);
-  apply_scale(up, w.up_scale);
-  ctx.pool.parallel_for(
-      static_cast<int64_t>(up.size()),
-      [&](int64_t begin, int64_t end) {
-        const auto part = up.subspan(static_cast<size_t>(begin), static_cast<size_t>(end - begin));
-        if (activation == FfnActivation::relu_sqr) {
-          kernels::relu_sqr_inplace(part);
-        } else if (activation == FfnActivation::xielu) {
-          kernels::xielu_inplace(part, w.xielu);
-        } else {
-          kernels::gelu_inplace(part);
-        }
-      },
-      kActivationGrain);
+  ctx.backend.matmul(w.up, in, n_rows, up, n_ff);
+  ctx.backend.add_bias_rows(up, w.up_b);
+  apply_scale(ctx, up, w.up_scale);
+  if (activation == FfnActivation::xielu) {
+    // Apertus's xIELU has parameters no backend op takes: host only.
+    const std::span<float> values = up;
+    ctx.host_pool().parallel_for(
+        static_cast<int64_t>(values.size()),
+        [&](int64_t begin, int64_t end) {
+          kernels::xielu_inplace(
+              values.subspan(static_cast<size_t>(begin), static_cast<size_t>(end - begin)),
+              w.xielu);
+        },
+        kActivationGrain);
+  } else {
+    ctx.backend.unary(activation == FfnActivation::relu_sqr ? UnaryOp::relu_sqr : UnaryOp::gelu,
+                      up);
+  }
   if (!w.act_scales.empty()) {
     // build_ffn's ggml_div of the activation by ffn_act, row by row.
     const auto n = static_cast<size_t>(n_ff);
     for (size_t i = 0; i < up.size(); ++i) up[i] /= w.act_scales[i % n];
   }
   const auto out_rows = out.first(rows * static_cast<size_t>(hp.n_embd));
-  kernels::matmul(w.down, up, n_rows, out_rows, hp.n_embd, ctx.pool, buf.matmul);
-  kernels::add_bias_rows(out_rows, w.down_b);
-  apply_scale(out_rows, w.down_scale);
+  ctx.backend.matmul(w.down, up, n_rows, out_rows, hp.n_embd);
+  ctx.backend.add_bias_rows(out_rows, w.down_b);
+  apply_scale(ctx, out_rows, w.down_scale);
 }
 
 // down(silu(g) * u) where each row of up(x) is [g | u] (Phi-3's fused
@@ -60,23 +62,15 @@ void fused_gate_up_ffn(const FfnWeights& w, const ModelHParams& hp, int64_t n_ff
   const auto rows = static_cast<size_t>(n_rows);
   const auto width = static_cast<size_t>(n_ff);
   auto both = ForwardBuffers::take(buf.up, rows * 2 * width);
-  kernels::matmul(w.up, in, n_rows, both, 2 * n_ff, ctx.pool, buf.matmul);
-  kernels::add_bias_rows(both, w.up_b);
-  apply_scale(both, w.up_scale);
+  ctx.backend.matmul(w.up, in, n_rows, both, 2 * n_ff);
+  ctx.backend.add_bias_rows(both, w.up_b);
+  apply_scale(ctx, both, w.up_scale);
   auto gated = ForwardBuffers::take(buf.gate, rows * width);
-  ctx.pool.parallel_for(
-      n_rows,
-      [&](int64_t begin, int64_t end) {
-        for (auto r = static_cast<size_t>(begin); r < static_cast<size_t>(end); ++r) {
-          const auto row = both.subspan(r * 2 * width, 2 * width);
-          kernels::swiglu(row.first(width), row.subspan(width), gated.subspan(r * width, width));
-        }
-      },
-      1);
+  ctx.backend.glu_halves(GluOp::swiglu, both, gated, width);
   const auto out_rows = out.first(rows * static_cast<size_t>(hp.n_embd));
-  kernels::matmul(w.down, gated, n_rows, out_rows, hp.n_embd, ctx.pool, buf.matmul);
-  kernels::add_bias_rows(out_rows, w.down_b);
-  apply_scale(out_rows, w.down_scale);
+  ctx.backend.matmul(w.down, gated, n_rows, out_rows, hp.n_embd);
+  ctx.backend.add_bias_rows(out_rows, w.down_b);
+  apply_scale(ctx, out_rows, w.down_scale);
 }
 
 }  // namespace
@@ -135,42 +129,23 @@ void ffn(const FfnWeights& w, FfnActivation activation, const ModelHParams& hp, 
   auto gate = ForwardBuffers::take(buf.gate, rows * static_cast<size_t>(n_ff));
   auto up = ForwardBuffers::take(buf.up, rows * static_cast<size_t>(n_ff));
 
-  const kernels::MatmulOutput gate_up[] = {{&w.gate, gate, n_ff}, {&w.up, up, n_ff}};
-  kernels::matmul_shared_input(gate_up, in, n_rows, ctx.pool, buf.matmul);
+  const MatmulProduct gate_up[] = {{&w.gate, gate, n_ff}, {&w.up, up, n_ff}};
+  ctx.backend.matmul_shared_input(gate_up, in, n_rows);
   // llama.cpp's build_ffn: bias, then scale, for each projection.
-  kernels::add_bias_rows(up, w.up_b);
-  apply_scale(up, w.up_scale);
-  kernels::add_bias_rows(gate, w.gate_b);
-  apply_scale(gate, w.gate_scale);
-  // Element-wise, but an exp or a table lookup per element: worth both
-  // cores even at decode.
-  ctx.pool.parallel_for(
-      static_cast<int64_t>(gate.size()),
-      [&](int64_t begin, int64_t end) {
-        const auto b = static_cast<size_t>(begin), count = static_cast<size_t>(end - begin);
-        const auto g = gate.subspan(b, count);
-        const auto u = up.subspan(b, count);
-        switch (activation) {
-          case FfnActivation::swiglu:
-            kernels::swiglu(g, u, g);
-            break;
-          case FfnActivation::geglu:
-            kernels::geglu(g, u, g);
-            break;
-          case FfnActivation::gelu:
-          case FfnActivation::relu_sqr:
-          case FfnActivation::xielu:
-            break;  // ungated_ffn
-        }
-      },
-      kActivationGrain);
+  ctx.backend.add_bias_rows(up, w.up_b);
+  apply_scale(ctx, up, w.up_scale);
+  ctx.backend.add_bias_rows(gate, w.gate_b);
+  apply_scale(ctx, gate, w.gate_scale);
+  // gated activations only here (ungated_ffn has the others)
+  ctx.backend.glu(activation == FfnActivation::geglu ? GluOp::geglu : GluOp::swiglu, gate, up,
+                  gate);
   if (!w.sub_norm.empty()) {
-    kernels::rms_norm_rows(gate, w.sub_norm, hp.rms_eps, gate, static_cast<size_t>(n_ff));
+    ctx.backend.rms_norm_rows(gate, w.sub_norm, hp.rms_eps, gate, static_cast<size_t>(n_ff));
   }
   const auto out_rows = out.first(rows * static_cast<size_t>(hp.n_embd));
-  kernels::matmul(w.down, gate, n_rows, out_rows, hp.n_embd, ctx.pool, buf.matmul);
-  kernels::add_bias_rows(out_rows, w.down_b);
-  apply_scale(out_rows, w.down_scale);
+  ctx.backend.matmul(w.down, gate, n_rows, out_rows, hp.n_embd);
+  ctx.backend.add_bias_rows(out_rows, w.down_b);
+  apply_scale(ctx, out_rows, w.down_scale);
 }
 
 }  // namespace cortiq

@@ -149,7 +149,7 @@ void beta_and_gate(const GatedDeltaNetWeights& w, const ModelHParams& hp, std::s
   if (!w.beta_alpha.empty()) {
     // Per key head: its value heads' b, then their a.
     const auto ba = ForwardBuffers::take(buf.latent_a, rows * 2 * n_v);
-    kernels::matmul(w.beta_alpha, in, n, ba, 2 * s.n_head, ctx.pool, buf.matmul);
+    ctx.backend.matmul(w.beta_alpha, in, n, ba, 2 * s.n_head);
     const size_t per_key_head = n_v / static_cast<size_t>(s.n_group);
     for (size_t r = 0; r < rows; ++r) {
       for (size_t h = 0; h < n_v; ++h) {
@@ -160,11 +160,10 @@ void beta_and_gate(const GatedDeltaNetWeights& w, const ModelHParams& hp, std::s
       }
     }
   } else {
-    const kernels::MatmulOutput products[] = {{&w.beta, beta, s.n_head},
-                                              {&w.alpha, gate, s.n_head}};
-    kernels::matmul_shared_input(products, in, n, ctx.pool, buf.matmul);
-    if (w.beta_scale != 1.0f) kernels::scale_inplace(beta, w.beta_scale);
-    if (w.alpha_scale != 1.0f) kernels::scale_inplace(gate, w.alpha_scale);
+    const MatmulProduct products[] = {{&w.beta, beta, s.n_head}, {&w.alpha, gate, s.n_head}};
+    ctx.backend.matmul_shared_input(products, in, n);
+    if (w.beta_scale != 1.0f) ctx.backend.scale(beta, w.beta_scale);
+    if (w.alpha_scale != 1.0f) ctx.backend.scale(gate, w.alpha_scale);
   }
   for (size_t r = 0; r < rows; ++r) {
     for (size_t h = 0; h < n_v; ++h) {
@@ -194,31 +193,31 @@ void gated_delta_net(const GatedDeltaNetWeights& w, const ModelHParams& hp, int6
   const auto z = ForwardBuffers::take(buf.q, n_rows * d_inner);
   if (!w.qkvz.empty()) {
     const auto fused = ForwardBuffers::take(buf.latent_b, n_rows * (width + d_inner));
-    kernels::matmul(w.qkvz, x, n, fused, s.conv_width() + s.d_inner, ctx.pool, buf.matmul);
+    ctx.backend.matmul(w.qkvz, x, n, fused, s.conv_width() + s.d_inner);
     for (size_t r = 0; r < n_rows; ++r) {
       split_qkvz(s, fused.subspan(r * (width + d_inner), width + d_inner),
                  qkv.subspan(r * width, width), z.subspan(r * d_inner, d_inner));
     }
   } else {
-    const kernels::MatmulOutput products[] = {{&w.qkv, qkv, s.conv_width()}, {&w.z, z, s.d_inner}};
-    kernels::matmul_shared_input(products, x, n, ctx.pool, buf.matmul);
-    if (w.qkv_scale != 1.0f) kernels::scale_inplace(qkv, w.qkv_scale);
-    if (w.z_scale != 1.0f) kernels::scale_inplace(z, w.z_scale);
+    const MatmulProduct products[] = {{&w.qkv, qkv, s.conv_width()}, {&w.z, z, s.d_inner}};
+    ctx.backend.matmul_shared_input(products, x, n);
+    if (w.qkv_scale != 1.0f) ctx.backend.scale(qkv, w.qkv_scale);
+    if (w.z_scale != 1.0f) ctx.backend.scale(z, w.z_scale);
   }
   const auto beta = ForwardBuffers::take(buf.k, n_rows * n_v);
   const auto gate = ForwardBuffers::take(buf.v, n_rows * n_v);
   beta_and_gate(w, hp, x, n, ctx, beta, gate);
   causal_conv_silu_rows({w.conv, {}, static_cast<size_t>(s.conv_taps), width}, rows, layer, cache,
-                        ctx.pool, qkv.data(), width);
+                        ctx.host_pool(), qkv.data(), width);
   normalize_keys(hp, n_rows, qkv);
   const auto y = ForwardBuffers::take(buf.attn_out, n_rows * d_inner);
-  delta_rule_rows(w, hp, rows, layer, cache, ctx.pool, qkv, beta, gate, y);
+  delta_rule_rows(w, hp, rows, layer, cache, ctx.host_pool(), qkv, beta, gate, y);
   // y = rms_norm(o) * ssm_norm * silu(z), per value head.
-  kernels::rms_norm_rows(y, w.norm, hp.rms_eps, y, static_cast<size_t>(s.d_state));
+  ctx.backend.rms_norm_rows(y, w.norm, hp.rms_eps, y, static_cast<size_t>(s.d_state));
   kernels::swiglu(z, y, y);  // y * silu(z), the product commuted: the same bits
   const auto out_rows = out.first(n_rows * n_embd);
-  kernels::matmul(w.out, y, n, out_rows, hp.n_embd, ctx.pool, buf.matmul);
-  if (w.out_scale != 1.0f) kernels::scale_inplace(out_rows, w.out_scale);
+  ctx.backend.matmul(w.out, y, n, out_rows, hp.n_embd);
+  if (w.out_scale != 1.0f) ctx.backend.scale(out_rows, w.out_scale);
 }
 
 }  // namespace cortiq

@@ -111,19 +111,19 @@ void kimi_delta_attention(const KimiDeltaAttentionWeights& w, const ModelHParams
   const auto g_low = ForwardBuffers::take(buf.latent_b, n_rows * d);
   const auto beta = ForwardBuffers::take(buf.k, n_rows * n_head);
   const auto stride = static_cast<int64_t>(3 * width);
-  const kernels::MatmulOutput products[] = {{&w.q, qkv, stride},
-                                            {&w.k, qkv.subspan(width), stride},
-                                            {&w.v, qkv.subspan(2 * width), stride},
-                                            {&w.f_a, f_low, s.d_state},
-                                            {&w.g_a, g_low, s.d_state},
-                                            {&w.beta, beta, s.n_head}};
-  kernels::matmul_shared_input(products, x, n, ctx.pool, buf.matmul);
+  const MatmulProduct products[] = {{&w.q, qkv, stride},
+                                    {&w.k, qkv.subspan(width), stride},
+                                    {&w.v, qkv.subspan(2 * width), stride},
+                                    {&w.f_a, f_low, s.d_state},
+                                    {&w.g_a, g_low, s.d_state},
+                                    {&w.beta, beta, s.n_head}};
+  ctx.backend.matmul_shared_input(products, x, n);
   for (float& b : beta) b = kernels::sigmoid(b);
 
   // The per-channel decay exp(A[h] * softplus(f_b · f_low + dt_bias)), as
   // llama.cpp's add, softplus, mul and the fused op's expf.
   const auto decay = ForwardBuffers::take(buf.v, n_rows * width);
-  kernels::matmul(w.f_b, f_low, n, decay, s.d_inner, ctx.pool, buf.matmul);
+  ctx.backend.matmul(w.f_b, f_low, n, decay, s.d_inner);
   for (size_t r = 0; r < n_rows; ++r) {
     for (size_t c = 0; c < width; ++c) {
       float& g = decay[r * width + c];
@@ -131,10 +131,10 @@ void kimi_delta_attention(const KimiDeltaAttentionWeights& w, const ModelHParams
     }
   }
   const auto gate = ForwardBuffers::take(buf.attn_gate, n_rows * width);
-  kernels::matmul(w.g_b, g_low, n, gate, s.d_inner, ctx.pool, buf.matmul);
+  ctx.backend.matmul(w.g_b, g_low, n, gate, s.d_inner);
 
   causal_conv_silu_rows({w.conv, {}, static_cast<size_t>(s.conv_taps), 3 * width}, rows, layer,
-                        cache, ctx.pool, qkv.data(), 3 * width);
+                        cache, ctx.host_pool(), qkv.data(), 3 * width);
   for (size_t r = 0; r < n_rows; ++r) {
     float* q = qkv.data() + r * 3 * width;
     for (size_t h = 0; h < n_head; ++h) {
@@ -143,11 +143,11 @@ void kimi_delta_attention(const KimiDeltaAttentionWeights& w, const ModelHParams
     }
   }
   const auto y = ForwardBuffers::take(buf.attn_out, n_rows * width);
-  delta_rule_rows(hp, rows, layer, cache, ctx.pool, qkv, beta, decay, y);
+  delta_rule_rows(hp, rows, layer, cache, ctx.host_pool(), qkv, beta, decay, y);
   // y = rms_norm(o) * ssm_norm * sigmoid(gate), per head.
-  kernels::rms_norm_rows(y, w.norm, hp.rms_eps, y, d);
+  ctx.backend.rms_norm_rows(y, w.norm, hp.rms_eps, y, d);
   for (size_t i = 0; i < y.size(); ++i) y[i] *= kernels::sigmoid(gate[i]);
-  kernels::matmul(w.out, y, n, out.first(n_rows * n_embd), hp.n_embd, ctx.pool, buf.matmul);
+  ctx.backend.matmul(w.out, y, n, out.first(n_rows * n_embd), hp.n_embd);
 }
 
 }  // namespace cortiq

@@ -33,14 +33,14 @@ void project_queries(const LatentAttentionWeights& w, const ModelHParams& hp, in
   const auto rows = static_cast<size_t>(n);
   const auto x = in.first(rows * static_cast<size_t>(hp.n_embd));
   if (hp.q_lora_rank == 0) {
-    kernels::matmul(w.wq, x, n, q, q_width, ctx.pool, buf.matmul);
+    ctx.backend.matmul(w.wq, x, n, q, q_width);
     return;
   }
   const auto q_rank = static_cast<size_t>(hp.q_lora_rank);
   auto q_a = ForwardBuffers::take(buf.latent_a, rows * q_rank);
-  kernels::matmul(w.wq_a, x, n, q_a, hp.q_lora_rank, ctx.pool, buf.matmul);
-  kernels::rms_norm_rows(q_a, w.q_a_norm, hp.rms_eps, q_a, q_rank);
-  kernels::matmul(w.wq_b, q_a, n, q, q_width, ctx.pool, buf.matmul);
+  ctx.backend.matmul(w.wq_a, x, n, q_a, hp.q_lora_rank);
+  ctx.backend.rms_norm_rows(q_a, w.q_a_norm, hp.rms_eps, q_a, q_rank);
+  ctx.backend.matmul(w.wq_b, q_a, n, q, q_width);
 }
 
 // One matrix per head: out[r][h][0, n_out) = w[h] · in[r][h][0, width),
@@ -62,7 +62,7 @@ void per_head_matmul(std::span<const kernels::WeightView> w, size_t rows, size_t
       products.push_back({&w[h], out.subspan(h * out_step, static_cast<size_t>(n_out)), n_out});
       inputs.push_back(in.subspan(h * in_step, width));
     }
-    kernels::matmul_each_input(products, inputs, ctx.pool, buf.matmul);
+    ctx.backend.matmul_each_input(products, inputs);
     return;
   }
   const auto x = ForwardBuffers::take(buf.latent_b, rows * width);
@@ -71,8 +71,8 @@ void per_head_matmul(std::span<const kernels::WeightView> w, size_t rows, size_t
       std::copy_n(in.begin() + static_cast<std::ptrdiff_t>(r * n_head * in_step + h * in_step),
                   width, x.begin() + static_cast<std::ptrdiff_t>(r * width));
     }
-    kernels::matmul(w[h], x, static_cast<int64_t>(rows), out.subspan(h * out_step),
-                    static_cast<int64_t>(n_head * out_step), ctx.pool, buf.matmul);
+    ctx.backend.matmul(w[h], x, static_cast<int64_t>(rows), out.subspan(h * out_step),
+                       static_cast<int64_t>(n_head * out_step));
   }
 }
 
@@ -92,8 +92,8 @@ void expanded_keys_values(const LatentAttentionWeights& w, const ModelHParams& h
   const size_t kv_a_width = kv_rank + rope;
   const size_t kv_b_width = n_head * (nope + dv);
   auto kv = ForwardBuffers::take(buf.latent_b, rows * kv_b_width);
-  kernels::matmul(w.wkv_b, latent, static_cast<int64_t>(rows), kv, static_cast<int64_t>(kv_b_width),
-                  ctx.pool, buf.matmul);
+  ctx.backend.matmul(w.wkv_b, latent, static_cast<int64_t>(rows), kv,
+                     static_cast<int64_t>(kv_b_width));
 
   // RoPE on each query head's trailing rope dims and on the shared key part;
   // each head's key is its nope part and that rotated part.
@@ -218,8 +218,8 @@ void latent_attention(const LatentAttentionWeights& w, const ModelHParams& hp, i
   // The compressed latent and the shared rope key; the latent normed.
   const size_t kv_a_width = kv_rank + rope;
   auto kv_a = ForwardBuffers::take(buf.qkv, rows * kv_a_width);
-  kernels::matmul(w.wkv_a, in.first(rows * static_cast<size_t>(hp.n_embd)), n, kv_a,
-                  static_cast<int64_t>(kv_a_width), ctx.pool, buf.matmul);
+  ctx.backend.matmul(w.wkv_a, in.first(rows * static_cast<size_t>(hp.n_embd)), n, kv_a,
+                     static_cast<int64_t>(kv_a_width));
   auto latent = ForwardBuffers::take(buf.latent_a, rows * kv_rank);
   for (size_t r = 0; r < rows; ++r) {
     kernels::rms_norm(kv_a.subspan(r * kv_a_width, kv_rank), w.kv_a_norm, hp.rms_eps,
@@ -240,8 +240,8 @@ void latent_attention(const LatentAttentionWeights& w, const ModelHParams& hp, i
     attend_over_cache(hp, layer, pass, cache, ctx, q, attn);
   }
   const auto out_rows = out.first(rows * static_cast<size_t>(hp.n_embd));
-  kernels::matmul(w.wo, attn, n, out_rows, hp.n_embd, ctx.pool, buf.matmul);
-  if (w.o_scale != 1.0f) kernels::scale_inplace(out_rows, w.o_scale);
+  ctx.backend.matmul(w.wo, attn, n, out_rows, hp.n_embd);
+  if (w.o_scale != 1.0f) ctx.backend.scale(out_rows, w.o_scale);
 }
 
 }  // namespace cortiq

@@ -74,21 +74,20 @@ void lightning_attention(const LightningAttentionWeights& w, const ModelHParams&
   const auto x = in.first(n_rows * static_cast<size_t>(hp.n_embd));
   const auto qkv = ForwardBuffers::take(buf.qkv, n_rows * 3 * width);
   const auto gate = ForwardBuffers::take(buf.q, n_rows * width);
-  const kernels::MatmulOutput products[] = {{&w.qkv, qkv, static_cast<int64_t>(3 * width)},
-                                            {&w.gate, gate, static_cast<int64_t>(width)}};
-  kernels::matmul_shared_input(products, x, n, ctx.pool, buf.matmul);
+  const MatmulProduct products[] = {{&w.qkv, qkv, static_cast<int64_t>(3 * width)},
+                                    {&w.gate, gate, static_cast<int64_t>(width)}};
+  ctx.backend.matmul_shared_input(products, x, n);
   kernels::silu_inplace(qkv);
   const std::vector<float> decays = head_decays(hp, layer);
   const auto o = ForwardBuffers::take(buf.attn_out, n_rows * width);
   step_heads_in_row_order(
-      rows, layer, cache, ctx.pool, 0, n_head, d, [&](float* matrix, size_t r, size_t h) {
+      rows, layer, cache, ctx.host_pool(), 0, n_head, d, [&](float* matrix, size_t r, size_t h) {
         const float* q = qkv.data() + r * 3 * width + h * 3 * d;
         lightning_step(matrix, q, q + d, q + 2 * d, decays[h], o.data() + r * width + h * d, d);
       });
-  kernels::rms_norm_rows(o, w.norm, hp.rms_eps, o, width);
+  ctx.backend.rms_norm_rows(o, w.norm, hp.rms_eps, o, width);
   for (size_t i = 0; i < o.size(); ++i) o[i] = kernels::sigmoid(gate[i]) * o[i];
-  kernels::matmul(w.out, o, n, out.first(n_rows * static_cast<size_t>(hp.n_embd)), hp.n_embd,
-                  ctx.pool, buf.matmul);
+  ctx.backend.matmul(w.out, o, n, out.first(n_rows * static_cast<size_t>(hp.n_embd)), hp.n_embd);
 }
 
 }  // namespace cortiq

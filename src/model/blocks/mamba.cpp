@@ -101,8 +101,8 @@ void mamba(const MambaWeights& w, const ModelHParams& hp, int64_t layer,
   const size_t conv_state = (taps - 1) * d_inner;
 
   const auto xz = ForwardBuffers::take(buf.qkv, n_rows * 2 * d_inner);
-  kernels::matmul(w.in_proj, in.first(n_rows * n_embd), n, xz, 2 * s.d_inner, ctx.pool, buf.matmul);
-  if (w.in_scale != 1.0f) kernels::scale_inplace(xz, w.in_scale);
+  ctx.backend.matmul(w.in_proj, in.first(n_rows * n_embd), n, xz, 2 * s.d_inner);
+  if (w.in_scale != 1.0f) ctx.backend.scale(xz, w.in_scale);
   // The convolution of every row in order through each sequence's state,
   // channels in parallel.
   const auto x = ForwardBuffers::take(buf.q, n_rows * d_inner);
@@ -110,12 +110,12 @@ void mamba(const MambaWeights& w, const ModelHParams& hp, int64_t layer,
     std::copy_n(xz.begin() + static_cast<std::ptrdiff_t>(r * 2 * d_inner), d_inner,
                 x.begin() + static_cast<std::ptrdiff_t>(r * d_inner));
   }
-  causal_conv_silu_rows({w.conv, w.conv_bias, taps, d_inner}, rows, layer, cache, ctx.pool,
+  causal_conv_silu_rows({w.conv, w.conv_bias, taps, d_inner}, rows, layer, cache, ctx.host_pool(),
                         x.data(), d_inner);
   // dt | B | C of every row, dt normed and widened.
   const size_t dbc_width = dt_rank + 2 * d_state;
   const auto dbc = ForwardBuffers::take(buf.k, n_rows * dbc_width);
-  kernels::matmul(w.x_proj, x, n, dbc, static_cast<int64_t>(dbc_width), ctx.pool, buf.matmul);
+  ctx.backend.matmul(w.x_proj, x, n, dbc, static_cast<int64_t>(dbc_width));
   const bool normed = s.dt_b_c_rms || !w.dt_norm.empty();
   const auto dt_low = ForwardBuffers::take(buf.latent_a, n_rows * dt_rank);
   for (size_t r = 0; r < n_rows; ++r) {
@@ -128,11 +128,11 @@ void mamba(const MambaWeights& w, const ModelHParams& hp, int64_t layer,
     std::copy_n(row.begin(), dt_rank, dt_low.begin() + static_cast<std::ptrdiff_t>(r * dt_rank));
   }
   const auto dt = ForwardBuffers::take(buf.v, n_rows * d_inner);
-  kernels::matmul(w.dt_proj, dt_low, n, dt, s.d_inner, ctx.pool, buf.matmul);
-  kernels::add_bias_rows(dt, w.dt_bias);
+  ctx.backend.matmul(w.dt_proj, dt_low, n, dt, s.d_inner);
+  ctx.backend.add_bias_rows(dt, w.dt_bias);
   // The scan of every row in order, channels in parallel; then y * silu(z).
   const auto y = ForwardBuffers::take(buf.attn_out, n_rows * d_inner);
-  ctx.pool.parallel_for(
+  ctx.host_pool().parallel_for(
       s.d_inner,
       [&](int64_t c0, int64_t c1) {
         for (size_t r = 0; r < n_rows; ++r) {
@@ -148,8 +148,8 @@ void mamba(const MambaWeights& w, const ModelHParams& hp, int64_t layer,
     kernels::swiglu(xz.subspan(r * 2 * d_inner + d_inner, d_inner), yr, yr);
   }
   const auto out_rows = out.first(n_rows * n_embd);
-  kernels::matmul(w.out_proj, y, n, out_rows, hp.n_embd, ctx.pool, buf.matmul);
-  if (w.out_scale != 1.0f) kernels::scale_inplace(out_rows, w.out_scale);
+  ctx.backend.matmul(w.out_proj, y, n, out_rows, hp.n_embd);
+  if (w.out_scale != 1.0f) ctx.backend.scale(out_rows, w.out_scale);
 }
 
 }  // namespace cortiq

@@ -120,13 +120,13 @@ void mamba2(const Mamba2Weights& w, const ModelHParams& hp, int64_t layer,
   const size_t proj_width = d_inner + conv_width + static_cast<size_t>(s.n_head);
   const auto n = static_cast<int64_t>(n_rows);
   const auto proj = ForwardBuffers::take(buf.qkv, n_rows * proj_width);
-  kernels::matmul(w.in_proj, in.first(n_rows * n_embd), n, proj, static_cast<int64_t>(proj_width),
-                  ctx.pool, buf.matmul);
-  if (w.in_scale != 1.0f) kernels::scale_inplace(proj, w.in_scale);
+  ctx.backend.matmul(w.in_proj, in.first(n_rows * n_embd), n, proj,
+                     static_cast<int64_t>(proj_width));
+  if (w.in_scale != 1.0f) ctx.backend.scale(proj, w.in_scale);
   causal_conv_silu_rows({w.conv, w.conv_bias, static_cast<size_t>(s.conv_taps), conv_width}, rows,
-                        layer, cache, ctx.pool, proj.data() + d_inner, proj_width);
+                        layer, cache, ctx.host_pool(), proj.data() + d_inner, proj_width);
   const auto y = ForwardBuffers::take(buf.attn_out, n_rows * d_inner);
-  scan_rows(w, s, rows, layer, cache, ctx.pool, proj, proj_width, y);
+  scan_rows(w, s, rows, layer, cache, ctx.host_pool(), proj, proj_width, y);
   for (size_t r = 0; r < n_rows; ++r) {
     const auto z = proj.subspan(r * proj_width, d_inner);
     const auto yr = y.subspan(r * d_inner, d_inner);
@@ -135,13 +135,13 @@ void mamba2(const Mamba2Weights& w, const ModelHParams& hp, int64_t layer,
     const auto group = d_inner / static_cast<size_t>(s.n_group);
     for (size_t g = 0; g < static_cast<size_t>(s.n_group); ++g) {
       const auto part = yr.subspan(g * group, group);
-      kernels::rms_norm_rows(part, std::span<const float>(w.norm).subspan(g * group, group),
-                             hp.rms_eps, part, group);
+      ctx.backend.rms_norm_rows(part, std::span<const float>(w.norm).subspan(g * group, group),
+                                hp.rms_eps, part, group);
     }
   }
   const auto out_rows = out.first(n_rows * n_embd);
-  kernels::matmul(w.out_proj, y, n, out_rows, hp.n_embd, ctx.pool, buf.matmul);
-  if (w.out_scale != 1.0f) kernels::scale_inplace(out_rows, w.out_scale);
+  ctx.backend.matmul(w.out_proj, y, n, out_rows, hp.n_embd);
+  if (w.out_scale != 1.0f) ctx.backend.scale(out_rows, w.out_scale);
 }
 
 }  // namespace cortiq

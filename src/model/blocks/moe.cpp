@@ -165,7 +165,7 @@ void one_row_experts(const MoeWeights& w, const ModelHParams& hp, ForwardContext
   const auto n_embd = static_cast<size_t>(w.width);
   const auto gate = ForwardBuffers::take(buf.gate, k * n_ff);
   const auto up = ForwardBuffers::take(buf.up, k * n_ff);
-  std::vector<kernels::MatmulOutput>& products = buf.moe_products;
+  std::vector<MatmulProduct>& products = buf.moe_products;
   products.clear();
   for (size_t j = 0; j < k; ++j) {
     const auto e = static_cast<size_t>(chosen[j]);
@@ -173,9 +173,9 @@ void one_row_experts(const MoeWeights& w, const ModelHParams& hp, ForwardContext
       products.push_back({&w.gate[e], gate.subspan(j * n_ff, n_ff), hp.n_ff_expert});
     products.push_back({&w.up[e], up.subspan(j * n_ff, n_ff), hp.n_ff_expert});
   }
-  kernels::matmul_shared_input(products, in, 1, ctx.pool, buf.matmul);
+  ctx.backend.matmul_shared_input(products, in, 1);
   // Then every down projection, each of its own activation, in one call.
-  std::vector<std::span<const float>>& acts = buf.moe_inputs;
+  std::vector<ConstTensor>& acts = buf.moe_inputs;
   acts.clear();
   products.clear();
   for (size_t j = 0; j < k; ++j) {
@@ -184,7 +184,7 @@ void one_row_experts(const MoeWeights& w, const ModelHParams& hp, ForwardContext
         expert_activation(w, e, gate.subspan(j * n_ff, n_ff), up.subspan(j * n_ff, n_ff), n_ff));
     products.push_back({&w.down[e], slots.subspan(j * n_embd, n_embd), w.width});
   }
-  kernels::matmul_each_input(products, acts, ctx.pool, buf.matmul);
+  ctx.backend.matmul_each_input(products, acts);
   for (size_t j = 0; j < k; ++j) {
     const auto e = static_cast<size_t>(chosen[j]);
     const auto slot = slots.subspan(j * n_embd, n_embd);
@@ -221,15 +221,15 @@ void grouped_experts(const MoeWeights& w, const ModelHParams& hp, ForwardContext
     const auto up = ForwardBuffers::take(buf.up, m * n_ff);
     const auto n = static_cast<int64_t>(m);
     if (!w.gate.empty()) {
-      const kernels::MatmulOutput gate_up[] = {{&w.gate[e], gate, hp.n_ff_expert},
-                                               {&w.up[e], up, hp.n_ff_expert}};
-      kernels::matmul_shared_input(gate_up, x, n, ctx.pool, buf.matmul);
+      const MatmulProduct gate_up[] = {{&w.gate[e], gate, hp.n_ff_expert},
+                                       {&w.up[e], up, hp.n_ff_expert}};
+      ctx.backend.matmul_shared_input(gate_up, x, n);
     } else {
-      kernels::matmul(w.up[e], x, n, up, hp.n_ff_expert, ctx.pool, buf.matmul);
+      ctx.backend.matmul(w.up[e], x, n, up, hp.n_ff_expert);
     }
     const auto act = expert_activation(w, e, gate, up, n_ff);
     const auto y = ForwardBuffers::take(buf.moe_out, m * n_embd);
-    kernels::matmul(w.down[e], act, n, y, w.width, ctx.pool, buf.matmul);
+    ctx.backend.matmul(w.down[e], act, n, y, w.width);
     scale_down(w, e, y, n_embd);
     for (size_t i = 0; i < m; ++i) {
       const auto slot = static_cast<size_t>(members[i]);
@@ -455,9 +455,8 @@ void moe_ffn(const MoeWeights& w, const ModelHParams& hp, int64_t layer, int64_t
   const auto n_embd = static_cast<size_t>(hp.n_embd);
 
   const auto scores = ForwardBuffers::take(buf.moe_scores, rows * n_expert);
-  kernels::matmul(w.router, router_in.empty() ? in : router_in, n_rows, scores, hp.n_expert,
-                  ctx.pool, buf.matmul);
-  kernels::add_bias_rows(scores, w.router_bias);
+  ctx.backend.matmul(w.router, router_in.empty() ? in : router_in, n_rows, scores, hp.n_expert);
+  ctx.backend.add_bias_rows(scores, w.router_bias);
   auto& chosen = buf.moe_chosen;
   chosen.resize(rows * k);
   const auto weights = ForwardBuffers::take(buf.moe_weights, rows * k);
@@ -472,7 +471,7 @@ void moe_ffn(const MoeWeights& w, const ModelHParams& hp, int64_t layer, int64_t
   std::span<const float> expert_in = in;
   if (latent) {
     const auto down = ForwardBuffers::take(buf.moe_latent_in, rows * width);
-    kernels::matmul(w.latent_down, in, n_rows, down, w.width, ctx.pool, buf.matmul);
+    ctx.backend.matmul(w.latent_down, in, n_rows, down, w.width);
     expert_in = down;
   }
   // Slot r * k + j gets weight r * k + j times row r's output of its j-th
@@ -502,10 +501,10 @@ void moe_ffn(const MoeWeights& w, const ModelHParams& hp, int64_t layer, int64_t
     const float* first = slots.data() + r * k * width;
     for (size_t c = 0; c < width; ++c) o[c] = first[c];
     for (size_t j = 1; j < k; ++j) {
-      kernels::add_inplace(o, slots.subspan((r * k + j) * width, width));
+      ctx.backend.add(o, slots.subspan((r * k + j) * width, width));
     }
   }
-  if (latent) kernels::matmul(w.latent_up, sums, n_rows, out, hp.n_embd, ctx.pool, buf.matmul);
+  if (latent) ctx.backend.matmul(w.latent_up, sums, n_rows, out, hp.n_embd);
 
   if (w.shared_expert == SharedExpert::none) return;
   // out += shared_ffn(x), gated (Qwen2-MoE) by sigmoid(shared_router . x).
@@ -517,7 +516,7 @@ void moe_ffn(const MoeWeights& w, const ModelHParams& hp, int64_t layer, int64_t
     float* o = out.data() + r * n_embd;
     const float* s = shared.data() + r * n_embd;
     if (w.shared_expert == SharedExpert::always) {
-      kernels::add_inplace({o, n_embd}, {s, n_embd});
+      ctx.backend.add(out.subspan(r * n_embd, n_embd), shared.subspan(r * n_embd, n_embd));
       continue;
     }
     const float gate = shared_expert_gate(

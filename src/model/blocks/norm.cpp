@@ -1,7 +1,6 @@
 #include "model/blocks/norm.hpp"
 
-#include "kernels/cpu/activations.hpp"
-#include "kernels/cpu/norm.hpp"
+#include "model/forward_buffers.hpp"
 
 namespace cortiq {
 
@@ -16,14 +15,14 @@ void Norm::visit(TensorVisitor& v, const std::string& name, int64_t width, NormK
     v.vector(bias, name + ".bias", width, TensorKind::bias, bias_required);
 }
 
-void Norm::apply(std::span<const float> x, std::span<float> out) const {
+void Norm::apply(ForwardContext& ctx, ConstTensor x, Tensor out) const {
   if (kind == NormKind::rms || kind == NormKind::rms_with_bias) {
-    kernels::rms_norm_rows(x, weight, eps, out, weight.size());
-    if (!bias.empty()) kernels::add_bias_rows(out.first(x.size()), bias);
+    ctx.backend.rms_norm_rows(x, weight, eps, out, weight.size());
+    if (!bias.empty()) ctx.backend.add_bias_rows(out.first(x.size()), bias);
   } else if (kind == NormKind::plain_layer) {
-    kernels::layer_norm_rows(x, {}, {}, eps, out, static_cast<size_t>(width));
+    ctx.backend.layer_norm_rows(x, {}, {}, eps, out, static_cast<size_t>(width));
   } else {
-    kernels::layer_norm_rows(x, weight, bias, eps, out, weight.size());
+    ctx.backend.layer_norm_rows(x, weight, bias, eps, out, weight.size());
   }
 }
 

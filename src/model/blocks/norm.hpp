@@ -7,9 +7,12 @@
 #include <string>
 #include <vector>
 
+#include "backends/tensor.hpp"
 #include "model/tensor_table.hpp"
 
 namespace cortiq {
+
+struct ForwardContext;
 
 // rms_with_bias: an RMS norm, then a bias added (llama.cpp's build_norm
 // given LLM_NORM_RMS and a bias: PhiMoE).
@@ -29,8 +32,8 @@ struct Norm {
   // unless the family's files may lack it).
   void visit(TensorVisitor& v, const std::string& name, int64_t width, NormKind norm_kind,
              float norm_eps, bool bias_required = true);
-  // out = norm(x) row by row; out may alias x.
-  void apply(std::span<const float> x, std::span<float> out) const;
+  // out = norm(x) row by row, by the pass's backend; out may alias x.
+  void apply(ForwardContext& ctx, ConstTensor x, Tensor out) const;
 };
 
 }  // namespace cortiq

@@ -63,7 +63,7 @@ void plamo2_mamba(const Plamo2MambaWeights& w, const ModelHParams& hp, int64_t l
   const size_t conv_state = (taps - 1) * d_inner;
 
   const auto zx = ForwardBuffers::take(buf.qkv, n_rows * 2 * d_inner);
-  kernels::matmul(w.in_proj, in.first(n_rows * n_embd), n, zx, 2 * s.d_inner, ctx.pool, buf.matmul);
+  ctx.backend.matmul(w.in_proj, in.first(n_rows * n_embd), n, zx, 2 * s.d_inner);
   // Each head's x, convolved in row order through each sequence's state,
   // channels in parallel.
   const auto x = ForwardBuffers::take(buf.q, n_rows * d_inner);
@@ -74,12 +74,12 @@ void plamo2_mamba(const Plamo2MambaWeights& w, const ModelHParams& hp, int64_t l
                   x.data() + r * d_inner + h * head_dim);
     }
   }
-  causal_conv_silu_rows({w.conv, {}, taps, d_inner}, rows, layer, cache, ctx.pool, x.data(),
+  causal_conv_silu_rows({w.conv, {}, taps, d_inner}, rows, layer, cache, ctx.host_pool(), x.data(),
                         d_inner);
   // B | C | dt of every row, normed; dt widened to one per head.
   const size_t bcdt_width = 2 * d_state + dt_dim;
   const auto bcdt = ForwardBuffers::take(buf.k, n_rows * bcdt_width);
-  kernels::matmul(w.x_proj, x, n, bcdt, static_cast<int64_t>(bcdt_width), ctx.pool, buf.matmul);
+  ctx.backend.matmul(w.x_proj, x, n, bcdt, static_cast<int64_t>(bcdt_width));
   const auto dt_low = ForwardBuffers::take(buf.latent_a, n_rows * dt_dim);
   for (size_t r = 0; r < n_rows; ++r) {
     const auto row = bcdt.subspan(r * bcdt_width, bcdt_width);
@@ -90,12 +90,12 @@ void plamo2_mamba(const Plamo2MambaWeights& w, const ModelHParams& hp, int64_t l
                 dt_low.begin() + static_cast<std::ptrdiff_t>(r * dt_dim));
   }
   const auto dt = ForwardBuffers::take(buf.v, n_rows * n_head);
-  kernels::matmul(w.dt_proj, dt_low, n, dt, s.n_head, ctx.pool, buf.matmul);
+  ctx.backend.matmul(w.dt_proj, dt_low, n, dt, s.n_head);
   // The scan of every row in order (Mamba-2's, one B and C for every head),
   // heads in parallel; then y * silu(z), z each head's first half.
   const auto y = ForwardBuffers::take(buf.attn_out, n_rows * d_inner);
   const SelectiveScanHeads scan{w.dt_bias, w.a, w.d, s.n_head, s.head_dim(), s.d_state, 1};
-  ctx.pool.parallel_for(s.n_head, [&](int64_t h0, int64_t h1) {
+  ctx.host_pool().parallel_for(s.n_head, [&](int64_t h0, int64_t h1) {
     for (size_t r = 0; r < n_rows; ++r) {
       const float* bc = bcdt.data() + r * bcdt_width;
       selective_scan_heads(scan, x.data() + r * d_inner, bc, bc + d_state, dt.data() + r * n_head,
@@ -112,7 +112,7 @@ void plamo2_mamba(const Plamo2MambaWeights& w, const ModelHParams& hp, int64_t l
       kernels::swiglu(z, yh, yh);
     }
   }
-  kernels::matmul(w.out_proj, y, n, out.first(n_rows * n_embd), hp.n_embd, ctx.pool, buf.matmul);
+  ctx.backend.matmul(w.out_proj, y, n, out.first(n_rows * n_embd), hp.n_embd);
 }
 
 }  // namespace cortiq

@@ -156,7 +156,7 @@ void rwkv6_time_mix(const Rwkv6TimeMixWeights& w, const ModelHParams& hp, int64_
 
   rwkv_token_shift(hp, rows, layer, 0, cache, x, sx);
   rwkv_lerp_rows(sx, w.lerp_x, x, xxx);
-  kernels::matmul(w.w1, xxx, n, low, static_cast<int64_t>(5 * mix), ctx.pool, buf.matmul);
+  ctx.backend.matmul(w.w1, xxx, n, low, static_cast<int64_t>(5 * mix));
   for (float& t : low) t = std::tanh(t);
   for (size_t p = 0; p < 5; ++p) {
     for (size_t r = 0; r < n_rows; ++r) {
@@ -164,7 +164,7 @@ void rwkv6_time_mix(const Rwkv6TimeMixWeights& w, const ModelHParams& hp, int64_
       std::copy(from.begin(), from.end(), low_part.begin() + static_cast<ptrdiff_t>(r * mix));
     }
     const auto xp = part(p);
-    kernels::matmul(w.w2[p], low_part, n, xp, static_cast<int64_t>(e), ctx.pool, buf.matmul);
+    ctx.backend.matmul(w.w2[p], low_part, n, xp, static_cast<int64_t>(e));
     const auto lerp = std::span<const float>(w.lerp).subspan(p * e, e);
     for (size_t i = 0; i < rows_e; ++i) xp[i] = (xp[i] + lerp[i % e]) * sx[i] + x[i];
   }
@@ -174,27 +174,28 @@ void rwkv6_time_mix(const Rwkv6TimeMixWeights& w, const ModelHParams& hp, int64_
   const auto k = ForwardBuffers::take(buf.k, rows_e);
   const auto v = ForwardBuffers::take(buf.v, rows_e);
   const auto g = ForwardBuffers::take(buf.attn_gate, rows_e);
-  kernels::matmul(w.receptance, part(3), n, r, hp.n_embd, ctx.pool, buf.matmul);
-  kernels::matmul(w.key, part(1), n, k, hp.n_embd, ctx.pool, buf.matmul);
-  kernels::matmul(w.value, part(2), n, v, hp.n_embd, ctx.pool, buf.matmul);
-  kernels::matmul(w.gate, part(4), n, g, hp.n_embd, ctx.pool, buf.matmul);
+  ctx.backend.matmul(w.receptance, part(3), n, r, hp.n_embd);
+  ctx.backend.matmul(w.key, part(1), n, k, hp.n_embd);
+  ctx.backend.matmul(w.value, part(2), n, v, hp.n_embd);
+  ctx.backend.matmul(w.gate, part(4), n, g, hp.n_embd);
   kernels::silu_inplace(g);
   const auto decay = xxx;  // free again
-  kernels::matmul(w.decay_w1, part(0), n, decay_low, hp.rwkv.decay_rank, ctx.pool, buf.matmul);
+  ctx.backend.matmul(w.decay_w1, part(0), n, decay_low, hp.rwkv.decay_rank);
   for (float& t : decay_low) t = std::tanh(t);
-  kernels::matmul(w.decay_w2, decay_low, n, decay, hp.n_embd, ctx.pool, buf.matmul);
+  ctx.backend.matmul(w.decay_w2, decay_low, n, decay, hp.n_embd);
   for (size_t i = 0; i < rows_e; ++i) decay[i] = std::exp(-std::exp(decay[i] + w.decay[i % e]));
 
   const auto y = ForwardBuffers::take(buf.attn_out, rows_e);
-  step_heads_in_row_order(
-      rows, layer, cache, ctx.pool, 2 * e, e / d, d, [&](float* state, size_t row, size_t h) {
-        const size_t c = h * d, at = row * e + c;
-        kernels::wkv6_step(state, r.data() + at, k.data() + at, v.data() + at, w.first.data() + c,
-                           decay.data() + at, y.data() + at, static_cast<int64_t>(d));
-      });
+  step_heads_in_row_order(rows, layer, cache, ctx.host_pool(), 2 * e, e / d, d,
+                          [&](float* state, size_t row, size_t h) {
+                            const size_t c = h * d, at = row * e + c;
+                            kernels::wkv6_step(state, r.data() + at, k.data() + at, v.data() + at,
+                                               w.first.data() + c, decay.data() + at, y.data() + at,
+                                               static_cast<int64_t>(d));
+                          });
   norm_heads(hp, w.ln, w.ln_bias, y);
   for (size_t i = 0; i < rows_e; ++i) y[i] *= g[i];
-  kernels::matmul(w.output, y, n, out.first(rows_e), hp.n_embd, ctx.pool, buf.matmul);
+  ctx.backend.matmul(w.output, y, n, out.first(rows_e), hp.n_embd);
 }
 
 void rwkv7_time_mix(const Rwkv7TimeMixWeights& w, const ModelHParams& hp, int64_t layer,
@@ -223,9 +224,9 @@ void rwkv7_time_mix(const Rwkv7TimeMixWeights& w, const ModelHParams& hp, int64_
   const auto low_rank = [&](const kernels::WeightView& down, const kernels::WeightView& up,
                             std::span<const float> in, auto f, std::span<float> dst) {
     const auto lo = low.first(n_rows * static_cast<size_t>(down.n_rows));
-    kernels::matmul(down, in, n, lo, down.n_rows, ctx.pool, buf.matmul);
+    ctx.backend.matmul(down, in, n, lo, down.n_rows);
     for (float& t : lo) t = f(t);
-    kernels::matmul(up, lo, n, dst, hp.n_embd, ctx.pool, buf.matmul);
+    ctx.backend.matmul(up, lo, n, dst, hp.n_embd);
   };
   const auto same = [](float t) { return t; };
 
@@ -236,14 +237,14 @@ void rwkv7_time_mix(const Rwkv7TimeMixWeights& w, const ModelHParams& hp, int64_
   const auto r = ForwardBuffers::take(buf.q, rows_e);
   const auto k = ForwardBuffers::take(buf.k, rows_e);
   const auto v = ForwardBuffers::take(buf.v, rows_e);
-  kernels::matmul(w.receptance, part(0), n, r, hp.n_embd, ctx.pool, buf.matmul);
+  ctx.backend.matmul(w.receptance, part(0), n, r, hp.n_embd);
   low_rank(
       w.w1, w.w2, part(1), [](float t) { return std::tanh(t); }, decay);
   for (size_t i = 0; i < rows_e; ++i) {
     decay[i] = std::exp(kernels::sigmoid(decay[i] + w.w0[i % e]) * -0.606531f);
   }
-  kernels::matmul(w.key, part(2), n, k, hp.n_embd, ctx.pool, buf.matmul);
-  kernels::matmul(w.value, part(3), n, v, hp.n_embd, ctx.pool, buf.matmul);
+  ctx.backend.matmul(w.key, part(2), n, k, hp.n_embd);
+  ctx.backend.matmul(w.value, part(3), n, v, hp.n_embd);
   if (layer == 0) {
     std::copy(v.begin(), v.end(), v_first.begin());
   } else {
@@ -270,7 +271,8 @@ void rwkv7_time_mix(const Rwkv7TimeMixWeights& w, const ModelHParams& hp, int64_
   }
   const auto y = ForwardBuffers::take(buf.attn_out, rows_e);
   step_heads_in_row_order(
-      rows, layer, cache, ctx.pool, 2 * e, e / d, d, [&](float* state, size_t row, size_t h) {
+      rows, layer, cache, ctx.host_pool(), 2 * e, e / d, d,
+      [&](float* state, size_t row, size_t h) {
         const size_t at = row * e + h * d;
         kernels::wkv7_step(state, r.data() + at, decay.data() + at, k.data() + at, v.data() + at,
                            kk.data() + at, a.data() + at, y.data() + at, static_cast<int64_t>(d));
@@ -284,7 +286,7 @@ void rwkv7_time_mix(const Rwkv7TimeMixWeights& w, const ModelHParams& hp, int64_
     for (size_t i = at; i < at + d; ++i) y[i] = y[i] + v[i] * bonus;
   }
   for (size_t i = 0; i < rows_e; ++i) y[i] *= g[i];
-  kernels::matmul(w.output, y, n, out.first(rows_e), hp.n_embd, ctx.pool, buf.matmul);
+  ctx.backend.matmul(w.output, y, n, out.first(rows_e), hp.n_embd);
 }
 
 }  // namespace cortiq

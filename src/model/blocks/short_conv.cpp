@@ -46,8 +46,7 @@ void short_conv(const ShortConvWeights& w, const ModelHParams& hp, int64_t layer
   const auto n_embd = static_cast<size_t>(hp.n_embd);
   const auto n = static_cast<int64_t>(n_rows);
   const auto bcx = ForwardBuffers::take(buf.qkv, n_rows * 3 * n_embd);
-  kernels::matmul(w.in_proj, in.first(n_rows * n_embd), n, bcx, 3 * hp.n_embd, ctx.pool,
-                  buf.matmul);
+  ctx.backend.matmul(w.in_proj, in.first(n_rows * n_embd), n, bcx, 3 * hp.n_embd);
   const auto y = ForwardBuffers::take(buf.attn_out, n_rows * n_embd);
   const auto taps = static_cast<size_t>(hp.shortconv_taps);
   // LFM2's converters write 3 taps (conv_L_cache).
@@ -56,7 +55,7 @@ void short_conv(const ShortConvWeights& w, const ModelHParams& hp, int64_t layer
     convolve(w.kernel, taps, bcx.subspan(r * 3 * n_embd, 3 * n_embd),
              cache.state(layer, rows[r].seq), y.subspan(r * n_embd, n_embd));
   }
-  kernels::matmul(w.out_proj, y, n, out.first(n_rows * n_embd), hp.n_embd, ctx.pool, buf.matmul);
+  ctx.backend.matmul(w.out_proj, y, n, out.first(n_rows * n_embd), hp.n_embd);
 }
 
 }  // namespace cortiq

@@ -1,0 +1,62 @@
+// The CPU backend: the op layer (backends/backend.hpp) carried out by the
+// kernels of kernels/cpu on host tensors, threaded over a ThreadPool. Every
+// op is the kernel the blocks called before the op layer existed, with the
+// same arguments in the same order, so the bits are the kernels' bits.
+//
+// It is light: a forward pass makes one over its caller's thread pool and
+// buffers (the scratch a pass reuses, so that decoding allocates nothing
+// once warm). It takes only host tensors.
+#pragma once
+
+#include "backends/backend.hpp"
+#include "kernels/cpu/matmul.hpp"
+
+namespace cortiq {
+
+struct ForwardBuffers;
+
+class CpuBackend final : public Backend {
+ public:
+  CpuBackend(ThreadPool& pool, ForwardBuffers& buffers) : pool_(pool), buffers_(buffers) {}
+
+  std::string_view name() const override { return "cpu"; }
+  ThreadPool& host_pool() const override { return pool_; }
+
+  void matmul(const kernels::WeightView& w, ConstTensor x, int64_t n_rows, Tensor y,
+              int64_t y_stride) override;
+  void matmul_shared_input(std::span<const MatmulProduct> products, ConstTensor x,
+                           int64_t n_rows) override;
+  void matmul_each_input(std::span<const MatmulProduct> products,
+                         std::span<const ConstTensor> inputs) override;
+  void get_rows(const kernels::WeightView& table, std::span<const int32_t> ids,
+                Tensor out) override;
+
+  void rms_norm_rows(ConstTensor x, std::span<const float> weight, float eps, Tensor out,
+                     size_t width) override;
+  void layer_norm_rows(ConstTensor x, std::span<const float> weight, std::span<const float> bias,
+                       float eps, Tensor out, size_t width) override;
+
+  void add(Tensor x, ConstTensor b) override;
+  void add_bias_rows(Tensor rows, std::span<const float> bias) override;
+  void scale(Tensor x, float s) override;
+  void clamp(Tensor x, float lo, float hi) override;
+  void unary(UnaryOp op, Tensor x) override;
+  void glu(GluOp op, ConstTensor gate, ConstTensor up, Tensor out) override;
+  void glu_halves(GluOp op, ConstTensor both, Tensor out, size_t width) override;
+
+  void rope_rows(Tensor x, size_t n_rows, int64_t n_heads, int64_t head_dim,
+                 const kernels::RopeParams& params, std::span<const float> table) override;
+
+  void store_kv(KvCache& cache, int64_t layer, std::span<const int32_t> cells, ConstTensor k,
+                ConstTensor v, size_t k_width, size_t v_width) override;
+  void attention(const AttentionOp& op, const KvCache& cache, ConstTensor q, Tensor out) override;
+
+ private:
+  // The products as the kernels take them, in a buffer the pass reuses.
+  std::span<const kernels::MatmulOutput> kernel_products(std::span<const MatmulProduct> products);
+
+  ThreadPool& pool_;
+  ForwardBuffers& buffers_;
+};
+
+}  // namespace cortiq
