@@ -31,12 +31,15 @@ enum class Op : uint8_t {
   add_bias_rows,
   scale,
   clamp,
+  softcap,
   unary,
   glu,
   glu_halves,
   rope_rows,
   store_kv,
   attention,
+  copy_from_host,
+  copy_to_host,
   count
 };
 
@@ -52,6 +55,19 @@ class CountingBackend final : public Backend {
 
   std::string_view name() const override { return "counting"; }
   ThreadPool& host_pool() const override { return cpu_.host_pool(); }
+
+  Tensor scratch(std::vector<float>& slot, size_t n) override { return cpu_.scratch(slot, n); }
+  Tensor output_tensor(std::span<float> host, std::vector<float>& slot) override {
+    return cpu_.output_tensor(host, slot);
+  }
+  void copy_from_host(std::span<const float> src, Tensor dst) override {
+    arrive(Op::copy_from_host);
+    cpu_.copy_from_host(src, dst);
+  }
+  void copy_to_host(ConstTensor src, std::span<float> dst) override {
+    arrive(Op::copy_to_host);
+    cpu_.copy_to_host(src, dst);
+  }
 
   void matmul(const kernels::WeightView& w, ConstTensor x, int64_t n_rows, Tensor y,
               int64_t y_stride) override {
@@ -98,6 +114,10 @@ class CountingBackend final : public Backend {
   void clamp(Tensor x, float lo, float hi) override {
     arrive(Op::clamp);
     cpu_.clamp(x, lo, hi);
+  }
+  void softcap(Tensor x, float cap) override {
+    arrive(Op::softcap);
+    cpu_.softcap(x, cap);
   }
   void unary(UnaryOp op, Tensor x) override {
     arrive(Op::unary);
@@ -192,6 +212,9 @@ TEST(BackendSeam, ALlamaPassReachesTheMachineOnlyThroughTheOps) {
   EXPECT_EQ(counting.count(Op::matmul), 2 * kLayers + 1);
   EXPECT_EQ(counting.count(Op::add), 2 * kLayers);
   EXPECT_EQ(counting.count(Op::rms_norm_rows), 2 * kLayers + static_cast<int>(rows.size()));
+  // The logits reach the caller's memory once, at the end.
+  EXPECT_EQ(counting.count(Op::copy_to_host), 1);
+  EXPECT_EQ(counting.count(Op::copy_from_host), 0);
 }
 
 // The "failed" half of the device contract: an op that throws after the

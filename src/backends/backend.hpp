@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <span>
 #include <string_view>
+#include <vector>
 
 #include "backends/tensor.hpp"
 #include "kernels/cpu/activations.hpp"
@@ -80,6 +81,20 @@ class Backend {
   // blocks a backend runs no ops for).
   virtual ThreadPool& host_pool() const = 0;
 
+  // A tensor of n floats for the pass's intermediates, in the slot that one
+  // of the caller's ForwardBuffers vectors names: the CPU grows and hands
+  // out the vector itself, a device keeps a buffer of its own per slot and
+  // leaves the vector empty. Valid until the slot is asked for again.
+  virtual Tensor scratch(std::vector<float>& slot, size_t n) = 0;
+  // Host floats into a tensor, and a tensor's floats out to the host
+  // (sizes equal): a stage's input and output, the rows an op cannot take.
+  virtual void copy_from_host(std::span<const float> src, Tensor dst) = 0;
+  virtual void copy_to_host(ConstTensor src, std::span<float> dst) = 0;
+  // Where an op writes what the caller wants in host memory (logits): that
+  // memory itself when the backend computes on the host, else a tensor in
+  // `slot` that copy_to_host then delivers to it.
+  virtual Tensor output_tensor(std::span<float> host, std::vector<float>& slot) = 0;
+
   // --- Products with weight matrices (kernels/cpu/matmul.hpp) ---
   // y[r * y_stride + o] = dot(W row o, x row r) for r < n_rows.
   virtual void matmul(const kernels::WeightView& w, ConstTensor x, int64_t n_rows, Tensor y,
@@ -108,6 +123,8 @@ class Backend {
   virtual void add_bias_rows(Tensor rows, std::span<const float> bias) = 0;
   virtual void scale(Tensor x, float s) = 0;
   virtual void clamp(Tensor x, float lo, float hi) = 0;
+  // x = tanh(x / cap) * cap (a final logit softcap).
+  virtual void softcap(Tensor x, float cap) = 0;
   virtual void unary(UnaryOp op, Tensor x) = 0;
   // out = act(gate) * up; out may be gate.
   virtual void glu(GluOp op, ConstTensor gate, ConstTensor up, Tensor out) = 0;

@@ -57,6 +57,14 @@ class TensorView {
     if (!on_host()) throw_device_tensor_on_host();
     return {host_, size_};
   }
+  // Host code reads a tensor as a span: the blocks that run no ops (and so
+  // decline every device at load) keep their host loops. A device tensor
+  // that reaches one throws, as host() does.
+  operator std::span<T>() const { return host(); }  // NOLINT
+  operator std::span<const float>() const           // NOLINT
+      requires(!std::is_const_v<T>) {
+    return host();
+  }
   // The device region (meaningful only when !on_host()).
   DeviceRegion region() const { return region_; }
 

@@ -20,6 +20,7 @@ namespace {
 // all. Element-wise ops are an exp or a table lookup per element, worth
 // both cores even at decode.
 constexpr int64_t kElementGrain = 2048;
+constexpr int64_t kSoftcapGrain = 16384;
 
 // Query rows computed together by attention_rows: consecutive rows of one
 // sequence share their cache rows' loads.
@@ -80,6 +81,24 @@ std::span<const kernels::MatmulOutput> CpuBackend::kernel_products(
   return out;
 }
 
+Tensor CpuBackend::scratch(std::vector<float>& slot, size_t n) {
+  return ForwardBuffers::take(slot, n);
+}
+
+void CpuBackend::copy_from_host(std::span<const float> src, Tensor dst) {
+  const std::span<float> to = dst.host();
+  if (to.data() != src.data()) std::ranges::copy(src.first(to.size()), to.begin());
+}
+
+void CpuBackend::copy_to_host(ConstTensor src, std::span<float> dst) {
+  const std::span<const float> from = src.host();
+  if (from.data() != dst.data()) std::ranges::copy(from.first(dst.size()), dst.begin());
+}
+
+Tensor CpuBackend::output_tensor(std::span<float> host, std::vector<float>& /*slot*/) {
+  return host;
+}
+
 void CpuBackend::matmul(const kernels::WeightView& w, ConstTensor x, int64_t n_rows, Tensor y,
                         int64_t y_stride) {
   kernels::matmul(w, x.host(), n_rows, y.host(), y_stride, pool_, buffers_.matmul);
@@ -127,6 +146,19 @@ void CpuBackend::scale(Tensor x, float s) {
 
 void CpuBackend::clamp(Tensor x, float lo, float hi) {
   kernels::clamp_inplace(x.host(), lo, hi);
+}
+
+void CpuBackend::softcap(Tensor x, float cap) {
+  // A libm tanhf per element: 256k of them (a Gemma vocabulary) are ~2 ms
+  // on one core, so both cores take a share.
+  const std::span<float> all = x.host();
+  pool_.parallel_for(
+      static_cast<int64_t>(all.size()),
+      [&](int64_t begin, int64_t end) {
+        kernels::softcap_inplace(
+            all.subspan(static_cast<size_t>(begin), static_cast<size_t>(end - begin)), cap);
+      },
+      kSoftcapGrain);
 }
 
 void CpuBackend::unary(UnaryOp op, Tensor x) {

@@ -22,6 +22,11 @@ class CpuBackend final : public Backend {
   std::string_view name() const override { return "cpu"; }
   ThreadPool& host_pool() const override { return pool_; }
 
+  Tensor scratch(std::vector<float>& slot, size_t n) override;
+  void copy_from_host(std::span<const float> src, Tensor dst) override;
+  void copy_to_host(ConstTensor src, std::span<float> dst) override;
+  Tensor output_tensor(std::span<float> host, std::vector<float>& slot) override;
+
   void matmul(const kernels::WeightView& w, ConstTensor x, int64_t n_rows, Tensor y,
               int64_t y_stride) override;
   void matmul_shared_input(std::span<const MatmulProduct> products, ConstTensor x,
@@ -40,6 +45,7 @@ class CpuBackend final : public Backend {
   void add_bias_rows(Tensor rows, std::span<const float> bias) override;
   void scale(Tensor x, float s) override;
   void clamp(Tensor x, float lo, float hi) override;
+  void softcap(Tensor x, float cap) override;
   void unary(UnaryOp op, Tensor x) override;
   void glu(GluOp op, ConstTensor gate, ConstTensor up, Tensor out) override;
   void glu_halves(GluOp op, ConstTensor both, Tensor out, size_t width) override;

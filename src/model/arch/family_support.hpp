@@ -56,7 +56,7 @@ std::vector<TensorSpec> tensors_of(const ModelHParams& hparams) {
 // from hidden states, those states), normed and branch are for a layer's
 // norm output and branch output.
 struct LayerStream {
-  std::span<float> x, normed, branch;
+  Tensor x, normed, branch;
   AttentionPass pass;
 };
 
@@ -69,14 +69,19 @@ inline LayerStream start_layers(const ModelHParams& hp, std::span<const BatchRow
                                 const Norm* embedding_norm = nullptr) {
   auto& buf = ctx.buffers;
   const size_t width = rows.size() * static_cast<size_t>(hp.n_embd);
-  LayerStream s{ForwardBuffers::take(buf.residual, width), ForwardBuffers::take(buf.normed, width),
-                ForwardBuffers::take(buf.proj, width),
+  LayerStream s{ctx.backend.scratch(buf.residual, width), ctx.backend.scratch(buf.normed, width),
+                ctx.backend.scratch(buf.proj, width),
                 AttentionPass{rows, cells, rope.for_rows(rows, buf)}};
   if (ctx.stage.from_tokens()) {
     embedding.embed(hp, rows, s.x, ctx);
     if (embedding_norm && !embedding_norm->weight.empty()) embedding_norm->apply(ctx, s.x, s.x);
   } else {
-    ctx.stage.read_input(s.x, static_cast<size_t>(hp.n_embd));
+    const size_t n = rows.size() * static_cast<size_t>(hp.n_embd);
+    if (ctx.stage.width == hp.n_embd) {
+      ctx.backend.copy_from_host(ctx.stage.input.first(n), s.x.first(n));
+    } else {
+      ctx.stage.read_input(s.x, static_cast<size_t>(hp.n_embd));
+    }
   }
   return s;
 }

@@ -100,8 +100,9 @@ class GrokModel final : public FamilyModel<GrokWeights> {
       moe_ffn(layer.moe, h, il, n, ctx, normed, branch);
       if (layer.has_dense) {
         ffn(layer.dense, FfnActivation::geglu, h, il, n, ctx, normed, dense_out);
-        for (size_t i = 0; i < branch.size(); ++i) {
-          branch[i] = (dense_out[i] + branch[i]) * half_sqrt2;
+        const std::span<float> moe_out = branch;
+        for (size_t i = 0; i < moe_out.size(); ++i) {
+          moe_out[i] = (dense_out[i] + moe_out[i]) * half_sqrt2;
         }
       }
       rms_norm(ctx, h, branch, layer.post_norm, branch);

@@ -84,7 +84,8 @@ class Minimax01Model final : public FamilyModel<Minimax01Weights> {
     // input, then the add.
     const auto add_scaled_residual = [&] {
       ctx.backend.scale(s.normed, h.residual_scale);
-      for (size_t i = 0; i < s.x.size(); ++i) s.x[i] = s.branch[i] + s.normed[i];
+      const std::span<float> x = s.x, branch = s.branch, normed = s.normed;
+      for (size_t i = 0; i < x.size(); ++i) x[i] = branch[i] + normed[i];
     };
     for (const int64_t il : ctx.stage.layers()) {
       const Minimax01Layer& layer = w_.layers[static_cast<size_t>(il)];

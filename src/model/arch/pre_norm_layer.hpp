@@ -82,7 +82,7 @@ struct PreNormMoeLayer {
     std::span<const float> router_in;  // the layer's input, when the router reads it
     if (hp.layer_has_experts(il) && moe.router_input == RouterInput::layer_input) {
       const auto copy = ForwardBuffers::take(ctx.buffers.parallel, s.x.size());
-      std::copy(s.x.begin(), s.x.end(), copy.begin());
+      std::ranges::copy(s.x.host(), copy.begin());
       router_in = copy;
     }
     rms_norm(ctx, hp, s.x, attn_norm, s.normed);

@@ -227,8 +227,8 @@ void norm_row_heads(const AttentionWeights& w, const ModelHParams& hp, const Lay
 // Q/K norms and RoPE applied, in llama.cpp's order (build_qkv: matmul,
 // scale, bias).
 void project_qkv(const AttentionWeights& w, const ModelHParams& hp, const LayerSpec& layer,
-                 const AttentionPass& pass, ForwardContext& ctx, std::span<const float> normed,
-                 std::span<float> q, std::span<float> k, std::span<float> v) {
+                 const AttentionPass& pass, ForwardContext& ctx, ConstTensor normed, Tensor q,
+                 Tensor k, Tensor v) {
   auto& buf = ctx.buffers;
   const auto n = static_cast<int64_t>(pass.rows.size());
   const auto rows = pass.rows.size();
@@ -239,7 +239,8 @@ void project_qkv(const AttentionWeights& w, const ModelHParams& hp, const LayerS
     // build_qkv's fused path: one product, its scale and bias, then Q, K
     // and V are views of each row (copied out here).
     const auto width = qw + kw + vw;
-    auto fused = ForwardBuffers::take(buf.qkv, rows * width);
+    const std::span<float> fused = ForwardBuffers::take(buf.qkv, rows * width);
+    const std::span<float> qh = q, kh = k, vh = v;
     ctx.backend.matmul(w.wqkv, normed, n, fused, static_cast<int64_t>(width));
     apply_scale(ctx, fused, w.qkv_scale);
     ctx.backend.add_bias_rows(fused, w.bqkv);
@@ -247,15 +248,16 @@ void project_qkv(const AttentionWeights& w, const ModelHParams& hp, const LayerS
     for (size_t r = 0; r < rows; ++r) {
       const auto row = fused.subspan(r * width, width);
       // Plain loops: g++ 12 warns falsely (-Wstringop-overflow) on copies here.
-      for (size_t i = 0; i < qw; ++i) q[r * qw + i] = row[i];
-      for (size_t i = 0; i < kw; ++i) k[r * kw + i] = row[qw + i];
-      for (size_t i = 0; i < vw; ++i) v[r * vw + i] = row[qw + kw + i];
+      for (size_t i = 0; i < qw; ++i) qh[r * qw + i] = row[i];
+      for (size_t i = 0; i < kw; ++i) kh[r * kw + i] = row[qw + i];
+      for (size_t i = 0; i < vw; ++i) vh[r * vw + i] = row[qw + kw + i];
     }
   } else {
     // With a query gate, Q's product holds each head's queries and gate.
     const int64_t q_rows = w.query_gate ? 2 * layer.q_width() : layer.q_width();
-    const auto q_product =
-        w.query_gate ? ForwardBuffers::take(buf.qkv, rows * static_cast<size_t>(q_rows)) : q;
+    const Tensor q_product =
+        w.query_gate ? Tensor(ForwardBuffers::take(buf.qkv, rows * static_cast<size_t>(q_rows)))
+                     : q;
     const MatmulProduct qkv[] = {
         {&w.wq, q_product, q_rows}, {&w.wk, k, layer.k_width()}, {&w.wv, v, layer.v_width()}};
     ctx.backend.matmul_shared_input(qkv, normed, n);
@@ -267,7 +269,7 @@ void project_qkv(const AttentionWeights& w, const ModelHParams& hp, const LayerS
     ctx.backend.add_bias_rows(k, w.bk);
     ctx.backend.add_bias_rows(v, w.bv);
     if (hp.clamp_kqv > 0.0f) {
-      for (const std::span<float> m : {q, k, v}) {
+      for (const Tensor m : {q, k, v}) {
         ctx.backend.clamp(m, -hp.clamp_kqv, hp.clamp_kqv);
       }
     }
@@ -312,8 +314,8 @@ void project_qkv(const AttentionWeights& w, const ModelHParams& hp, const LayerS
 // backend's attention op: causal, within the layer's window or chunk, or
 // bidirectional over every position its sequence has after the pass).
 void attend(const ModelHParams& hp, const LayerSpec& layer, int64_t il, const AttentionPass& pass,
-            const KvCache& cache, ForwardContext& ctx, std::span<const float> q,
-            std::span<float> out, std::span<const float> sinks = {}) {
+            const KvCache& cache, ForwardContext& ctx, ConstTensor q, Tensor out,
+            std::span<const float> sinks = {}) {
   AttentionOp op{.rows = pass.rows,
                  .layer = il,
                  .shape = {layer.n_head, layer.n_head_kv, layer.head_dim_k, layer.head_dim_v,
@@ -364,15 +366,17 @@ void attend_over_cache(const ModelHParams& hp, int64_t layer, const AttentionPas
 }
 
 void attention(const AttentionWeights& w, const ModelHParams& hp, int64_t layer,
-               const AttentionPass& pass, KvCache& cache, ForwardContext& ctx,
-               std::span<const float> in, std::span<float> out) {
+               const AttentionPass& pass, KvCache& cache, ForwardContext& ctx, ConstTensor in,
+               Tensor out) {
   auto& buf = ctx.buffers;
+  auto& backend = ctx.backend;
   const LayerSpec& spec = hp.layer(layer);
   const auto rows = pass.rows.size();
-  auto q = ForwardBuffers::take(buf.q, rows * static_cast<size_t>(spec.q_width()));
-  auto k = ForwardBuffers::take(buf.k, rows * static_cast<size_t>(spec.k_width()));
-  auto v = ForwardBuffers::take(buf.v, rows * static_cast<size_t>(spec.v_width()));
-  auto attn = ForwardBuffers::take(buf.attn_out, rows * static_cast<size_t>(spec.attn_out_width()));
+  const Tensor q = backend.scratch(buf.q, rows * static_cast<size_t>(spec.q_width()));
+  const Tensor k = backend.scratch(buf.k, rows * static_cast<size_t>(spec.k_width()));
+  const Tensor v = backend.scratch(buf.v, rows * static_cast<size_t>(spec.v_width()));
+  const Tensor attn =
+      backend.scratch(buf.attn_out, rows * static_cast<size_t>(spec.attn_out_width()));
 
   project_qkv(w, hp, spec, pass, ctx, in, q, k, v);
   ctx.backend.store_kv(cache, layer, pass.cells, k, v, static_cast<size_t>(spec.k_width()),
@@ -381,8 +385,9 @@ void attention(const AttentionWeights& w, const ModelHParams& hp, int64_t layer,
   if (!w.gate.empty()) apply_softplus_gate(w, hp, spec, ctx, in, attn);
   if (w.query_gate) {
     // llama.cpp's ggml_mul of the output by ggml_sigmoid(gate).
-    const auto gate = std::span(buf.attn_gate).first(attn.size());
-    for (size_t i = 0; i < attn.size(); ++i) attn[i] *= kernels::sigmoid(gate[i]);
+    const std::span<float> values = attn;
+    const auto gate = std::span(buf.attn_gate).first(values.size());
+    for (size_t i = 0; i < values.size(); ++i) values[i] *= kernels::sigmoid(gate[i]);
   }
   if (!w.sub_norm.empty()) {
     ctx.backend.rms_norm_rows(attn, w.sub_norm, hp.rms_eps, attn, w.sub_norm.size());

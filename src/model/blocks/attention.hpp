@@ -147,8 +147,8 @@ struct AttentionPass {
 // out[r] = attention(in[r]) for every row of the pass at layer `layer`:
 // `in` is the normed input [rows][n_embd], `out` [rows][n_embd].
 void attention(const AttentionWeights& w, const ModelHParams& hp, int64_t layer,
-               const AttentionPass& pass, KvCache& cache, ForwardContext& ctx,
-               std::span<const float> in, std::span<float> out);
+               const AttentionPass& pass, KvCache& cache, ForwardContext& ctx, ConstTensor in,
+               Tensor out);
 
 // The attention temperature (ModelHParams::AttentionTemperature) of the
 // query at position `pos`, computed as llama.cpp's llm_graph_input_attn_temp

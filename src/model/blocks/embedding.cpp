@@ -11,13 +11,6 @@
 
 namespace cortiq {
 
-namespace {
-
-// Logits per share of the final softcap.
-constexpr int64_t kSoftcapGrain = 16384;
-
-}  // namespace
-
 void TokenEmbedding::visit(TensorVisitor& v, const ModelHParams& hp) {
   v.matrix(table, "token_embd.weight", hp.n_embd, hp.n_vocab);
 }
@@ -89,13 +82,18 @@ void OutputHead::visit(TensorVisitor& v, const ModelHParams& hp, const TokenEmbe
   }
 }
 
-void OutputHead::apply(const ModelHParams& hp, std::span<const BatchRow> rows,
-                       std::span<const float> x, ForwardContext& ctx,
-                       std::span<float> logits) const {
+void OutputHead::apply(const ModelHParams& hp, std::span<const BatchRow> rows, ConstTensor x,
+                       ForwardContext& ctx, std::span<float> logits) const {
   auto& buf = ctx.buffers;
+  auto& backend = ctx.backend;
   const auto n_embd = static_cast<size_t>(hp.n_embd);
   if (!ctx.stage.ends_in_head()) {
-    ctx.stage.write_output(x, n_embd, logits);
+    if (ctx.stage.width == hp.n_embd) {
+      const size_t n = rows.size() * n_embd;
+      backend.copy_to_host(x.first(n), logits.first(n));
+    } else {
+      ctx.stage.write_output(x, n_embd, logits);
+    }
     return;
   }
   const bool all_hidden = !ctx.all_hidden.empty();
@@ -108,36 +106,30 @@ void OutputHead::apply(const ModelHParams& hp, std::span<const BatchRow> rows,
   for (const auto& row : rows) n_out += row.logits ? 1 : 0;
   if (n_out == 0) return;
   const bool hidden = ctx.output == RowOutput::hidden;
-  auto normed =
-      hidden ? logits.first(n_out * n_embd) : ForwardBuffers::take(buf.normed, n_out * n_embd);
+  const Tensor normed = hidden ? backend.output_tensor(logits.first(n_out * n_embd), buf.normed)
+                               : backend.scratch(buf.normed, n_out * n_embd);
   size_t k = 0;
   for (size_t r = 0; r < rows.size(); ++r) {
     if (!rows[r].logits) continue;
     const auto out = normed.subspan(k++ * n_embd, n_embd);
     if (all_hidden) {
-      std::ranges::copy(ctx.all_hidden.subspan(r * n_embd, n_embd), out.begin());
+      backend.copy_from_host(ctx.all_hidden.subspan(r * n_embd, n_embd), out);
     } else {
       norm.apply(ctx, x.subspan(r * n_embd, n_embd), out);
     }
   }
-  if (hidden) return;
-  const auto out = logits.first(n_out * static_cast<size_t>(hp.n_vocab));
-  ctx.backend.matmul(output, normed, static_cast<int64_t>(n_out), out, hp.n_vocab);
-  ctx.backend.add_bias_rows(out, bias);
-  // Granite's ggml_scale of the logits.
-  if (hp.logit_scale != 0.0f) ctx.backend.scale(out, hp.logit_scale);
-  if (hp.final_softcap != 0.0f) {
-    // A libm tanhf per logit: 256k of them are ~2 ms of a Gemma decode step
-    // on one core, so both cores take a share.
-    ctx.host_pool().parallel_for(
-        static_cast<int64_t>(out.size()),
-        [&](int64_t begin, int64_t end) {
-          kernels::softcap_inplace(
-              out.subspan(static_cast<size_t>(begin), static_cast<size_t>(end - begin)),
-              hp.final_softcap);
-        },
-        kSoftcapGrain);
+  if (hidden) {
+    backend.copy_to_host(normed, logits.first(n_out * n_embd));
+    return;
   }
+  const auto host_out = logits.first(n_out * static_cast<size_t>(hp.n_vocab));
+  const Tensor out = backend.output_tensor(host_out, buf.logits);
+  backend.matmul(output, normed, static_cast<int64_t>(n_out), out, hp.n_vocab);
+  backend.add_bias_rows(out, bias);
+  // Granite's ggml_scale of the logits.
+  if (hp.logit_scale != 0.0f) backend.scale(out, hp.logit_scale);
+  if (hp.final_softcap != 0.0f) backend.softcap(out, hp.final_softcap);
+  backend.copy_to_host(out, host_out);
 }
 
 }  // namespace cortiq

@@ -65,7 +65,7 @@ struct OutputHead {
   // ctx.all_hidden, every row's normed hidden state goes there too. A stage
   // that ends before the last layer (ctx.stage) has no head: `logits` gets
   // every row's residual stream x, the next stage's input.
-  void apply(const ModelHParams& hp, std::span<const BatchRow> rows, std::span<const float> x,
+  void apply(const ModelHParams& hp, std::span<const BatchRow> rows, ConstTensor x,
              ForwardContext& ctx, std::span<float> logits) const;
 };
 

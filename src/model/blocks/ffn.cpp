@@ -20,11 +20,10 @@ void apply_scale(ForwardContext& ctx, Tensor rows, float scale) {
 // down(act(up(x))) with biases and scales in llama.cpp's build_ffn order;
 // act is gelu, relu_sqr or xielu.
 void ungated_ffn(const FfnWeights& w, FfnActivation activation, const ModelHParams& hp,
-                 int64_t n_ff, int64_t n_rows, ForwardContext& ctx, std::span<const float> in,
-                 std::span<float> out) {
+                 int64_t n_ff, int64_t n_rows, ForwardContext& ctx, ConstTensor in, Tensor out) {
   auto& buf = ctx.buffers;
   const auto rows = static_cast<size_t>(n_rows);
-  auto up = ForwardBuffers::take(buf.up, rows * static_cast<size_t>(n_ff));
+  auto up = ctx.backend.scratch(buf.up, rows * static_cast<size_t>(n_ff));
   ctx.backend.matmul(w.up, in, n_rows, up, n_ff);
   ctx.backend.add_bias_rows(up, w.up_b);
   apply_scale(ctx, up, w.up_scale);
@@ -46,7 +45,8 @@ void ungated_ffn(const FfnWeights& w, FfnActivation activation, const ModelHPara
   if (!w.act_scales.empty()) {
     // build_ffn's ggml_div of the activation by ffn_act, row by row.
     const auto n = static_cast<size_t>(n_ff);
-    for (size_t i = 0; i < up.size(); ++i) up[i] /= w.act_scales[i % n];
+    const std::span<float> values = up;
+    for (size_t i = 0; i < values.size(); ++i) values[i] /= w.act_scales[i % n];
   }
   const auto out_rows = out.first(rows * static_cast<size_t>(hp.n_embd));
   ctx.backend.matmul(w.down, up, n_rows, out_rows, hp.n_embd);
@@ -57,15 +57,15 @@ void ungated_ffn(const FfnWeights& w, FfnActivation activation, const ModelHPara
 // down(silu(g) * u) where each row of up(x) is [g | u] (Phi-3's fused
 // gate and up: ggml_swiglu of one tensor, bias and scale on the whole row).
 void fused_gate_up_ffn(const FfnWeights& w, const ModelHParams& hp, int64_t n_ff, int64_t n_rows,
-                       ForwardContext& ctx, std::span<const float> in, std::span<float> out) {
+                       ForwardContext& ctx, ConstTensor in, Tensor out) {
   auto& buf = ctx.buffers;
   const auto rows = static_cast<size_t>(n_rows);
   const auto width = static_cast<size_t>(n_ff);
-  auto both = ForwardBuffers::take(buf.up, rows * 2 * width);
+  auto both = ctx.backend.scratch(buf.up, rows * 2 * width);
   ctx.backend.matmul(w.up, in, n_rows, both, 2 * n_ff);
   ctx.backend.add_bias_rows(both, w.up_b);
   apply_scale(ctx, both, w.up_scale);
-  auto gated = ForwardBuffers::take(buf.gate, rows * width);
+  auto gated = ctx.backend.scratch(buf.gate, rows * width);
   ctx.backend.glu_halves(GluOp::swiglu, both, gated, width);
   const auto out_rows = out.first(rows * static_cast<size_t>(hp.n_embd));
   ctx.backend.matmul(w.down, gated, n_rows, out_rows, hp.n_embd);
@@ -113,7 +113,7 @@ void FfnWeights::visit(TensorVisitor& v, const ModelHParams& hp, int64_t layer, 
 }
 
 void ffn(const FfnWeights& w, FfnActivation activation, const ModelHParams& hp, int64_t layer,
-         int64_t n_rows, ForwardContext& ctx, std::span<const float> in, std::span<float> out) {
+         int64_t n_rows, ForwardContext& ctx, ConstTensor in, Tensor out) {
   auto& buf = ctx.buffers;
   const int64_t n_ff = w.n_ff != 0 ? w.n_ff : hp.layer(layer).n_ff;
   const auto rows = static_cast<size_t>(n_rows);
@@ -126,8 +126,8 @@ void ffn(const FfnWeights& w, FfnActivation activation, const ModelHParams& hp, 
     fused_gate_up_ffn(w, hp, n_ff, n_rows, ctx, in, out);
     return;
   }
-  auto gate = ForwardBuffers::take(buf.gate, rows * static_cast<size_t>(n_ff));
-  auto up = ForwardBuffers::take(buf.up, rows * static_cast<size_t>(n_ff));
+  auto gate = ctx.backend.scratch(buf.gate, rows * static_cast<size_t>(n_ff));
+  auto up = ctx.backend.scratch(buf.up, rows * static_cast<size_t>(n_ff));
 
   const MatmulProduct gate_up[] = {{&w.gate, gate, n_ff}, {&w.up, up, n_ff}};
   ctx.backend.matmul_shared_input(gate_up, in, n_rows);

@@ -68,6 +68,6 @@ struct FfnWeights {
 
 // out[r] = ffn(in[r]) for n_rows rows of n_embd values at layer `layer`.
 void ffn(const FfnWeights& w, FfnActivation activation, const ModelHParams& hp, int64_t layer,
-         int64_t n_rows, ForwardContext& ctx, std::span<const float> in, std::span<float> out);
+         int64_t n_rows, ForwardContext& ctx, ConstTensor in, Tensor out);
 
 }  // namespace cortiq
