@@ -1,12 +1,10 @@
 #include "runtime/kv_cache.hpp"
 
 #include <algorithm>
-#include <cstring>
 #include <new>
 
 #include "base/error.hpp"
 #include "base/strings.hpp"
-#include "kernels/cpu/convert.hpp"
 
 namespace cortiq {
 
@@ -110,7 +108,7 @@ uint64_t KvCache::bytes_needed(const KvCacheShape& s) {
   return bytes * elem + state_bytes * n_states;
 }
 
-KvCache::KvCache(const KvCacheShape& shape)
+KvCache::KvCache(const KvCacheShape& shape, const KvRowStorage::Factory& make_rows)
     : shape_(shape), pool_(block_count(shape), shape.block_size) {
   const CellCounts cells = cell_counts(shape_);
   size_t k_bytes = 0, v_bytes = 0;
@@ -128,8 +126,7 @@ KvCache::KvCache(const KvCacheShape& shape)
     storage_.push_back(storage);
   }
   try {
-    k_data_.resize(k_bytes);
-    v_data_.resize(v_bytes);
+    rows_ = make_rows(k_bytes, v_bytes);
     size_t state_offset = 0;
     for (const KvLayerShape& layer : shape_.layers) {
       state_offsets_.push_back(state_offset);
@@ -564,8 +561,11 @@ void KvCache::copy_block_rows(int32_t from_block, int32_t to_block, int64_t n_ro
     const LayerStorage& storage = storage_[static_cast<size_t>(layer)];
     if (storage.in_window_rows) continue;  // never shared: no prefix cache with them
     const auto n = static_cast<size_t>(n_rows);
-    std::memcpy(k_row(layer, to_cell), k_row(layer, from_cell), n * storage.k_row_bytes);
-    std::memcpy(v_row(layer, to_cell), v_row(layer, from_cell), n * storage.v_row_bytes);
+    for (const KvSide side : {KvSide::keys, KvSide::values}) {
+      const size_t row_bytes = side == KvSide::keys ? storage.k_row_bytes : storage.v_row_bytes;
+      rows_->copy(side, row_offset(side, layer, from_cell), row_offset(side, layer, to_cell),
+                  n * row_bytes);
+    }
   }
 }
 
@@ -584,33 +584,26 @@ void KvCache::clear_all() {
   std::ranges::fill(state_, 0.0f);
 }
 
-std::byte* KvCache::k_row(int64_t layer, int32_t cell) {
+size_t KvCache::row_offset(KvSide side, int64_t layer, int32_t cell) const {
   const LayerStorage& storage = storage_[static_cast<size_t>(layer)];
-  return k_data_.data() + storage.k_offset +
-         static_cast<size_t>(layer_cell(storage, cell)) * storage.k_row_bytes;
+  const auto index = static_cast<size_t>(layer_cell(storage, cell));
+  return side == KvSide::keys ? storage.k_offset + index * storage.k_row_bytes
+                              : storage.v_offset + index * storage.v_row_bytes;
 }
 
-std::byte* KvCache::v_row(int64_t layer, int32_t cell) {
-  const LayerStorage& storage = storage_[static_cast<size_t>(layer)];
-  return v_data_.data() + storage.v_offset +
-         static_cast<size_t>(layer_cell(storage, cell)) * storage.v_row_bytes;
-}
-
-void KvCache::store(std::byte* dst, std::span<const float> row, int64_t width) {
+void KvCache::store(KvSide side, int64_t layer, int32_t cell, std::span<const float> row) {
+  const KvLayerShape& shape = shape_.layers[static_cast<size_t>(layer)];
+  const int64_t width = side == KvSide::keys ? shape.k_width : shape.v_width;
   if (static_cast<int64_t>(row.size()) != width) throw Error("KV cache: row width mismatch");
-  if (shape_.type == KvType::f32) {
-    std::memcpy(dst, row.data(), row.size_bytes());
-  } else {
-    kernels::fp32_to_fp16_row(row, {reinterpret_cast<uint16_t*>(dst), row.size()});
-  }
+  rows_->store_row(side, row_offset(side, layer, cell), row, shape_.type);
 }
 
 void KvCache::store_k(int64_t layer, int32_t cell, std::span<const float> row) {
-  store(k_row(layer, cell), row, shape_.layers[static_cast<size_t>(layer)].k_width);
+  store(KvSide::keys, layer, cell, row);
 }
 
 void KvCache::store_v(int64_t layer, int32_t cell, std::span<const float> row) {
-  store(v_row(layer, cell), row, shape_.layers[static_cast<size_t>(layer)].v_width);
+  store(KvSide::values, layer, cell, row);
 }
 
 std::span<const int32_t> KvCache::layer_cells(const LayerStorage& storage, int32_t seq) const {
@@ -618,17 +611,23 @@ std::span<const int32_t> KvCache::layer_cells(const LayerStorage& storage, int32
   return sequences_[index_of(seq)].cells;
 }
 
-kernels::KvRowsView KvCache::keys(int64_t layer, int32_t seq) const {
+kernels::KvRowsView KvCache::rows_view(KvSide side, int64_t layer, int32_t seq) const {
+  const std::byte* bytes = rows_->host_bytes(side);
+  if (bytes == nullptr) throw Error("KV cache: the rows live on a device, not in host memory");
   const LayerStorage& storage = storage_[static_cast<size_t>(layer)];
-  return {k_data_.data() + storage.k_offset, storage.k_row_bytes, shape_.type == KvType::f16,
+  const bool keys = side == KvSide::keys;
+  return {bytes + (keys ? storage.k_offset : storage.v_offset),
+          keys ? storage.k_row_bytes : storage.v_row_bytes, shape_.type == KvType::f16,
           layer_cells(storage, seq)};
+}
+
+kernels::KvRowsView KvCache::keys(int64_t layer, int32_t seq) const {
+  return rows_view(KvSide::keys, layer, seq);
 }
 
 kernels::KvRowsView KvCache::values(int64_t layer, int32_t seq) const {
   if (shape_.layers[static_cast<size_t>(layer)].values_in_keys) return keys(layer, seq);
-  const LayerStorage& storage = storage_[static_cast<size_t>(layer)];
-  return {v_data_.data() + storage.v_offset, storage.v_row_bytes, shape_.type == KvType::f16,
-          layer_cells(storage, seq)};
+  return rows_view(KvSide::values, layer, seq);
 }
 
 }  // namespace cortiq

@@ -37,6 +37,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <vector>
@@ -44,6 +45,7 @@
 #include "cortiq/types.hpp"
 #include "kernels/cpu/attention.hpp"
 #include "runtime/kv_block_pool.hpp"
+#include "runtime/kv_row_storage.hpp"
 #include "runtime/kv_window_rows.hpp"
 #include "tokenizer/vocab.hpp"
 
@@ -100,9 +102,11 @@ struct KvCacheShape {
 
 class KvCache {
  public:
-  // Allocates every block's rows up front; throws cortiq::Error when the
-  // shape is invalid or the memory is not there.
-  explicit KvCache(const KvCacheShape& shape);
+  // Allocates every block's rows up front, in the storage `make_rows` gives
+  // (host memory by default; a device backend's own); throws cortiq::Error
+  // when the shape is invalid or the memory is not there.
+  explicit KvCache(const KvCacheShape& shape,
+                   const KvRowStorage::Factory& make_rows = HostKvRows::make);
 
   // Bytes the cache of this shape takes (whole blocks).
   static uint64_t bytes_needed(const KvCacheShape& shape);
@@ -220,10 +224,20 @@ class KvCache {
   void store_k(int64_t layer, int32_t cell, std::span<const float> row);
   void store_v(int64_t layer, int32_t cell, std::span<const float> row);
 
-  // The cached rows of a sequence in one layer, for attention (values():
-  // the key rows in a values_in_keys layer).
+  // The cached rows of a sequence in one layer, for attention on the host
+  // (values(): the key rows in a values_in_keys layer). Throws
+  // cortiq::Error when the rows live on a device.
   kernels::KvRowsView keys(int64_t layer, int32_t seq) const;
   kernels::KvRowsView values(int64_t layer, int32_t seq) const;
+
+  // For a backend whose storage holds the rows: the storage, the byte
+  // offset of the layer's row for the position append() gave `cell`, and
+  // the layer's cell of every position of the sequence (its page table).
+  const KvRowStorage& row_storage() const { return *rows_; }
+  size_t row_offset(KvSide side, int64_t layer, int32_t cell) const;
+  std::span<const int32_t> layer_cells(int64_t layer, int32_t seq) const {
+    return layer_cells(storage_[static_cast<size_t>(layer)], seq);
+  }
 
  private:
   // A committed full block of a sequence: its key, and the prefix id of a
@@ -287,9 +301,7 @@ class KvCache {
   void replace_last_block_with_copy(Sequence& s, size_t n_rows);
   void copy_block_rows(int32_t from_block, int32_t to_block, int64_t n_rows);
   size_t element_bytes() const { return shape_.type == KvType::f16 ? 2 : 4; }
-  std::byte* k_row(int64_t layer, int32_t cell);
-  std::byte* v_row(int64_t layer, int32_t cell);
-  // Byte offsets of each layer's rows in k_data_ / v_data_, and whether
+  // Byte offsets of each layer's rows in the storage's sides, and whether
   // they live in the window rows' cells.
   struct LayerStorage {
     size_t k_offset = 0, v_offset = 0;
@@ -302,13 +314,13 @@ class KvCache {
   }
   // The cell of each position of the sequence in the layer's rows.
   std::span<const int32_t> layer_cells(const LayerStorage& storage, int32_t seq) const;
-  void store(std::byte* dst, std::span<const float> row, int64_t width);
+  void store(KvSide side, int64_t layer, int32_t cell, std::span<const float> row);
+  kernels::KvRowsView rows_view(KvSide side, int64_t layer, int32_t seq) const;
 
   KvCacheShape shape_;
   KvBlockPool pool_;
   std::vector<LayerStorage> storage_;
-  std::vector<std::byte> k_data_;  // [layer][cell][the layer's k_width]
-  std::vector<std::byte> v_data_;  // [layer][cell][the layer's v_width]
+  std::unique_ptr<KvRowStorage> rows_;  // [side][layer][cell][the layer's width]
   std::vector<Sequence> sequences_;
   // The bounded window layers' cells, and for each cell append() gives (the
   // full layers' cell of a position) the window rows' cell of that position.
