@@ -205,10 +205,11 @@ TEST(VulkanBuffer, AllocationBeyondTheDeviceIsAnError) {
 
 TEST(VulkanPipeline, IsBuiltOnceAndKeepsItsInterface) {
   REQUIRE_VULKAN_DEVICE(device);
-  const PipelineSpec spec{"rms_norm", 3, 16, 1u << 2};
+  // rms_norm's interface: three buffers, six 32-bit push constants, binding 2 written.
+  const PipelineSpec spec{"rms_norm", 3, 24, 1u << 2};
   const ComputePipeline& first = device.pipelines().get(spec);
   EXPECT_EQ(&device.pipelines().get(spec), &first);
-  EXPECT_THROW(device.pipelines().get(PipelineSpec{"rms_norm", 2, 16, 1u << 1}), Error);
+  EXPECT_THROW(device.pipelines().get(PipelineSpec{"rms_norm", 2, 24, 1u << 1}), Error);
   EXPECT_THROW(device.pipelines().get(PipelineSpec{"nope", 1, 0, 0}), Error);
 }
 

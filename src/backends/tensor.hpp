@@ -23,6 +23,13 @@ struct DeviceRegion {
 
 [[noreturn]] void throw_device_tensor_on_host();
 
+template <typename T>
+class TensorView;
+template <typename T>
+constexpr bool is_tensor_view = false;
+template <typename T>
+constexpr bool is_tensor_view<TensorView<T>> = true;
+
 // T is float (a tensor an op writes) or const float (one it only reads).
 template <typename T>
 class TensorView {
@@ -31,7 +38,8 @@ class TensorView {
   // Host memory. Implicit: a span (or anything that is one: a vector, a
   // span of floats read as const) is a host tensor.
   template <typename R>
-  requires std::is_convertible_v<R&&, std::span<T>> TensorView(R&& host) {  // NOLINT
+  requires(!is_tensor_view<std::remove_cvref_t<R>> && std::is_convertible_v<R&&, std::span<T>>)
+      TensorView(R&& host) {  // NOLINT
     const std::span<T> s(host);
     host_ = s.data();
     size_ = s.size();

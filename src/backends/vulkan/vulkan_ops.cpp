@@ -25,6 +25,9 @@ struct MatmulPush {
   uint32_t n_cols;
   uint32_t n_tok;
   uint32_t row_bytes;
+  uint32_t x_offset;
+  uint32_t y_offset;
+  uint32_t y_stride;
 };
 
 struct RmsNormPush {
@@ -32,7 +35,23 @@ struct RmsNormPush {
   uint32_t n_rows;
   float eps;
   uint32_t has_weight;
+  uint32_t x_offset;
+  uint32_t out_offset;
 };
+
+struct ElementPush {
+  uint32_t op;
+  uint32_t n;
+  uint32_t x_offset;
+  uint32_t b_offset;
+  uint32_t out_offset;
+  uint32_t width;
+  float p0;
+  float p1;
+};
+
+// Invocations per element-wise workgroup (local_size_x of elementwise.comp).
+constexpr int64_t kElementGroup = 256;
 
 std::string_view matmul_shader(GgmlType type) {
   switch (type) {
@@ -63,8 +82,9 @@ void check_addressable(const VulkanBuffer& buffer, std::string_view what) {
   }
 }
 
-void check_floats(const VulkanBuffer& buffer, int64_t n, std::string_view what) {
-  if (n <= 0 || buffer.size() / sizeof(float) < static_cast<uint64_t>(n)) {
+void check_floats(const VulkanBuffer& buffer, int64_t n, std::string_view what,
+                  uint64_t offset = 0) {
+  if (n <= 0 || buffer.size() / sizeof(float) < offset + static_cast<uint64_t>(n)) {
     throw Error("vulkan: " + std::string(what) + " holds " +
                 std::to_string(buffer.size() / sizeof(float)) + " floats, " + std::to_string(n) +
                 " needed");
@@ -88,18 +108,26 @@ std::span<const std::byte> push_bytes(const Push& push) {
 
 }  // namespace
 
-void matmul(CommandBatch& batch, const VulkanMatrix& w, const VulkanBuffer& x, int64_t n_tok,
-            VulkanBuffer& y) {
+void matmul(CommandBatch& batch, const VulkanMatrix& w, const VulkanBuffer& x, uint64_t x_offset,
+            int64_t n_tok, VulkanBuffer& y, uint64_t y_offset, int64_t y_stride) {
   check_addressable(w.buffer(), "the weights");
-  check_floats(x, n_tok * w.n_cols(), "x");
-  check_floats(y, n_tok * w.n_rows(), "y");
+  check_floats(x, n_tok * w.n_cols(), "x", x_offset);
+  if (y_stride < w.n_rows()) throw Error("vulkan: matmul's output stride is below its rows");
+  check_floats(y, (n_tok - 1) * y_stride + w.n_rows(), "y", y_offset);
   const PipelineSpec spec{matmul_shader(w.type()), 3, sizeof(MatmulPush), 1u << 2};
   const ComputePipeline& pipeline = batch.device().pipelines().get(spec);
   const MatmulPush push{static_cast<uint32_t>(w.n_rows()), static_cast<uint32_t>(w.n_cols()),
-                        static_cast<uint32_t>(n_tok), static_cast<uint32_t>(w.row_bytes())};
+                        static_cast<uint32_t>(n_tok),      static_cast<uint32_t>(w.row_bytes()),
+                        static_cast<uint32_t>(x_offset),   static_cast<uint32_t>(y_offset),
+                        static_cast<uint32_t>(y_stride)};
   const std::array<const VulkanBuffer*, 3> buffers{&w.buffer(), &x, &y};
   const int64_t tiles = (n_tok + kMatmulTokenTile - 1) / kMatmulTokenTile;
   batch.dispatch(pipeline, buffers, push_bytes(push), row_grid(batch.device(), w.n_rows(), tiles));
+}
+
+void matmul(CommandBatch& batch, const VulkanMatrix& w, const VulkanBuffer& x, int64_t n_tok,
+            VulkanBuffer& y) {
+  matmul(batch, w, x, 0, n_tok, y, 0, w.n_rows());
 }
 
 void matmul(VulkanDevice& device, const VulkanMatrix& w, const VulkanBuffer& x, int64_t n_tok,
@@ -109,18 +137,56 @@ void matmul(VulkanDevice& device, const VulkanMatrix& w, const VulkanBuffer& x, 
   batch.submit_and_wait();
 }
 
-void rms_norm_rows(CommandBatch& batch, const VulkanBuffer& x, const VulkanBuffer* weight,
-                   float eps, VulkanBuffer& out, int64_t width, int64_t n_rows) {
-  check_floats(x, width * n_rows, "x");
-  check_floats(out, width * n_rows, "out");
+void rms_norm_rows(CommandBatch& batch, const VulkanBuffer& x, uint64_t x_offset,
+                   const VulkanBuffer* weight, float eps, VulkanBuffer& out, uint64_t out_offset,
+                   int64_t width, int64_t n_rows) {
+  check_floats(x, width * n_rows, "x", x_offset);
+  check_floats(out, width * n_rows, "out", out_offset);
   if (weight != nullptr) check_floats(*weight, width, "the norm weight");
   const PipelineSpec spec{"rms_norm", 3, sizeof(RmsNormPush), 1u << 2};
   const ComputePipeline& pipeline = batch.device().pipelines().get(spec);
-  const RmsNormPush push{static_cast<uint32_t>(width), static_cast<uint32_t>(n_rows), eps,
-                         weight != nullptr ? 1u : 0u};
+  const RmsNormPush push{static_cast<uint32_t>(width),
+                         static_cast<uint32_t>(n_rows),
+                         eps,
+                         weight != nullptr ? 1u : 0u,
+                         static_cast<uint32_t>(x_offset),
+                         static_cast<uint32_t>(out_offset)};
   // Without a weight the shader never reads binding 1: x stands in for it.
   const std::array<const VulkanBuffer*, 3> buffers{&x, weight != nullptr ? weight : &x, &out};
   batch.dispatch(pipeline, buffers, push_bytes(push), row_grid(batch.device(), n_rows, 1));
+}
+
+void rms_norm_rows(CommandBatch& batch, const VulkanBuffer& x, const VulkanBuffer* weight,
+                   float eps, VulkanBuffer& out, int64_t width, int64_t n_rows) {
+  rms_norm_rows(batch, x, 0, weight, eps, out, 0, width, n_rows);
+}
+
+void elementwise(CommandBatch& batch, const ElementArgs& args) {
+  if (args.n <= 0) return;
+  check_floats(*args.x,
+               args.op == ElementOp::swiglu_halves || args.op == ElementOp::geglu_halves
+                   ? 2 * args.n
+                   : args.n,
+               "x", args.x_offset);
+  check_floats(*args.out, args.n, "out", args.out_offset);
+  const VulkanBuffer* b = args.b != nullptr ? args.b : args.x;
+  const PipelineSpec spec{"elementwise", 3, sizeof(ElementPush), 1u << 2};
+  const ComputePipeline& pipeline = batch.device().pipelines().get(spec);
+  const ElementPush push{static_cast<uint32_t>(args.op),
+                         static_cast<uint32_t>(args.n),
+                         static_cast<uint32_t>(args.x_offset),
+                         static_cast<uint32_t>(args.b_offset),
+                         static_cast<uint32_t>(args.out_offset),
+                         args.width,
+                         args.p0,
+                         args.p1};
+  const std::array<const VulkanBuffer*, 3> buffers{args.x, b, args.out};
+  const int64_t groups = (args.n + kElementGroup - 1) / kElementGroup;
+  const int64_t max_x = batch.device().limits().max_workgroups[0];
+  const int64_t gx = std::min(groups, max_x);
+  const int64_t gy = (groups + gx - 1) / gx;
+  batch.dispatch(pipeline, buffers, push_bytes(push),
+                 {static_cast<uint32_t>(gx), static_cast<uint32_t>(gy), 1u});
 }
 
 void rms_norm_rows(VulkanDevice& device, const VulkanBuffer& x, const VulkanBuffer* weight,

@@ -22,6 +22,10 @@ class VulkanMatrix;
 // device (one binding must span a whole buffer).
 void matmul(CommandBatch& batch, const VulkanMatrix& w, const VulkanBuffer& x, int64_t n_tok,
             VulkanBuffer& y);
+// The same from x_offset floats into x, into y from y_offset, each output
+// row y_stride floats after the last (y_stride >= w's rows).
+void matmul(CommandBatch& batch, const VulkanMatrix& w, const VulkanBuffer& x, uint64_t x_offset,
+            int64_t n_tok, VulkanBuffer& y, uint64_t y_offset, int64_t y_stride);
 void matmul(VulkanDevice& device, const VulkanMatrix& w, const VulkanBuffer& x, int64_t n_tok,
             VulkanBuffer& y);
 
@@ -30,7 +34,45 @@ void matmul(VulkanDevice& device, const VulkanMatrix& w, const VulkanBuffer& x, 
 // floats, or null for none; out may be x.
 void rms_norm_rows(CommandBatch& batch, const VulkanBuffer& x, const VulkanBuffer* weight,
                    float eps, VulkanBuffer& out, int64_t width, int64_t n_rows);
+// The same from x_offset / out_offset floats into x / out.
+void rms_norm_rows(CommandBatch& batch, const VulkanBuffer& x, uint64_t x_offset,
+                   const VulkanBuffer* weight, float eps, VulkanBuffer& out, uint64_t out_offset,
+                   int64_t width, int64_t n_rows);
 void rms_norm_rows(VulkanDevice& device, const VulkanBuffer& x, const VulkanBuffer* weight,
                    float eps, VulkanBuffer& out, int64_t width, int64_t n_rows);
+
+// The element-wise ops (shaders/elementwise.comp): out[i] = f(x[i], b[..])
+// for i < n, as the CPU kernels compute them. The codes are the shader's.
+enum class ElementOp : uint32_t {
+  add,            // x + b
+  add_bias_rows,  // x + b[i % width]
+  scale,          // x * p0
+  clamp,          // min(max(x, p0), p1), ggml's order
+  softcap,        // tanh(x / p0) * p0
+  silu,
+  gelu,  // through fp16, as the CPU's table
+  relu_sqr,
+  softplus,
+  sigmoid,
+  swiglu,         // silu(x) * b
+  geglu,          // gelu(x) * b
+  swiglu_halves,  // rows of x [gate | up], width each: silu(gate) * up
+  geglu_halves,
+};
+
+struct ElementArgs {
+  ElementOp op = ElementOp::add;
+  int64_t n = 0;  // output elements
+  const VulkanBuffer* x = nullptr;
+  uint64_t x_offset = 0;            // floats
+  const VulkanBuffer* b = nullptr;  // the second operand, or null
+  uint64_t b_offset = 0;
+  VulkanBuffer* out = nullptr;  // may be x
+  uint64_t out_offset = 0;
+  uint32_t width = 0;
+  float p0 = 0, p1 = 0;
+};
+
+void elementwise(CommandBatch& batch, const ElementArgs& args);
 
 }  // namespace cortiq::vulkan

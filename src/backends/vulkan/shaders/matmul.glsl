@@ -31,6 +31,9 @@ layout(push_constant) uniform Params {
   uint n_cols;
   uint n_tok;
   uint row_bytes;
+  uint x_offset;  // in floats: where x's first row starts
+  uint y_offset;  // in floats: where y's first row starts
+  uint y_stride;  // floats from one row of y to the next (>= n_rows)
 } p;
 
 shared float partial[TILE * WG];
@@ -57,7 +60,7 @@ void main() {
     const uint col0 = b * BLOCK_ELEMS;
     for (uint t = 0u; t < TILE; ++t) {
       if (t < n_here) {
-        const uint xo = (tok0 + t) * p.n_cols + col0;
+        const uint xo = p.x_offset + (tok0 + t) * p.n_cols + col0;
         for (uint j = 0u; j < BLOCK_ELEMS; ++j) acc[t] = fma(w[j], x[xo + j], acc[t]);
       }
     }
@@ -71,5 +74,5 @@ void main() {
     }
     barrier();
   }
-  if (lid < n_here) y[(tok0 + lid) * p.n_rows + row] = partial[lid * WG];
+  if (lid < n_here) y[p.y_offset + (tok0 + lid) * p.y_stride + row] = partial[lid * WG];
 }

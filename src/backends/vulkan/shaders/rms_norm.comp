@@ -18,6 +18,8 @@ layout(push_constant) uniform Params {
   uint n_rows;
   float eps;
   uint has_weight;
+  uint x_offset;    // in floats
+  uint out_offset;  // in floats
 } p;
 
 shared float partial[WG];
@@ -26,7 +28,8 @@ void main() {
   const uint row = gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x;
   if (row >= p.n_rows) return;  // the whole workgroup leaves
   const uint lid = gl_LocalInvocationID.x;
-  const uint base = row * p.width;
+  const uint base = p.x_offset + row * p.width;
+  const uint out_base = p.out_offset + row * p.width;
 
   precise float acc = 0.0;
   for (uint i = lid; i < p.width; i += WG) acc = fma(x[base + i], x[base + i], acc);
@@ -42,6 +45,6 @@ void main() {
   for (uint i = lid; i < p.width; i += WG) {
     precise float v = x[base + i] * scale;
     if (p.has_weight != 0u) v = v * weight[i];
-    o[base + i] = v;
+    o[out_base + i] = v;
   }
 }

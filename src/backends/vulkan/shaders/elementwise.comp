@@ -1,0 +1,81 @@
+#version 450
+// The element-wise ops of the op layer, one element per invocation:
+// out[i] = f(x[i], b[...]) for i < n, each buffer read from its own offset.
+// x, b and out may be one buffer (x += b in place); every element is read
+// and written by one invocation only. Each op computes what the CPU kernel
+// of kernels/cpu/activations.hpp computes; GELU goes through fp16 as the
+// CPU's table does (input rounded to fp16, result rounded to fp16).
+
+layout(local_size_x = 256, local_size_y = 1, local_size_z = 1) in;
+
+layout(std430, binding = 0) buffer X { float x[]; };
+layout(std430, binding = 1) buffer B { float b[]; };
+layout(std430, binding = 2) buffer Out { float o[]; };
+
+// The op codes of ElementOp (vulkan_ops.hpp).
+#define OP_ADD 0u
+#define OP_ADD_BIAS_ROWS 1u
+#define OP_SCALE 2u
+#define OP_CLAMP 3u
+#define OP_SOFTCAP 4u
+#define OP_SILU 5u
+#define OP_GELU 6u
+#define OP_RELU_SQR 7u
+#define OP_SOFTPLUS 8u
+#define OP_SIGMOID 9u
+#define OP_SWIGLU 10u
+#define OP_GEGLU 11u
+#define OP_SWIGLU_HALVES 12u
+#define OP_GEGLU_HALVES 13u
+
+layout(push_constant) uniform Params {
+  uint op;
+  uint n;
+  uint x_offset;
+  uint b_offset;
+  uint out_offset;
+  uint width;  // bias rows: the bias's length; halves: the output row's width
+  float p0;    // scale; clamp's lo; softcap's cap
+  float p1;    // clamp's hi
+} p;
+
+float silu(float v) { return v / (1.0 + exp(-v)); }
+
+float gelu(float v) {
+  if (v <= -10.0) return 0.0;
+  if (v >= 10.0) return v;
+  const float h = unpackHalf2x16(packHalf2x16(vec2(v, 0.0))).x;
+  precise float inner = 0.79788456080286535587989211986876 * h * (1.0 + 0.044715 * h * h);
+  const float g = 0.5 * h * (1.0 + tanh(inner));
+  return unpackHalf2x16(packHalf2x16(vec2(g, 0.0))).x;
+}
+
+void main() {
+  const uint i = gl_GlobalInvocationID.x + gl_GlobalInvocationID.y * gl_NumWorkGroups.x * 256u;
+  if (i >= p.n) return;
+  if (p.op == OP_SWIGLU_HALVES || p.op == OP_GEGLU_HALVES) {
+    const uint row = i / p.width, col = i % p.width;
+    const float g = x[p.x_offset + row * 2u * p.width + col];
+    const float u = x[p.x_offset + row * 2u * p.width + p.width + col];
+    o[p.out_offset + i] = (p.op == OP_SWIGLU_HALVES ? silu(g) : gelu(g)) * u;
+    return;
+  }
+  const float v = x[p.x_offset + i];
+  float r = v;
+  switch (p.op) {
+    case OP_ADD: r = v + b[p.b_offset + i]; break;
+    case OP_ADD_BIAS_ROWS: r = v + b[p.b_offset + i % p.width]; break;
+    case OP_SCALE: r = v * p.p0; break;
+    // ggml's MAX(MIN(v, hi), lo), comparison for comparison.
+    case OP_CLAMP: r = v < p.p1 ? v : p.p1; r = r > p.p0 ? r : p.p0; break;
+    case OP_SOFTCAP: r = tanh(v * (1.0 / p.p0)) * p.p0; break;
+    case OP_SILU: r = silu(v); break;
+    case OP_GELU: r = gelu(v); break;
+    case OP_RELU_SQR: r = v > 0.0 ? v * v : 0.0; break;
+    case OP_SOFTPLUS: r = v > 20.0 ? v : log(1.0 + exp(v)); break;
+    case OP_SIGMOID: r = 1.0 / (1.0 + exp(-v)); break;
+    case OP_SWIGLU: r = silu(v) * b[p.b_offset + i]; break;
+    case OP_GEGLU: r = gelu(v) * b[p.b_offset + i]; break;
+  }
+  o[p.out_offset + i] = r;
+}

@@ -1,0 +1,280 @@
+#include "backends/vulkan/vulkan_backend.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "backends/vulkan/vulkan_buffer.hpp"
+#include "backends/vulkan/vulkan_commands.hpp"
+#include "backends/vulkan/vulkan_device.hpp"
+#include "backends/vulkan/vulkan_matrix.hpp"
+#include "backends/vulkan/vulkan_ops.hpp"
+#include "base/error.hpp"
+#include "kernels/cpu/matmul.hpp"
+
+namespace cortiq::vulkan {
+
+namespace {
+
+constexpr size_t kFloat = sizeof(float);
+
+}  // namespace
+
+VulkanBackend::VulkanBackend(VulkanDevice& device, ThreadPool& pool)
+    : device_(device), pool_(pool) {}
+
+VulkanBackend::~VulkanBackend() = default;
+
+void VulkanBackend::not_yet(std::string_view op) {
+  throw Error("the Vulkan backend does not run " + std::string(op) + " on the device yet");
+}
+
+CommandBatch& VulkanBackend::batch() {
+  if (!batch_) batch_ = std::make_unique<CommandBatch>(device_);
+  return *batch_;
+}
+
+void VulkanBackend::finish() {
+  if (batch_) {
+    // The batch is gone whether or not it ran: a failed submit ends the pass.
+    const std::unique_ptr<CommandBatch> recorded = std::move(batch_);
+    recorded->submit_and_wait();
+  }
+  retired_.clear();
+  arena_used_ = 0;
+}
+
+uint32_t VulkanBackend::add_buffer(size_t floats) {
+  buffers_.push_back(std::make_unique<VulkanBuffer>(device_, std::max<size_t>(floats, 1) * kFloat));
+  return static_cast<uint32_t>(buffers_.size() - 1);
+}
+
+VulkanBuffer& VulkanBackend::buffer_of(ConstTensor t, std::string_view op) const {
+  if (t.on_host()) {
+    throw Error("internal: the Vulkan backend's " + std::string(op) +
+                " was given host memory instead of a device tensor");
+  }
+  const DeviceRegion r = t.region();
+  if (r.buffer >= buffers_.size()) {
+    throw Error("internal: the Vulkan backend's " + std::string(op) +
+                " was given a tensor it did not make");
+  }
+  return *buffers_[r.buffer];
+}
+
+Tensor VulkanBackend::scratch(std::vector<float>& slot, size_t n) {
+  const auto found = slots_.find(&slot);
+  if (found == slots_.end()) {
+    const uint32_t index = add_buffer(n);
+    slots_.emplace(&slot, index);
+    return Tensor::on_device({.buffer = index, .offset = 0}, n);
+  }
+  const uint32_t index = found->second;
+  if (buffers_[index]->size() < n * kFloat) {
+    // Commands recorded against the old buffer may still read it.
+    retired_.push_back(std::move(buffers_[index]));
+    buffers_[index] = std::make_unique<VulkanBuffer>(device_, n * kFloat);
+  }
+  return Tensor::on_device({.buffer = index, .offset = 0}, n);
+}
+
+Tensor VulkanBackend::output_tensor(std::span<float> host, std::vector<float>& slot) {
+  return scratch(slot, host.size());
+}
+
+void VulkanBackend::copy_from_host(std::span<const float> src, Tensor dst) {
+  if (src.empty()) return;
+  VulkanBuffer& to = buffer_of(dst, "copy_from_host");
+  const size_t bytes = src.size_bytes();
+  if (!arena_ || arena_->size() < arena_used_ + bytes) {
+    if (arena_) retired_.push_back(std::move(arena_));
+    const size_t size = std::max<size_t>(bytes, size_t{1} << 20);
+    arena_ = std::make_unique<VulkanBuffer>(device_, size, MemoryKind::host_visible);
+    arena_used_ = 0;
+  }
+  arena_->upload(std::as_bytes(src), arena_used_);
+  batch().copy(*arena_, arena_used_, to, dst.region().offset * kFloat, bytes);
+  // Copies start at 4-byte offsets; keep the next one 16-byte aligned.
+  arena_used_ += (bytes + 15) / 16 * 16;
+}
+
+void VulkanBackend::copy_to_host(ConstTensor src, std::span<float> dst) {
+  if (dst.empty()) return;
+  const VulkanBuffer& from = buffer_of(src, "copy_to_host");
+  const size_t bytes = dst.size_bytes();
+  if (!readback_ || readback_->size() < bytes) {
+    readback_ = std::make_unique<VulkanBuffer>(device_, bytes, MemoryKind::host_visible);
+  }
+  batch().copy(from, src.region().offset * kFloat, *readback_, 0, bytes);
+  finish();
+  readback_->download(std::as_writable_bytes(dst), 0);
+}
+
+const VulkanMatrix& VulkanBackend::matrix_of(const kernels::WeightView& w) {
+  auto& slot = matrices_[w.data];
+  if (!slot) {
+    const std::span<const std::byte> bytes(w.data, static_cast<size_t>(w.n_rows) * w.row_bytes);
+    slot = std::make_unique<VulkanMatrix>(device_, w.type, w.n_rows, w.n_cols, bytes);
+  }
+  return *slot;
+}
+
+VulkanBuffer& VulkanBackend::constant_of(std::span<const float> values) {
+  auto& slot = constants_[values.data()];
+  if (!slot) {
+    slot = std::make_unique<VulkanBuffer>(device_, values.size_bytes());
+    slot->upload(values);
+  }
+  return *slot;
+}
+
+void VulkanBackend::matmul(const kernels::WeightView& w, ConstTensor x, int64_t n_rows, Tensor y,
+                           int64_t y_stride) {
+  if (n_rows <= 0) return;
+  if (!vulkan_matmul_supports(w.type)) {
+    throw Error("the Vulkan backend has no matmul for " + std::string(ggml_type_name(w.type)) +
+                " weights (" + std::string(w.name) + ")");
+  }
+  const VulkanMatrix& m = matrix_of(w);
+  vulkan::matmul(batch(), m, buffer_of(x, "matmul"), x.region().offset, n_rows,
+                 buffer_of(y, "matmul"), y.region().offset, y_stride);
+}
+
+void VulkanBackend::matmul_shared_input(std::span<const MatmulProduct> products, ConstTensor x,
+                                        int64_t n_rows) {
+  for (const MatmulProduct& p : products) matmul(*p.w, x, n_rows, p.y, p.y_stride);
+}
+
+void VulkanBackend::matmul_each_input(std::span<const MatmulProduct> products,
+                                      std::span<const ConstTensor> inputs) {
+  for (size_t i = 0; i < products.size(); ++i) {
+    matmul(*products[i].w, inputs[i], 1, products[i].y, products[i].y_stride);
+  }
+}
+
+void VulkanBackend::get_rows(const kernels::WeightView& table, std::span<const int32_t> ids,
+                             Tensor out) {
+  // The table stays in the mapped file: its rows are gathered here.
+  host_rows_.resize(ids.size() * static_cast<size_t>(table.n_cols));
+  kernels::get_rows(table, ids, host_rows_);
+  copy_from_host(host_rows_, out.first(host_rows_.size()));
+}
+
+void VulkanBackend::rms_norm_rows(ConstTensor x, std::span<const float> weight, float eps,
+                                  Tensor out, size_t width) {
+  if (x.empty()) return;
+  if (!weight.empty() && weight.size() != width) not_yet("rms_norm_rows with a per-head weight");
+  const VulkanBuffer* w = weight.empty() ? nullptr : &constant_of(weight);
+  vulkan::rms_norm_rows(batch(), buffer_of(x, "rms_norm_rows"), x.region().offset, w, eps,
+                        buffer_of(out, "rms_norm_rows"), out.region().offset,
+                        static_cast<int64_t>(width), static_cast<int64_t>(x.size() / width));
+}
+
+void VulkanBackend::layer_norm_rows(ConstTensor, std::span<const float>, std::span<const float>,
+                                    float, Tensor, size_t) {
+  not_yet("layer_norm_rows");
+}
+
+void VulkanBackend::elementwise(int op, Tensor out, ConstTensor x, const ConstTensor* b, int64_t n,
+                                uint32_t width, float p0, float p1, std::string_view name) {
+  if (n <= 0) return;
+  ElementArgs args{.op = static_cast<ElementOp>(op),
+                   .n = n,
+                   .x = &buffer_of(x, name),
+                   .x_offset = x.region().offset,
+                   .out = &buffer_of(out, name),
+                   .out_offset = out.region().offset,
+                   .width = width,
+                   .p0 = p0,
+                   .p1 = p1};
+  if (b != nullptr) {
+    args.b = &buffer_of(*b, name);
+    args.b_offset = b->region().offset;
+  }
+  vulkan::elementwise(batch(), args);
+}
+
+void VulkanBackend::add(Tensor x, ConstTensor b) {
+  elementwise(static_cast<int>(ElementOp::add), x, x, &b, static_cast<int64_t>(x.size()), 0, 0, 0,
+              "add");
+}
+
+void VulkanBackend::add_bias_rows(Tensor rows, std::span<const float> bias) {
+  if (bias.empty() || rows.empty()) return;
+  VulkanBuffer& b = constant_of(bias);
+  ElementArgs args{.op = ElementOp::add_bias_rows,
+                   .n = static_cast<int64_t>(rows.size()),
+                   .x = &buffer_of(rows, "add_bias_rows"),
+                   .x_offset = rows.region().offset,
+                   .b = &b,
+                   .out = &buffer_of(rows, "add_bias_rows"),
+                   .out_offset = rows.region().offset,
+                   .width = static_cast<uint32_t>(bias.size())};
+  vulkan::elementwise(batch(), args);
+}
+
+void VulkanBackend::scale(Tensor x, float s) {
+  elementwise(static_cast<int>(ElementOp::scale), x, x, nullptr, static_cast<int64_t>(x.size()), 0,
+              s, 0, "scale");
+}
+
+void VulkanBackend::clamp(Tensor x, float lo, float hi) {
+  elementwise(static_cast<int>(ElementOp::clamp), x, x, nullptr, static_cast<int64_t>(x.size()), 0,
+              lo, hi, "clamp");
+}
+
+void VulkanBackend::softcap(Tensor x, float cap) {
+  elementwise(static_cast<int>(ElementOp::softcap), x, x, nullptr, static_cast<int64_t>(x.size()),
+              0, cap, 0, "softcap");
+}
+
+void VulkanBackend::unary(UnaryOp op, Tensor x) {
+  ElementOp code = ElementOp::silu;
+  switch (op) {
+    case UnaryOp::silu:
+      code = ElementOp::silu;
+      break;
+    case UnaryOp::gelu:
+      code = ElementOp::gelu;
+      break;
+    case UnaryOp::relu_sqr:
+      code = ElementOp::relu_sqr;
+      break;
+    case UnaryOp::softplus:
+      code = ElementOp::softplus;
+      break;
+    case UnaryOp::sigmoid:
+      code = ElementOp::sigmoid;
+      break;
+  }
+  elementwise(static_cast<int>(code), x, x, nullptr, static_cast<int64_t>(x.size()), 0, 0, 0,
+              "unary");
+}
+
+void VulkanBackend::glu(GluOp op, ConstTensor gate, ConstTensor up, Tensor out) {
+  const ElementOp code = op == GluOp::swiglu ? ElementOp::swiglu : ElementOp::geglu;
+  elementwise(static_cast<int>(code), out, gate, &up, static_cast<int64_t>(out.size()), 0, 0, 0,
+              "glu");
+}
+
+void VulkanBackend::glu_halves(GluOp op, ConstTensor both, Tensor out, size_t width) {
+  const ElementOp code = op == GluOp::swiglu ? ElementOp::swiglu_halves : ElementOp::geglu_halves;
+  elementwise(static_cast<int>(code), out, both, nullptr, static_cast<int64_t>(out.size()),
+              static_cast<uint32_t>(width), 0, 0, "glu_halves");
+}
+
+void VulkanBackend::rope_rows(Tensor, size_t, int64_t, int64_t, const kernels::RopeParams&,
+                              std::span<const float>) {
+  not_yet("rope_rows");
+}
+
+void VulkanBackend::store_kv(KvCache&, int64_t, std::span<const int32_t>, ConstTensor, ConstTensor,
+                             size_t, size_t) {
+  not_yet("store_kv");
+}
+
+void VulkanBackend::attention(const AttentionOp&, const KvCache&, ConstTensor, Tensor) {
+  not_yet("attention");
+}
+
+}  // namespace cortiq::vulkan

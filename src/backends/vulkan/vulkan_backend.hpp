@@ -1,0 +1,112 @@
+// The Vulkan backend on the op layer (backends/backend.hpp): a pass's ops
+// recorded into one command batch on the device, submitted when the host
+// needs a result (copy_to_host: the logits, at the end of a pass).
+//
+// Tensors are regions of the backend's buffers (one per scratch slot, grown
+// as a pass needs). Weights are uploaded the first time an op names them,
+// in the file's block layout (VulkanMatrix), and so are the small vectors
+// (norm weights, biases); both stay for the backend's life, found again by
+// the address of their host bytes. Host rows enter through an upload arena
+// the batch copies from.
+//
+// The ops so far: the matmuls, get_rows (rows gathered on the host, then
+// copied up), RMS norm rows, the element-wise ops and activations, the host
+// copies. Layer norms, RoPE, the KV store and attention are not on the
+// device yet: asked for one, the backend throws cortiq::Error naming it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "backends/backend.hpp"
+
+namespace cortiq::vulkan {
+
+class CommandBatch;
+class VulkanBuffer;
+class VulkanDevice;
+class VulkanMatrix;
+
+class VulkanBackend final : public Backend {
+ public:
+  // The device must outlive the backend; host work runs on `pool`.
+  VulkanBackend(VulkanDevice& device, ThreadPool& pool);
+  ~VulkanBackend() override;
+  VulkanBackend(const VulkanBackend&) = delete;
+  VulkanBackend& operator=(const VulkanBackend&) = delete;
+
+  std::string_view name() const override { return "vulkan"; }
+  ThreadPool& host_pool() const override { return pool_; }
+
+  Tensor scratch(std::vector<float>& slot, size_t n) override;
+  void copy_from_host(std::span<const float> src, Tensor dst) override;
+  void copy_to_host(ConstTensor src, std::span<float> dst) override;
+  Tensor output_tensor(std::span<float> host, std::vector<float>& slot) override;
+
+  void matmul(const kernels::WeightView& w, ConstTensor x, int64_t n_rows, Tensor y,
+              int64_t y_stride) override;
+  void matmul_shared_input(std::span<const MatmulProduct> products, ConstTensor x,
+                           int64_t n_rows) override;
+  void matmul_each_input(std::span<const MatmulProduct> products,
+                         std::span<const ConstTensor> inputs) override;
+  void get_rows(const kernels::WeightView& table, std::span<const int32_t> ids,
+                Tensor out) override;
+
+  void rms_norm_rows(ConstTensor x, std::span<const float> weight, float eps, Tensor out,
+                     size_t width) override;
+  void layer_norm_rows(ConstTensor x, std::span<const float> weight, std::span<const float> bias,
+                       float eps, Tensor out, size_t width) override;
+
+  void add(Tensor x, ConstTensor b) override;
+  void add_bias_rows(Tensor rows, std::span<const float> bias) override;
+  void scale(Tensor x, float s) override;
+  void clamp(Tensor x, float lo, float hi) override;
+  void softcap(Tensor x, float cap) override;
+  void unary(UnaryOp op, Tensor x) override;
+  void glu(GluOp op, ConstTensor gate, ConstTensor up, Tensor out) override;
+  void glu_halves(GluOp op, ConstTensor both, Tensor out, size_t width) override;
+
+  void rope_rows(Tensor x, size_t n_rows, int64_t n_heads, int64_t head_dim,
+                 const kernels::RopeParams& params, std::span<const float> table) override;
+
+  void store_kv(KvCache& cache, int64_t layer, std::span<const int32_t> cells, ConstTensor k,
+                ConstTensor v, size_t k_width, size_t v_width) override;
+  void attention(const AttentionOp& op, const KvCache& cache, ConstTensor q, Tensor out) override;
+
+  // Runs what is recorded and waits (copy_to_host does it itself).
+  void finish();
+
+ private:
+  CommandBatch& batch();
+  // The buffer a device tensor lives in; throws for host memory or a
+  // region this backend did not make.
+  VulkanBuffer& buffer_of(ConstTensor t, std::string_view op) const;
+  // A new buffer of at least `floats` floats; its index.
+  uint32_t add_buffer(size_t floats);
+  const VulkanMatrix& matrix_of(const kernels::WeightView& w);
+  // The small host vector's device copy (uploaded on first use).
+  VulkanBuffer& constant_of(std::span<const float> values);
+  void elementwise(int op, Tensor out, ConstTensor x, const ConstTensor* b, int64_t n,
+                   uint32_t width, float p0, float p1, std::string_view name);
+  [[noreturn]] static void not_yet(std::string_view op);
+
+  VulkanDevice& device_;
+  ThreadPool& pool_;
+  std::unique_ptr<CommandBatch> batch_;
+  std::vector<std::unique_ptr<VulkanBuffer>> buffers_;  // a tensor's region.buffer indexes it
+  std::unordered_map<const void*, uint32_t> slots_;     // scratch slot -> buffer index
+  std::unordered_map<const void*, std::unique_ptr<VulkanMatrix>> matrices_;
+  std::unordered_map<const void*, std::unique_ptr<VulkanBuffer>> constants_;
+  // Host rows on their way up; grown (the old arena kept) within a batch.
+  std::unique_ptr<VulkanBuffer> arena_;
+  size_t arena_used_ = 0;
+  std::vector<std::unique_ptr<VulkanBuffer>> retired_;  // kept until the batch ran
+  std::unique_ptr<VulkanBuffer> readback_;
+  std::vector<float> host_rows_;  // get_rows' gathered rows
+};
+
+}  // namespace cortiq::vulkan
