@@ -23,9 +23,12 @@
 #include "backends/vulkan/vulkan_device.hpp"
 #include "base/error.hpp"
 #include "base/thread_pool.hpp"
+#include "engine_test_models.hpp"
+#include "model/decoder_model.hpp"
 #include "model/forward_buffers.hpp"
 #include "quant/ggml_type.hpp"
 #include "quant/quantize.hpp"
+#include "runtime/kv_cache.hpp"
 #include "test_support.hpp"
 
 namespace cortiq::vulkan {
@@ -273,12 +276,115 @@ TEST(VulkanSeam, MatmulsAndNormsMatchTheCpu) {
   EXPECT_LE(err, 1e-6);
 }
 
-TEST(VulkanSeam, OpsNotOnTheDeviceYetAreRefusedByName) {
+// Every batch's logits on one backend, its cache made by `make_cache`.
+std::vector<std::vector<float>> run_batches(const Model& model, Backend& backend, KvCache& cache,
+                                            const std::vector<std::vector<BatchRow>>& batches) {
+  const DecoderModel& decoder = model.decoder();
+  ForwardBuffers buffers;
+  std::vector<std::vector<float>> out;
+  for (const auto& batch : batches) {
+    ForwardContext ctx{backend, buffers};
+    std::vector<float> logits(batch.size() * static_cast<size_t>(decoder.hparams().n_vocab));
+    decoder.forward(batch, cache, ctx, logits);
+    out.push_back(std::move(logits));
+  }
+  return out;
+}
+
+std::vector<std::vector<BatchRow>> prefill_then_decode(size_t n_prompt, size_t n_decode) {
+  const std::vector<TokenId> ids = test::prompt_of(n_prompt + n_decode, 13);
+  std::vector<std::vector<BatchRow>> batches(1);
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (i >= n_prompt) batches.emplace_back();
+    batches.back().push_back({ids[i], static_cast<int32_t>(i), 0, true});
+  }
+  return batches;
+}
+
+// A Llama model whose whole pass runs on the device — embedding rows, norms,
+// Q/K/V, RoPE, the KV cache on the device, attention, SwiGLU, the head —
+// against the CPU on the same F32 file: a prefill of 9 rows, then 3 decode
+// steps. Measured rel-L2 of the logits on lavapipe: see the printout (the
+// bound, 1e-4, is the 1e-3 with room to spare for F32 weights).
+TEST(VulkanSeam, ALlamaPassOnTheDeviceMatchesTheCpu) {
+  REQUIRE_VULKAN_DEVICE(device);
+  const auto model = test::load_test_model({.arch = "llama", .n_layer = 3}, 2);
+  const DecoderModel& decoder = model->decoder();
+  const auto batches = prefill_then_decode(9, 3);
+  ForwardBuffers cpu_buffers;
+  CpuBackend cpu(model->pool(), cpu_buffers);
+  KvCache cpu_cache(decoder.kv_cache_shape(64, 1, KvType::f32));
+  const auto expected = run_batches(*model, cpu, cpu_cache, batches);
+
+  VulkanBackend vk(device, model->pool());
+  KvCache device_cache(decoder.kv_cache_shape(64, 1, KvType::f32), vk.kv_rows());
+  const auto got = run_batches(*model, vk, device_cache, batches);
+  ASSERT_EQ(got.size(), expected.size());
+  for (size_t b = 0; b < got.size(); ++b) {
+    const double err = relative_l2(got[b], expected[b]);
+    std::printf("[ vulkan   ] llama batch %zu (%zu rows) logits rel-L2 %.2e\n", b,
+                batches[b].size(), err);
+    EXPECT_LE(err, 1e-4) << "batch " << b;
+  }
+
+  // Within the device, a position's logits do not depend on the batch: the
+  // same 12 rows in one pass give the decode steps' bits.
+  KvCache whole_cache(decoder.kv_cache_shape(64, 1, KvType::f32), vk.kv_rows());
+  std::vector<BatchRow> all;
+  for (const auto& batch : batches) all.insert(all.end(), batch.begin(), batch.end());
+  const auto whole = run_batches(*model, vk, whole_cache, {all});
+  const auto n_vocab = static_cast<size_t>(decoder.hparams().n_vocab);
+  size_t row = 0;
+  for (const auto& logits : got) {
+    const std::vector<float> same(
+        whole[0].begin() + static_cast<std::ptrdiff_t>(row * n_vocab),
+        whole[0].begin() + static_cast<std::ptrdiff_t>(row * n_vocab + logits.size()));
+    EXPECT_TRUE(bitwise_equal(logits, same)) << "rows from " << row;
+    row += logits.size() / n_vocab;
+  }
+}
+
+// What -ngl will run: layers [0, k) on the CPU, [k, n) and the head on the
+// device, the hidden rows handed across, at every k; within the tolerance
+// of the CPU's whole pass.
+TEST(VulkanSeam, ALlamaSplitBetweenTheCpuAndTheDeviceAtEveryLayerMatchesTheCpu) {
+  REQUIRE_VULKAN_DEVICE(device);
+  constexpr int64_t kLayers = 4;
+  const auto model = test::load_test_model({.arch = "llama", .n_layer = kLayers}, 2);
+  const DecoderModel& decoder = model->decoder();
+  const auto batches = prefill_then_decode(6, 2);
+  ForwardBuffers cpu_buffers;
+  CpuBackend cpu(model->pool(), cpu_buffers);
+  KvCache whole_cache(decoder.kv_cache_shape(64, 1, KvType::f32));
+  const auto expected = run_batches(*model, cpu, whole_cache, batches);
+  const auto n_embd = static_cast<size_t>(decoder.hparams().n_embd);
+  const auto n_vocab = static_cast<size_t>(decoder.hparams().n_vocab);
+  VulkanBackend vk(device, model->pool());
+  for (int64_t k = 1; k < kLayers; ++k) {
+    SCOPED_TRACE("split at layer " + std::to_string(k));
+    KvCache host_cache(decoder.kv_cache_shape(64, 1, KvType::f32));
+    KvCache device_cache(decoder.kv_cache_shape(64, 1, KvType::f32), vk.kv_rows());
+    ForwardBuffers host_buffers, device_buffers;
+    for (size_t b = 0; b < batches.size(); ++b) {
+      const auto& batch = batches[b];
+      std::vector<float> hidden(batch.size() * n_embd);
+      ForwardContext first{cpu, host_buffers};
+      first.stage = {.first = 0, .last = k};
+      decoder.forward(batch, host_cache, first, hidden);
+      ForwardContext second{vk, device_buffers};
+      second.stage = {.first = k, .last = -1, .input = hidden};
+      std::vector<float> logits(batch.size() * n_vocab);
+      decoder.forward(batch, device_cache, second, logits);
+      EXPECT_LE(relative_l2(logits, expected[b]), 1e-4) << "batch " << b;
+    }
+  }
+}
+
+TEST(VulkanSeam, WhatIsNotOnTheDeviceYetIsRefusedByName) {
   REQUIRE_VULKAN_DEVICE(device);
   BackendPair pair(device);
   VulkanBackend& vk = pair.vulkan();
   const Tensor t = pair.empty(64);
-  const std::vector<float> table(64);
   const auto message = [](auto&& f) -> std::string {
     try {
       f();
@@ -287,7 +393,19 @@ TEST(VulkanSeam, OpsNotOnTheDeviceYetAreRefusedByName) {
     }
     return "";
   };
-  EXPECT_NE(message([&] { vk.rope_rows(t, 1, 2, 32, {}, table); }).find("rope_rows"),
+  // Attention needs the cache's rows on the device, and has no ALiBi yet.
+  KvCache host_cache(KvCacheShape::uniform(1, 64, 64, 32, 1, KvType::f32));
+  const BatchRow row{1, 0, 0, true};
+  AttentionOp op{.rows = std::span(&row, 1), .shape = {1, 1, 64, 64, 0.125f}};
+  EXPECT_NE(message([&] { vk.attention(op, host_cache, t, t); }).find("on the device"),
+            std::string::npos);
+  KvCache device_cache(KvCacheShape::uniform(1, 64, 64, 32, 1, KvType::f32), vk.kv_rows());
+  op.shape.alibi_max_bias = 8.0f;
+  EXPECT_NE(message([&] { vk.attention(op, device_cache, t, t); }).find("ALiBi"),
+            std::string::npos);
+  KvCache f16_cache(KvCacheShape::uniform(1, 64, 64, 32, 1, KvType::f16), vk.kv_rows());
+  const int32_t cell[] = {0};
+  EXPECT_NE(message([&] { vk.store_kv(f16_cache, 0, cell, t, t, 64, 64); }).find("f16"),
             std::string::npos);
   EXPECT_NE(message([&] { vk.layer_norm_rows(t, {}, {}, 1e-5f, t, 64); }).find("layer_norm"),
             std::string::npos);

@@ -136,7 +136,13 @@ TEST(VulkanShaders, AreEmbeddedAndLookedUpByName) {
     ASSERT_FALSE(module.words.empty()) << module.name;
     EXPECT_EQ(module.words[0], 0x07230203u) << module.name << ": not SPIR-V";  // the magic
   }
-  EXPECT_EQ(spirv_module("rms_norm").data(), spirv_modules().back().words.data());
+  // The lookup finds each module by its name.
+  for (const SpirvModule& module : spirv_modules()) {
+    EXPECT_EQ(spirv_module(module.name).data(), module.words.data()) << module.name;
+  }
+  for (const char* name : {"attention", "elementwise", "rms_norm", "rope"}) {
+    EXPECT_FALSE(spirv_module(name).empty()) << name;
+  }
   EXPECT_THROW(spirv_module("no_such_shader"), Error);
 }
 

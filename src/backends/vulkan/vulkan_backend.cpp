@@ -7,10 +7,12 @@
 #include "backends/vulkan/vulkan_buffer.hpp"
 #include "backends/vulkan/vulkan_commands.hpp"
 #include "backends/vulkan/vulkan_device.hpp"
+#include "backends/vulkan/vulkan_kv_rows.hpp"
 #include "backends/vulkan/vulkan_matrix.hpp"
 #include "backends/vulkan/vulkan_ops.hpp"
 #include "base/error.hpp"
 #include "kernels/cpu/matmul.hpp"
+#include "runtime/kv_cache.hpp"
 
 namespace cortiq::vulkan {
 
@@ -82,20 +84,28 @@ Tensor VulkanBackend::output_tensor(std::span<float> host, std::vector<float>& s
   return scratch(slot, host.size());
 }
 
-void VulkanBackend::copy_from_host(std::span<const float> src, Tensor dst) {
-  if (src.empty()) return;
-  VulkanBuffer& to = buffer_of(dst, "copy_from_host");
-  const size_t bytes = src.size_bytes();
-  if (!arena_ || arena_->size() < arena_used_ + bytes) {
+void VulkanBackend::stage(std::span<const std::byte> bytes, const VulkanBuffer& dst,
+                          uint64_t dst_offset) {
+  if (bytes.empty()) return;
+  if (!arena_ || arena_->size() < arena_used_ + bytes.size()) {
     if (arena_) retired_.push_back(std::move(arena_));
-    const size_t size = std::max<size_t>(bytes, size_t{1} << 20);
+    const size_t size = std::max<size_t>(bytes.size(), size_t{1} << 20);
     arena_ = std::make_unique<VulkanBuffer>(device_, size, MemoryKind::host_visible);
     arena_used_ = 0;
   }
-  arena_->upload(std::as_bytes(src), arena_used_);
-  batch().copy(*arena_, arena_used_, to, dst.region().offset * kFloat, bytes);
+  arena_->upload(bytes, arena_used_);
+  batch().copy(*arena_, arena_used_, dst, dst_offset, bytes.size());
   // Copies start at 4-byte offsets; keep the next one 16-byte aligned.
-  arena_used_ += (bytes + 15) / 16 * 16;
+  arena_used_ += (bytes.size() + 15) / 16 * 16;
+}
+
+void VulkanBackend::copy_from_host(std::span<const float> src, Tensor dst) {
+  if (src.empty()) return;
+  stage(std::as_bytes(src), buffer_of(dst, "copy_from_host"), dst.region().offset * kFloat);
+}
+
+KvRowStorage::Factory VulkanBackend::kv_rows() const {
+  return VulkanKvRows::on(device_);
 }
 
 void VulkanBackend::copy_to_host(ConstTensor src, std::span<float> dst) {
@@ -263,18 +273,127 @@ void VulkanBackend::glu_halves(GluOp op, ConstTensor both, Tensor out, size_t wi
               static_cast<uint32_t>(width), 0, 0, "glu_halves");
 }
 
-void VulkanBackend::rope_rows(Tensor, size_t, int64_t, int64_t, const kernels::RopeParams&,
-                              std::span<const float>) {
-  not_yet("rope_rows");
+void VulkanBackend::rope_rows(Tensor x, size_t n_rows, int64_t n_heads, int64_t head_dim,
+                              const kernels::RopeParams& params, std::span<const float> table) {
+  const size_t n = n_rows * static_cast<size_t>(params.n_dims);
+  if (n == 0) return;
+  const Tensor on_device = scratch(rope_table_slot_, n);
+  copy_from_host(table.first(n), on_device);
+  vulkan::rope_rows(batch(), {.x = &buffer_of(x, "rope_rows"),
+                              .x_offset = x.region().offset,
+                              .table = &buffer_of(on_device, "rope_rows"),
+                              .table_offset = on_device.region().offset,
+                              .n_rows = static_cast<int64_t>(n_rows),
+                              .n_heads = n_heads,
+                              .head_dim = head_dim,
+                              .n_dims = params.n_dims,
+                              .neox = params.neox});
 }
 
-void VulkanBackend::store_kv(KvCache&, int64_t, std::span<const int32_t>, ConstTensor, ConstTensor,
-                             size_t, size_t) {
-  not_yet("store_kv");
+namespace {
+
+const VulkanKvRows& device_rows(const KvCache& cache, std::string_view op) {
+  const auto* rows = dynamic_cast<const VulkanKvRows*>(&cache.row_storage());
+  if (rows == nullptr) {
+    throw Error("the Vulkan backend's " + std::string(op) +
+                " needs a KV cache whose rows are on the device");
+  }
+  return *rows;
 }
 
-void VulkanBackend::attention(const AttentionOp&, const KvCache&, ConstTensor, Tensor) {
-  not_yet("attention");
+}  // namespace
+
+void VulkanBackend::store_kv(KvCache& cache, int64_t layer, std::span<const int32_t> cells,
+                             ConstTensor k, ConstTensor v, size_t k_width, size_t v_width) {
+  const VulkanKvRows& rows = device_rows(cache, "store_kv");
+  if (cache.shape().type != KvType::f32) not_yet("store_kv into an f16 cache");
+  const VulkanBuffer& keys = buffer_of(k, "store_kv");
+  const VulkanBuffer& values = buffer_of(v, "store_kv");
+  for (size_t r = 0; r < cells.size(); ++r) {
+    batch().copy(keys, (k.region().offset + r * k_width) * kFloat, rows.buffer(KvSide::keys),
+                 cache.row_offset(KvSide::keys, layer, cells[r]), k_width * kFloat);
+    if (v_width == 0) continue;
+    batch().copy(values, (v.region().offset + r * v_width) * kFloat, rows.buffer(KvSide::values),
+                 cache.row_offset(KvSide::values, layer, cells[r]), v_width * kFloat);
+  }
+}
+
+// The row table of attention.comp: per query row its positions, then per
+// position of each sequence its key and value rows.
+void VulkanBackend::attention(const AttentionOp& op, const KvCache& cache, ConstTensor q,
+                              Tensor out) {
+  const VulkanKvRows& storage = device_rows(cache, "attention");
+  const kernels::AttentionShape& shape = op.shape;
+  if (shape.alibi_max_bias != 0.0f) not_yet("attention with ALiBi");
+  const std::span<const BatchRow> rows = op.rows;
+  const size_t n = rows.size();
+  if (n == 0) return;
+  const bool values_in_keys = cache.shape().layers[static_cast<size_t>(op.layer)].values_in_keys;
+  const KvSide value_side = values_in_keys ? KvSide::keys : KvSide::values;
+  // Bidirectional rows read every position their sequence has.
+  std::unordered_map<int32_t, int64_t> seq_end;
+  for (const BatchRow& row : rows) {
+    int64_t& end = seq_end[row.seq];
+    end = std::max<int64_t>(end, row.pos + 1);
+  }
+  auto& table = attention_rows_;
+  table.assign(3 * n, 0);
+  std::unordered_map<int32_t, uint32_t> seq_table;  // a sequence's first entry
+  int64_t max_kv = 1;
+  for (size_t r = 0; r < n; ++r) {
+    const BatchRow& row = rows[r];
+    const int64_t n_kv = op.causal ? row.pos + 1 : seq_end[row.seq];
+    const int64_t start = op.window > 0  ? std::max<int64_t>(0, n_kv - op.window)
+                          : op.chunk > 0 ? row.pos / op.chunk * op.chunk
+                                         : 0;
+    max_kv = std::max(max_kv, n_kv);
+    auto [it, fresh] = seq_table.try_emplace(row.seq, static_cast<uint32_t>(table.size()));
+    if (fresh) {
+      const std::span<const int32_t> cells = cache.cells(row.seq);
+      const int64_t end = seq_end[row.seq];
+      for (int64_t j = 0; j < end; ++j) {
+        const int32_t cell = cells[static_cast<size_t>(j)];
+        const bool held = j >= start || op.window == 0;
+        // Positions a window dropped have no rows: never read (j < start).
+        table.push_back(
+            held ? static_cast<uint32_t>(cache.row_offset(KvSide::keys, op.layer, cell) / kFloat)
+                 : 0u);
+        table.push_back(
+            held ? static_cast<uint32_t>(cache.row_offset(value_side, op.layer, cell) / kFloat)
+                 : 0u);
+      }
+    }
+    table[3 * r] = static_cast<uint32_t>(start);
+    table[3 * r + 1] = static_cast<uint32_t>(n_kv);
+    table[3 * r + 2] = it->second;
+  }
+  const Tensor rows_on_device = scratch(attention_rows_slot_, table.size());
+  stage(std::as_bytes(std::span(table)), buffer_of(rows_on_device, "attention"),
+        rows_on_device.region().offset * kFloat);
+  const size_t n_scores = n * static_cast<size_t>(shape.n_head) * static_cast<size_t>(max_kv);
+  const Tensor scores = scratch(scores_slot_, n_scores);
+  const bool softcap = shape.softcap > 0.0f;
+  vulkan::attention(batch(),
+                    {.q = &buffer_of(q, "attention"),
+                     .q_offset = q.region().offset,
+                     .keys = &storage.buffer(KvSide::keys),
+                     .values = &storage.buffer(value_side),
+                     .rows = &buffer_of(rows_on_device, "attention"),
+                     .sinks = shape.sinks.empty() ? nullptr : &constant_of(shape.sinks),
+                     .scores = &buffer_of(scores, "attention"),
+                     .out = &buffer_of(out, "attention"),
+                     .out_offset = out.region().offset,
+                     .n_rows = static_cast<int64_t>(n),
+                     .n_head = shape.n_head,
+                     .n_head_kv = shape.n_head_kv,
+                     .dk = shape.head_dim_k,
+                     .dv = shape.head_dim_v,
+                     .max_kv = max_kv,
+                     .scale = shape.scale,
+                     .dot_scale = softcap ? (shape.softcap_scale != 0.0f ? shape.softcap_scale
+                                                                         : 1.0f / shape.softcap)
+                                          : shape.scale,
+                     .softcap = softcap ? shape.softcap : 0.0f});
 }
 
 }  // namespace cortiq::vulkan

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "backends/backend.hpp"
+#include "runtime/kv_row_storage.hpp"
 
 namespace cortiq::vulkan {
 
@@ -79,6 +80,8 @@ class VulkanBackend final : public Backend {
 
   // Runs what is recorded and waits (copy_to_host does it itself).
   void finish();
+  // The storage for a KvCache whose rows this backend's attention reads.
+  KvRowStorage::Factory kv_rows() const;
 
  private:
   CommandBatch& batch();
@@ -93,6 +96,8 @@ class VulkanBackend final : public Backend {
   void elementwise(int op, Tensor out, ConstTensor x, const ConstTensor* b, int64_t n,
                    uint32_t width, float p0, float p1, std::string_view name);
   [[noreturn]] static void not_yet(std::string_view op);
+  // Host bytes into `dst` at dst_offset bytes, through the upload arena.
+  void stage(std::span<const std::byte> bytes, const VulkanBuffer& dst, uint64_t dst_offset);
 
   VulkanDevice& device_;
   ThreadPool& pool_;
@@ -107,6 +112,9 @@ class VulkanBackend final : public Backend {
   std::vector<std::unique_ptr<VulkanBuffer>> retired_;  // kept until the batch ran
   std::unique_ptr<VulkanBuffer> readback_;
   std::vector<float> host_rows_;  // get_rows' gathered rows
+  // Slots of the backend's own: RoPE tables, attention's row tables and scores.
+  std::vector<float> rope_table_slot_, attention_rows_slot_, scores_slot_;
+  std::vector<uint32_t> attention_rows_;
 };
 
 }  // namespace cortiq::vulkan

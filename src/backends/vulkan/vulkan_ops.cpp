@@ -196,4 +196,69 @@ void rms_norm_rows(VulkanDevice& device, const VulkanBuffer& x, const VulkanBuff
   batch.submit_and_wait();
 }
 
+namespace {
+
+struct RopePush {
+  uint32_t n, n_heads, head_dim, n_dims, neox, x_offset, table_offset;
+};
+
+struct AttentionPush {
+  uint32_t n_rows, n_head, n_head_kv, dk, dv, q_offset, out_offset, max_kv;
+  float scale, dot_scale, softcap;
+  uint32_t has_sinks;
+};
+
+}  // namespace
+
+void rope_rows(CommandBatch& batch, const RopeArgs& args) {
+  const int64_t n = args.n_rows * args.n_heads * (args.n_dims / 2);
+  if (n <= 0) return;
+  check_floats(*args.x, args.n_rows * args.n_heads * args.head_dim, "x", args.x_offset);
+  check_floats(*args.table, args.n_rows * args.n_dims, "the RoPE table", args.table_offset);
+  const PipelineSpec spec{"rope", 2, sizeof(RopePush), 1u << 0};
+  const ComputePipeline& pipeline = batch.device().pipelines().get(spec);
+  const RopePush push{static_cast<uint32_t>(n),
+                      static_cast<uint32_t>(args.n_heads),
+                      static_cast<uint32_t>(args.head_dim),
+                      static_cast<uint32_t>(args.n_dims),
+                      args.neox ? 1u : 0u,
+                      static_cast<uint32_t>(args.x_offset),
+                      static_cast<uint32_t>(args.table_offset)};
+  const std::array<const VulkanBuffer*, 2> buffers{args.x, args.table};
+  constexpr int64_t kGroup = 64;
+  const int64_t groups = (n + kGroup - 1) / kGroup;
+  const int64_t gx = std::min<int64_t>(groups, batch.device().limits().max_workgroups[0]);
+  batch.dispatch(pipeline, buffers, push_bytes(push),
+                 {static_cast<uint32_t>(gx), static_cast<uint32_t>((groups + gx - 1) / gx), 1u});
+}
+
+void attention(CommandBatch& batch, const AttentionArgs& args) {
+  if (args.n_rows <= 0) return;
+  if (args.n_head % args.n_head_kv != 0) throw Error("vulkan: attention heads must group evenly");
+  check_floats(*args.q, args.n_rows * args.n_head * args.dk, "q", args.q_offset);
+  check_floats(*args.out, args.n_rows * args.n_head * args.dv, "out", args.out_offset);
+  check_floats(*args.scores, args.n_rows * args.n_head * std::max<int64_t>(args.max_kv, 1),
+               "the scores");
+  const PipelineSpec spec{"attention", 7, sizeof(AttentionPush), (1u << 5) | (1u << 6)};
+  const ComputePipeline& pipeline = batch.device().pipelines().get(spec);
+  const AttentionPush push{static_cast<uint32_t>(args.n_rows),
+                           static_cast<uint32_t>(args.n_head),
+                           static_cast<uint32_t>(args.n_head_kv),
+                           static_cast<uint32_t>(args.dk),
+                           static_cast<uint32_t>(args.dv),
+                           static_cast<uint32_t>(args.q_offset),
+                           static_cast<uint32_t>(args.out_offset),
+                           static_cast<uint32_t>(args.max_kv),
+                           args.scale,
+                           args.dot_scale,
+                           args.softcap,
+                           args.sinks != nullptr ? 1u : 0u};
+  // Without sinks the shader never reads binding 4: q stands in for it.
+  const std::array<const VulkanBuffer*, 7> buffers{
+      args.q,      args.keys, args.values, args.rows, args.sinks != nullptr ? args.sinks : args.q,
+      args.scores, args.out};
+  batch.dispatch(pipeline, buffers, push_bytes(push),
+                 {static_cast<uint32_t>(args.n_head), static_cast<uint32_t>(args.n_rows), 1u});
+}
+
 }  // namespace cortiq::vulkan

@@ -75,4 +75,36 @@ struct ElementArgs {
 
 void elementwise(CommandBatch& batch, const ElementArgs& args);
 
+// RoPE in place of n_rows rows of n_heads heads (head_dim floats each) from
+// x_offset floats into x, row r with the (cos, sin) pairs at
+// table[table_offset + r * n_dims ...] (shaders/rope.comp).
+struct RopeArgs {
+  VulkanBuffer* x = nullptr;
+  uint64_t x_offset = 0;
+  const VulkanBuffer* table = nullptr;
+  uint64_t table_offset = 0;
+  int64_t n_rows = 0, n_heads = 0, head_dim = 0, n_dims = 0;
+  bool neox = false;
+};
+void rope_rows(CommandBatch& batch, const RopeArgs& args);
+
+// Attention of n_rows query rows over cached rows (shaders/attention.comp).
+// `rows` holds, per query row, its first position, position count and the
+// offset (in words of `rows`) of its positions' entries, then per position
+// the float offsets of its key and value rows in `keys` / `values`.
+struct AttentionArgs {
+  const VulkanBuffer* q = nullptr;
+  uint64_t q_offset = 0;
+  const VulkanBuffer* keys = nullptr;
+  const VulkanBuffer* values = nullptr;
+  const VulkanBuffer* rows = nullptr;
+  const VulkanBuffer* sinks = nullptr;  // n_head floats, or null
+  VulkanBuffer* scores = nullptr;       // n_rows * n_head * max_kv floats of scratch
+  VulkanBuffer* out = nullptr;
+  uint64_t out_offset = 0;
+  int64_t n_rows = 0, n_head = 0, n_head_kv = 0, dk = 0, dv = 0, max_kv = 0;
+  float scale = 1, dot_scale = 1, softcap = 0;
+};
+void attention(CommandBatch& batch, const AttentionArgs& args);
+
 }  // namespace cortiq::vulkan

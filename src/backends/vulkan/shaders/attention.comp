@@ -1,0 +1,102 @@
+#version 450
+// Attention of query rows over their sequences' cached rows, one workgroup
+// per (row, head): scores of every position the row sees, the softcap, the
+// softmax (with the head's learned sink, when there is one), then the
+// weighted sum of the values. Rows of keys and values are found through a
+// table the host writes per call: for each query row its first position,
+// its position count and where its positions' row offsets start; for each
+// position the float offsets of its key and value rows in the cache's
+// buffers. A row's result depends only on its own positions, in a fixed
+// order (a tree in shared memory for the max and the sum, positions in order
+// for the values), so it does not depend on the batch around it.
+
+#define WG 64u
+
+layout(local_size_x = 64, local_size_y = 1, local_size_z = 1) in;
+
+layout(std430, binding = 0) readonly buffer Q { float q[]; };
+layout(std430, binding = 1) readonly buffer Keys { float keys[]; };
+layout(std430, binding = 2) readonly buffer Values { float vals[]; };
+// [rows][3]: first position, position count, offset of the row's positions
+// in `rows_at`; then [positions][2]: key row, value row (float offsets).
+layout(std430, binding = 3) readonly buffer Rows { uint rows_at[]; };
+layout(std430, binding = 4) readonly buffer Sinks { float sinks[]; };
+layout(std430, binding = 5) coherent buffer Scores { float scores[]; };
+layout(std430, binding = 6) writeonly buffer Out { float o[]; };
+
+layout(push_constant) uniform Params {
+  uint n_rows;
+  uint n_head;
+  uint n_head_kv;
+  uint dk;
+  uint dv;
+  uint q_offset;    // floats
+  uint out_offset;  // floats
+  uint max_kv;      // scores per (row, head)
+  float scale;      // the softmax's scale
+  float dot_scale;  // with a softcap: 1 / softcap (or the family's); else the scale
+  float softcap;    // 0: none
+  uint has_sinks;
+} p;
+
+shared float partial[WG];
+
+void main() {
+  const uint head = gl_WorkGroupID.x;
+  const uint row = gl_WorkGroupID.y;
+  if (row >= p.n_rows) return;
+  const uint lid = gl_LocalInvocationID.x;
+  const uint kv_head = head / (p.n_head / p.n_head_kv);
+  const uint start = rows_at[3u * row], n_kv = rows_at[3u * row + 1u];
+  const uint positions = rows_at[3u * row + 2u];
+  const uint q_base = p.q_offset + (row * p.n_head + head) * p.dk;
+  const uint s_base = (row * p.n_head + head) * p.max_kv;
+
+  float local_max = -3.402823466e38;
+  for (uint j = start + lid; j < n_kv; j += WG) {
+    const uint k_base = rows_at[positions + 2u * j] + kv_head * p.dk;
+    precise float dot = 0.0;
+    for (uint d = 0u; d < p.dk; ++d) dot = fma(q[q_base + d], keys[k_base + d], dot);
+    precise float s = dot * p.dot_scale;
+    if (p.softcap > 0.0) s = (tanh(s) * p.softcap) * p.scale;
+    scores[s_base + j] = s;
+    local_max = max(local_max, s);
+  }
+  partial[lid] = local_max;
+  barrier();
+  for (uint w = WG / 2u; w > 0u; w >>= 1u) {
+    if (lid < w) partial[lid] = max(partial[lid], partial[lid + w]);
+    barrier();
+  }
+  float m = partial[0];
+  if (p.has_sinks != 0u) m = max(m, sinks[head]);
+  barrier();
+
+  precise float local_sum = 0.0;
+  for (uint j = start + lid; j < n_kv; j += WG) {
+    const float e = exp(scores[s_base + j] - m);
+    scores[s_base + j] = e;
+    local_sum += e;
+  }
+  partial[lid] = local_sum;
+  // Every invocation reads every position's weight below.
+  memoryBarrierBuffer();
+  barrier();
+  for (uint w = WG / 2u; w > 0u; w >>= 1u) {
+    if (lid < w) partial[lid] += partial[lid + w];
+    barrier();
+  }
+  float sum = partial[0];
+  if (p.has_sinks != 0u) sum += exp(sinks[head] - m);
+  const float inv = n_kv > start ? 1.0 / sum : 0.0;
+
+  const uint o_base = p.out_offset + (row * p.n_head + head) * p.dv;
+  for (uint d = lid; d < p.dv; d += WG) {
+    precise float acc = 0.0;
+    for (uint j = start; j < n_kv; ++j) {
+      const uint v_base = rows_at[positions + 2u * j + 1u] + kv_head * p.dv;
+      acc = fma(scores[s_base + j], vals[v_base + d], acc);
+    }
+    o[o_base + d] = acc * inv;
+  }
+}
