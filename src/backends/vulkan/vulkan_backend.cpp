@@ -185,11 +185,12 @@ void VulkanBackend::layer_norm_rows(ConstTensor, std::span<const float>, std::sp
   not_yet("layer_norm_rows");
 }
 
-void VulkanBackend::elementwise(int op, Tensor out, ConstTensor x, const ConstTensor* b, int64_t n,
+// out = op(x, b) for every element of out.
+void VulkanBackend::elementwise(ElementOp op, Tensor out, ConstTensor x, const ConstTensor* b,
                                 uint32_t width, float p0, float p1, std::string_view name) {
-  if (n <= 0) return;
-  ElementArgs args{.op = static_cast<ElementOp>(op),
-                   .n = n,
+  if (out.empty()) return;
+  ElementArgs args{.op = op,
+                   .n = static_cast<int64_t>(out.size()),
                    .x = &buffer_of(x, name),
                    .x_offset = x.region().offset,
                    .out = &buffer_of(out, name),
@@ -205,8 +206,7 @@ void VulkanBackend::elementwise(int op, Tensor out, ConstTensor x, const ConstTe
 }
 
 void VulkanBackend::add(Tensor x, ConstTensor b) {
-  elementwise(static_cast<int>(ElementOp::add), x, x, &b, static_cast<int64_t>(x.size()), 0, 0, 0,
-              "add");
+  elementwise(ElementOp::add, x, x, &b, 0, 0, 0, "add");
 }
 
 void VulkanBackend::add_bias_rows(Tensor rows, std::span<const float> bias) {
@@ -224,18 +224,15 @@ void VulkanBackend::add_bias_rows(Tensor rows, std::span<const float> bias) {
 }
 
 void VulkanBackend::scale(Tensor x, float s) {
-  elementwise(static_cast<int>(ElementOp::scale), x, x, nullptr, static_cast<int64_t>(x.size()), 0,
-              s, 0, "scale");
+  elementwise(ElementOp::scale, x, x, nullptr, 0, s, 0, "scale");
 }
 
 void VulkanBackend::clamp(Tensor x, float lo, float hi) {
-  elementwise(static_cast<int>(ElementOp::clamp), x, x, nullptr, static_cast<int64_t>(x.size()), 0,
-              lo, hi, "clamp");
+  elementwise(ElementOp::clamp, x, x, nullptr, 0, lo, hi, "clamp");
 }
 
 void VulkanBackend::softcap(Tensor x, float cap) {
-  elementwise(static_cast<int>(ElementOp::softcap), x, x, nullptr, static_cast<int64_t>(x.size()),
-              0, cap, 0, "softcap");
+  elementwise(ElementOp::softcap, x, x, nullptr, 0, cap, 0, "softcap");
 }
 
 void VulkanBackend::unary(UnaryOp op, Tensor x) {
@@ -257,20 +254,17 @@ void VulkanBackend::unary(UnaryOp op, Tensor x) {
       code = ElementOp::sigmoid;
       break;
   }
-  elementwise(static_cast<int>(code), x, x, nullptr, static_cast<int64_t>(x.size()), 0, 0, 0,
-              "unary");
+  elementwise(code, x, x, nullptr, 0, 0, 0, "unary");
 }
 
 void VulkanBackend::glu(GluOp op, ConstTensor gate, ConstTensor up, Tensor out) {
   const ElementOp code = op == GluOp::swiglu ? ElementOp::swiglu : ElementOp::geglu;
-  elementwise(static_cast<int>(code), out, gate, &up, static_cast<int64_t>(out.size()), 0, 0, 0,
-              "glu");
+  elementwise(code, out, gate, &up, 0, 0, 0, "glu");
 }
 
 void VulkanBackend::glu_halves(GluOp op, ConstTensor both, Tensor out, size_t width) {
   const ElementOp code = op == GluOp::swiglu ? ElementOp::swiglu_halves : ElementOp::geglu_halves;
-  elementwise(static_cast<int>(code), out, both, nullptr, static_cast<int64_t>(out.size()),
-              static_cast<uint32_t>(width), 0, 0, "glu_halves");
+  elementwise(code, out, both, nullptr, static_cast<uint32_t>(width), 0, 0, "glu_halves");
 }
 
 void VulkanBackend::rope_rows(Tensor x, size_t n_rows, int64_t n_heads, int64_t head_dim,

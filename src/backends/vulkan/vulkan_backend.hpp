@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "backends/backend.hpp"
+#include "backends/vulkan/vulkan_ops.hpp"
 #include "runtime/kv_row_storage.hpp"
 
 namespace cortiq::vulkan {
@@ -93,8 +94,8 @@ class VulkanBackend final : public Backend {
   const VulkanMatrix& matrix_of(const kernels::WeightView& w);
   // The small host vector's device copy (uploaded on first use).
   VulkanBuffer& constant_of(std::span<const float> values);
-  void elementwise(int op, Tensor out, ConstTensor x, const ConstTensor* b, int64_t n,
-                   uint32_t width, float p0, float p1, std::string_view name);
+  void elementwise(ElementOp op, Tensor out, ConstTensor x, const ConstTensor* b, uint32_t width,
+                   float p0, float p1, std::string_view name);
   [[noreturn]] static void not_yet(std::string_view op);
   // Host bytes into `dst` at dst_offset bytes, through the upload arena.
   void stage(std::span<const std::byte> bytes, const VulkanBuffer& dst, uint64_t dst_offset);
