@@ -34,6 +34,8 @@ bool vulkan_matmul_supports(GgmlType type) {
     case GgmlType::Q5_0:
     case GgmlType::Q5_1:
     case GgmlType::Q8_0:
+    case GgmlType::Q4_K:
+    case GgmlType::Q6_K:
       return true;
     default:
       return false;

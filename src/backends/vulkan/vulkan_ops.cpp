@@ -69,6 +69,10 @@ std::string_view matmul_shader(GgmlType type) {
       return "matmul_q5_1";
     case GgmlType::Q8_0:
       return "matmul_q8_0";
+    case GgmlType::Q4_K:
+      return "matmul_q4_k";
+    case GgmlType::Q6_K:
+      return "matmul_q6_k";
     default:
       throw Error("vulkan: matmul has no shader for " + std::string(ggml_type_name(type)));
   }
