@@ -51,9 +51,9 @@ VulkanDevice* shared_device() {
                     "mesa-vulkan-drivers)";                                          \
   VulkanDevice& name = *name##_ptr
 
-constexpr GgmlType kTypes[] = {GgmlType::F32,  GgmlType::F16,  GgmlType::Q8_0,
-                               GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0,
-                               GgmlType::Q5_1, GgmlType::Q4_K, GgmlType::Q6_K};
+constexpr GgmlType kTypes[] = {GgmlType::F32,    GgmlType::F16,  GgmlType::BF16, GgmlType::Q8_0,
+                               GgmlType::Q4_0,   GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1,
+                               GgmlType::IQ4_NL, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
 
 // Worst error of a matmul element over the sum of |w x| of its dot (the
 // error a float sum can make scales with that, not with the dot, which may
@@ -67,8 +67,7 @@ constexpr double kMatmulTolerance = 1.2e-7;
 constexpr double kSuperBlockMatmulTolerance = 4e-7;
 
 double matmul_tolerance(GgmlType type) {
-  return type == GgmlType::Q4_K || type == GgmlType::Q6_K ? kSuperBlockMatmulTolerance
-                                                          : kMatmulTolerance;
+  return ggml_type_traits(type).block_elems == 256 ? kSuperBlockMatmulTolerance : kMatmulTolerance;
 }
 // rms_norm: worst |gpu - cpu| / |cpu|. Measured 0 on lavapipe (the float
 // tree sum rounds to the reference's float mean here); the bound allows the
@@ -237,7 +236,7 @@ TEST(VulkanMatrix, RefusesWhatTheShadersCannotRead) {
   EXPECT_THROW((VulkanMatrix{device, GgmlType::Q4_0, 3, 32, bytes}), Error);  // size
   EXPECT_THROW((VulkanMatrix{device, GgmlType::Q4_0, 2, 48, bytes}), Error);  // blocks
   // A type without a decoder yet.
-  EXPECT_THROW((VulkanMatrix{device, GgmlType::Q5_K, 1, 256, std::vector<std::byte>(176)}), Error);
+  EXPECT_THROW((VulkanMatrix{device, GgmlType::Q2_K, 1, 256, std::vector<std::byte>(84)}), Error);
 }
 
 // Every type against dequantize_row and a double dot, on sizes that are no

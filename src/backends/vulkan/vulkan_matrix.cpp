@@ -34,7 +34,10 @@ bool vulkan_matmul_supports(GgmlType type) {
     case GgmlType::Q5_0:
     case GgmlType::Q5_1:
     case GgmlType::Q8_0:
+    case GgmlType::BF16:
+    case GgmlType::IQ4_NL:
     case GgmlType::Q4_K:
+    case GgmlType::Q5_K:
     case GgmlType::Q6_K:
       return true;
     default:

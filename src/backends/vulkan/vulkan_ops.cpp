@@ -69,8 +69,14 @@ std::string_view matmul_shader(GgmlType type) {
       return "matmul_q5_1";
     case GgmlType::Q8_0:
       return "matmul_q8_0";
+    case GgmlType::BF16:
+      return "matmul_bf16";
+    case GgmlType::IQ4_NL:
+      return "matmul_iq4_nl";
     case GgmlType::Q4_K:
       return "matmul_q4_k";
+    case GgmlType::Q5_K:
+      return "matmul_q5_k";
     case GgmlType::Q6_K:
       return "matmul_q6_k";
     default:
