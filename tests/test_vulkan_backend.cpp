@@ -274,6 +274,22 @@ TEST(VulkanSeam, MatmulsAndNormsMatchTheCpu) {
   const double err = relative_l2(pair.download(dev_n), cpu_n);
   std::printf("[ vulkan   ] rms_norm_rows rel-L2 against the CPU %.2e\n", err);
   EXPECT_LE(err, 1e-6);
+  // Layer norms, with a weight and a bias and without either.
+  const std::vector<float> norm_b = normal_values(12, kCols);
+  for (const bool affine : {true, false}) {
+    SCOPED_TRACE(affine ? "weight and bias" : "plain");
+    const std::span<const float> w =
+        affine ? std::span<const float>(norm_w) : std::span<const float>();
+    const std::span<const float> b =
+        affine ? std::span<const float>(norm_b) : std::span<const float>();
+    std::vector<float> cpu_l(x.size());
+    cpu.layer_norm_rows(x, w, b, 1e-5f, cpu_l, kCols);
+    const Tensor dev_l = pair.empty(x.size());
+    vk.layer_norm_rows(pair.upload(x, 2), w, b, 1e-5f, dev_l, kCols);
+    const double layer_err = relative_l2(pair.download(dev_l), cpu_l);
+    std::printf("[ vulkan   ] layer_norm_rows rel-L2 against the CPU %.2e\n", layer_err);
+    EXPECT_LE(layer_err, 1e-6);
+  }
 }
 
 // Every batch's logits on one backend, its cache made by `make_cache`.
@@ -407,7 +423,8 @@ TEST(VulkanSeam, WhatIsNotOnTheDeviceYetIsRefusedByName) {
   const int32_t cell[] = {0};
   EXPECT_NE(message([&] { vk.store_kv(f16_cache, 0, cell, t, t, 64, 64); }).find("f16"),
             std::string::npos);
-  EXPECT_NE(message([&] { vk.layer_norm_rows(t, {}, {}, 1e-5f, t, 64); }).find("layer_norm"),
+  const std::vector<float> per_head(16, 1.0f);
+  EXPECT_NE(message([&] { vk.rms_norm_rows(t, per_head, 1e-5f, t, 64); }).find("per-head"),
             std::string::npos);
   // Host memory handed to a device op is refused, not read.
   std::vector<float> host(64);

@@ -180,9 +180,22 @@ void VulkanBackend::rms_norm_rows(ConstTensor x, std::span<const float> weight, 
                         static_cast<int64_t>(width), static_cast<int64_t>(x.size() / width));
 }
 
-void VulkanBackend::layer_norm_rows(ConstTensor, std::span<const float>, std::span<const float>,
-                                    float, Tensor, size_t) {
-  not_yet("layer_norm_rows");
+void VulkanBackend::layer_norm_rows(ConstTensor x, std::span<const float> weight,
+                                    std::span<const float> bias, float eps, Tensor out,
+                                    size_t width) {
+  if (x.empty()) return;
+  if ((!weight.empty() && weight.size() != width) || (!bias.empty() && bias.size() != width)) {
+    not_yet("layer_norm_rows with a per-head weight");
+  }
+  vulkan::layer_norm_rows(batch(), {.x = &buffer_of(x, "layer_norm_rows"),
+                                    .x_offset = x.region().offset,
+                                    .weight = weight.empty() ? nullptr : &constant_of(weight),
+                                    .bias = bias.empty() ? nullptr : &constant_of(bias),
+                                    .eps = eps,
+                                    .out = &buffer_of(out, "layer_norm_rows"),
+                                    .out_offset = out.region().offset,
+                                    .width = static_cast<int64_t>(width),
+                                    .n_rows = static_cast<int64_t>(x.size() / width)});
 }
 
 // out = op(x, b) for every element of out.

@@ -9,10 +9,10 @@
 // the address of their host bytes. Host rows enter through an upload arena
 // the batch copies from.
 //
-// The ops so far: the matmuls, get_rows (rows gathered on the host, then
-// copied up), RMS norm rows, the element-wise ops and activations, the host
-// copies. Layer norms, RoPE, the KV store and attention are not on the
-// device yet: asked for one, the backend throws cortiq::Error naming it.
+// Every op of the interface runs on the device: get_rows gathers the rows
+// on the host, then copies them up. Not yet there (refused with a
+// cortiq::Error that names it): norms with a weight row per head, ALiBi,
+// an f16 KV cache.
 #pragma once
 
 #include <cstddef>

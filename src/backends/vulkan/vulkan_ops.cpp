@@ -39,6 +39,16 @@ struct RmsNormPush {
   uint32_t out_offset;
 };
 
+struct LayerNormPush {
+  uint32_t width;
+  uint32_t n_rows;
+  float eps;
+  uint32_t has_weight;
+  uint32_t has_bias;
+  uint32_t x_offset;
+  uint32_t out_offset;
+};
+
 struct ElementPush {
   uint32_t op;
   uint32_t n;
@@ -169,6 +179,28 @@ void rms_norm_rows(CommandBatch& batch, const VulkanBuffer& x, uint64_t x_offset
 void rms_norm_rows(CommandBatch& batch, const VulkanBuffer& x, const VulkanBuffer* weight,
                    float eps, VulkanBuffer& out, int64_t width, int64_t n_rows) {
   rms_norm_rows(batch, x, 0, weight, eps, out, 0, width, n_rows);
+}
+
+void layer_norm_rows(CommandBatch& batch, const LayerNormArgs& args) {
+  if (args.n_rows <= 0) return;
+  check_floats(*args.x, args.width * args.n_rows, "x", args.x_offset);
+  check_floats(*args.out, args.width * args.n_rows, "out", args.out_offset);
+  if (args.weight != nullptr) check_floats(*args.weight, args.width, "the norm weight");
+  if (args.bias != nullptr) check_floats(*args.bias, args.width, "the norm bias");
+  const PipelineSpec spec{"layer_norm", 4, sizeof(LayerNormPush), 1u << 3};
+  const ComputePipeline& pipeline = batch.device().pipelines().get(spec);
+  const LayerNormPush push{static_cast<uint32_t>(args.width),
+                           static_cast<uint32_t>(args.n_rows),
+                           args.eps,
+                           args.weight != nullptr ? 1u : 0u,
+                           args.bias != nullptr ? 1u : 0u,
+                           static_cast<uint32_t>(args.x_offset),
+                           static_cast<uint32_t>(args.out_offset)};
+  // An absent weight or bias is never read: x stands in for it.
+  const std::array<const VulkanBuffer*, 4> buffers{
+      args.x, args.weight != nullptr ? args.weight : args.x,
+      args.bias != nullptr ? args.bias : args.x, args.out};
+  batch.dispatch(pipeline, buffers, push_bytes(push), row_grid(batch.device(), args.n_rows, 1));
 }
 
 void elementwise(CommandBatch& batch, const ElementArgs& args) {

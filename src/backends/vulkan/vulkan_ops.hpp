@@ -41,6 +41,20 @@ void rms_norm_rows(CommandBatch& batch, const VulkanBuffer& x, uint64_t x_offset
 void rms_norm_rows(VulkanDevice& device, const VulkanBuffer& x, const VulkanBuffer* weight,
                    float eps, VulkanBuffer& out, int64_t width, int64_t n_rows);
 
+// Layer norm of n_rows rows of `width` floats (kernels/cpu/norm.hpp's
+// layer_norm_rows); weight and bias are width floats, or null for none.
+struct LayerNormArgs {
+  const VulkanBuffer* x = nullptr;
+  uint64_t x_offset = 0;
+  const VulkanBuffer* weight = nullptr;
+  const VulkanBuffer* bias = nullptr;
+  float eps = 1e-5f;
+  VulkanBuffer* out = nullptr;
+  uint64_t out_offset = 0;
+  int64_t width = 0, n_rows = 0;
+};
+void layer_norm_rows(CommandBatch& batch, const LayerNormArgs& args);
+
 // The element-wise ops (shaders/elementwise.comp): out[i] = f(x[i], b[..])
 // for i < n, as the CPU kernels compute them. The codes are the shader's.
 enum class ElementOp : uint32_t {
