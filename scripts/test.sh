@@ -80,15 +80,16 @@ echo "== tests under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan)"
 # The C API's own test program (CApi.*) runs here, sanitized.
 golden=*/LogitsGolden.MatchesThePeer
 run_gtest_shards build-asan/tests/cortiq_tests "*-$golden/*_f16:$golden/*_bf16:$golden/*_q8_0:\
-$golden/*_q4_0:$golden/*_q4_k:$golden/*_q6_k:CliBench.DepthAndReadBandwidth:QuantRecipeGolden.*:Vulkan*:CliMain.Version*:CliMain.CortiqSimd*"
-# The Vulkan tests in one process (lavapipe compiles each shader once per
-# process) without leak detection, and `cortiq --version`'s, which lists the
+$golden/*_q4_0:$golden/*_q4_k:$golden/*_q6_k:CliBench.DepthAndReadBandwidth:QuantRecipeGolden.*:Vulkan*:DeviceRoute.*:CliMain.Version*:CliMain.CortiqSimd*"
+# The Vulkan tests (and --device's, which open the device) in one process
+# (lavapipe compiles each shader once per process) without leak detection,
+# and `cortiq --version`'s, which lists the
 # Vulkan devices: Mesa's driver leaves a few small blocks behind when the
 # loader unloads it, in frames LeakSanitizer cannot name to suppress.
 # Address and undefined-behaviour checks stay on.
 echo "== Vulkan tests (build-asan, no leak check)"
 (cd build-asan/tests && ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 ./cortiq_tests \
-  --gtest_filter='Vulkan*:CliMain.Version*:CliMain.CortiqSimd*' --gtest_brief=1)
+  --gtest_filter='Vulkan*:DeviceRoute.*:CliMain.Version*:CliMain.CortiqSimd*' --gtest_brief=1)
 # The other programs (the server's tests, the C API's, checks by script).
 ctest --test-dir build-asan --output-on-failure -j "$(nproc)" -LE gtest \
   -E 'Portability|Format|PublicHeaders|^Python\.|CApi\.(Consumer|PkgConfig)|Server\.JsonSchema'

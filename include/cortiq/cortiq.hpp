@@ -34,6 +34,7 @@ namespace cortiq {
 
 // The engine's internals the API refers to only by pointer or reference.
 class DecoderModel;
+class DeviceRoute;
 class KvCache;
 class LoopDetector;
 class Sampler;
@@ -72,6 +73,12 @@ struct LoadOptions {
   int64_t chunk_size = kDefaultChunkSize;  // prefill rows per forward pass
   // Called with the fraction of the weights read while loading (0..1).
   std::function<void(double)> progress;
+  // Where sessions run their passes: "cpu", "vulkan" (the first Vulkan
+  // device; an error without one) or "auto" (a device when there is one).
+  // A family the device cannot run declines at load and runs on the CPU,
+  // with a warning that says why. The server's batched scheduler runs on
+  // the CPU for now.
+  std::string device = "cpu";
 };
 
 class Model {
@@ -99,6 +106,8 @@ class Model {
   // The chat template stored in the file (tokenizer.chat_template), or "".
   std::string chat_template() const;
   ThreadPool& pool() const { return *pool_; }
+  // The device sessions run on, or null for the CPU (LoadOptions::device).
+  const DeviceRoute* device_route() const { return device_route_.get(); }
   std::shared_ptr<ThreadPool> shared_pool() const { return pool_; }
   // The vocabulary's pieces arranged for grammar masks, built on first use
   // (once, whichever thread asks first).
@@ -110,6 +119,7 @@ class Model {
   std::unique_ptr<Tokenizer> tokenizer_;
   std::unique_ptr<DecoderModel> decoder_;
   std::shared_ptr<ThreadPool> pool_;
+  std::unique_ptr<DeviceRoute> device_route_;  // after the decoder: it reads its weights
   LoadOptions options_;
   int64_t context_ = 0;
   double calibration_temperature_ = 1.0;

@@ -6,8 +6,8 @@ namespace cortiq {
 
 void throw_device_tensor_on_host() {
   throw Error(
-      "internal: host code was handed a tensor in device memory (an op this backend does not run "
-      "reached the host path)");
+      "a block that runs on the host only (its math is not on the backend's ops yet) was handed "
+      "a tensor in device memory");
 }
 
 }  // namespace cortiq

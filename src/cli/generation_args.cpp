@@ -21,6 +21,10 @@ void add_model_options(ArgParser& parser) {
       .option("-t,--threads", "N", "threads (default: one per core)")
       .option("-c,--ctx", "N", "context length (default: the model's, at most 4096)")
       .option("--kv-type", "T", "KV cache storage: f16 or f32", "f16")
+      .option("--device", "D",
+              "where passes run: cpu, vulkan (the first Vulkan device) or auto (a device when "
+              "there is one; a model it cannot run stays on the CPU)",
+              "cpu")
       .option("-b,--chunk", "N", "prefill chunk: prompt tokens per forward pass",
               std::to_string(kDefaultChunkSize))
       .flag("-v,--verbose",
@@ -72,6 +76,8 @@ std::shared_ptr<const Model> load_model_from(const ParsedArgs& args, int64_t min
   } else {
     throw UsageError("--kv-type must be f16 or f32, got " + kv);
   }
+  // Commands without the option (bench, the scoring ones) run on the CPU.
+  if (const std::string device = args.get("device"); !device.empty()) options.device = device;
   ProgressBar bar;
   Timer timer;
   const auto path = args.get("model");

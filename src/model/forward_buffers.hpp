@@ -54,6 +54,7 @@ struct ForwardBuffers {
   std::vector<std::vector<float>> scores;  // per thread: attention scores of one row
   kernels::MatmulScratch matmul;
   std::vector<float> logits;       // a device's logits before they reach the host (CPU: unused)
+  std::vector<float> all_hidden;   // a device's every-row hidden states (CPU: unused)
   std::vector<float> mtp_input;    // [rows][2 n_embd]: an MTP layer's [enorm(e) ; hnorm(h)]
   std::vector<int32_t> token_ids;  // [rows]
   std::vector<int32_t> row_cells;  // [rows]: each row's cache cell

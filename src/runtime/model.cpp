@@ -14,6 +14,7 @@
 #include "grammar/json_schema.hpp"
 #include "grammar/token_mask.hpp"
 #include "model/decoder_model.hpp"
+#include "runtime/device_route.hpp"
 #include "runtime/kv_cache.hpp"
 #include "tokenizer/tokenizer.hpp"
 
@@ -154,6 +155,7 @@ std::shared_ptr<const Model> Model::load(const std::filesystem::path& path,
   check_memory(file, KvCache::bytes_needed(kv));
   if (options.progress) touch_weights(file, model->decoder_->packed_weights(), options.progress);
   model->pool_ = options.pool ? options.pool : std::make_shared<ThreadPool>(options.threads);
+  model->device_route_ = DeviceRoute::open(options.device, *model->decoder_, *model->pool_);
   return model;
 }
 

@@ -12,6 +12,7 @@
 #include "kernels/cpu/log_softmax.hpp"
 #include "model/decoder_model.hpp"
 #include "runtime/batch.hpp"
+#include "runtime/device_route.hpp"
 #include "runtime/grammar_constraint.hpp"
 #include "runtime/kv_cache.hpp"
 #include "runtime/loop_detector.hpp"
@@ -52,7 +53,13 @@ Session::Session(std::shared_ptr<const Model> model) : model_(std::move(model)) 
       model_->decoder().kv_cache_shape(model_->context_length(), 1, model_->options().kv_type);
   // Sliding-window layers keep their window plus one chunk, not the context.
   shape.n_ubatch = model_->options().chunk_size;
-  cache_ = std::make_unique<KvCache>(shape);
+  if (const DeviceRoute* route = model_->device_route()) {
+    // The device keeps f32 rows (its attention reads no f16 yet).
+    shape.type = KvType::f32;
+    cache_ = std::make_unique<KvCache>(shape, route->kv_rows());
+  } else {
+    cache_ = std::make_unique<KvCache>(shape);
+  }
   buffers_ = std::make_unique<ForwardBuffers>();
   last_logits_.resize(static_cast<size_t>(hp.n_vocab));
 }
@@ -144,15 +151,22 @@ void Session::forward_rows(std::span<const TokenId> ids, size_t first_wanted,
   for (size_t i = 0; i < ids.size(); ++i) {
     rows_.push_back({ids[i], start + static_cast<int32_t>(i), 0, i >= first_wanted});
   }
-  CpuBackend cpu(model_->pool(), *buffers_);
-  ForwardContext ctx{cpu, *buffers_, output};
-  ctx.prompt_rows = !decoding_;
-  ctx.generated_rows = decoding_;
-  if (observer_) {
-    observed_hidden_.resize(ids.size() * static_cast<size_t>(model_->hparams().n_embd));
-    ctx.all_hidden = observed_hidden_;
+  const auto run = [&](Backend& backend) {
+    ForwardContext ctx{backend, *buffers_, output};
+    ctx.prompt_rows = !decoding_;
+    ctx.generated_rows = decoding_;
+    if (observer_) {
+      observed_hidden_.resize(ids.size() * static_cast<size_t>(model_->hparams().n_embd));
+      ctx.all_hidden = observed_hidden_;
+    }
+    model_->decoder().forward(rows_, *cache_, ctx, logits);
+  };
+  if (const DeviceRoute* route = model_->device_route()) {
+    route->run(run);
+  } else {
+    CpuBackend cpu(model_->pool(), *buffers_);
+    run(cpu);
   }
-  model_->decoder().forward(rows_, *cache_, ctx, logits);
   if (observer_) observer_->observe(ids, start, observed_hidden_);
 }
 

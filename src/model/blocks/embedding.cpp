@@ -98,9 +98,12 @@ void OutputHead::apply(const ModelHParams& hp, std::span<const BatchRow> rows, C
   }
   const bool all_hidden = !ctx.all_hidden.empty();
   if (all_hidden) {
-    for (size_t r = 0; r < rows.size(); ++r) {
-      norm.apply(ctx, x.subspan(r * n_embd, n_embd), ctx.all_hidden.subspan(r * n_embd, n_embd));
-    }
+    // Every row's final-normed state (what an MTP drafter reads), normed
+    // row by row, delivered to the caller's memory.
+    const size_t n = rows.size() * n_embd;
+    const Tensor every = backend.output_tensor(ctx.all_hidden.first(n), buf.all_hidden);
+    norm.apply(ctx, x.first(n), every);
+    backend.copy_to_host(every, ctx.all_hidden.first(n));
   }
   size_t n_out = 0;
   for (const auto& row : rows) n_out += row.logits ? 1 : 0;

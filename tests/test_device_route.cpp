@@ -1,0 +1,118 @@
+// --device (runtime/device_route.hpp): a model loaded for a device runs its
+// sessions' passes there, KV cache included, and a family the device cannot
+// run declines at load and runs on the CPU. Generation on the device gives
+// the CPU's tokens (greedy, F32 weights) and keeps a conversation's cache
+// across turns.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "base/error.hpp"
+#include "cortiq/cortiq.hpp"
+#include "engine_test_models.hpp"
+#include "runtime/device_route.hpp"
+#include "test_support.hpp"
+
+#if CORTIQ_HAVE_VULKAN
+#include "backends/vulkan/vulkan_device.hpp"
+#endif
+
+namespace cortiq {
+namespace {
+
+std::shared_ptr<const Model> load_on(const test::TestModelSpec& spec, const std::string& device) {
+  LoadOptions options;
+  options.threads = 2;
+  options.kv_type = KvType::f32;
+  options.device = device;
+  return Model::load(test::test_model_path(spec), options);
+}
+
+GenerateOptions greedy(int64_t max_tokens) {
+  GenerateOptions o;
+  o.sampling.temperature = 0;
+  o.max_tokens = max_tokens;
+  o.ignore_eos = true;
+  return o;
+}
+
+bool have_vulkan_device() {
+#if CORTIQ_HAVE_VULKAN
+  return !vulkan::list_vulkan_devices().empty();
+#else
+  return false;
+#endif
+}
+
+TEST(DeviceRoute, TheCpuIsNoRouteAndAnUnknownDeviceIsRefused) {
+  const auto model = load_on({.arch = "llama"}, "cpu");
+  EXPECT_EQ(model->device_route(), nullptr);
+  try {
+    load_on({.arch = "llama"}, "gpu");
+    FAIL() << "an unknown device was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("cpu, vulkan or auto"), std::string::npos) << e.what();
+  }
+  if (!have_vulkan_device()) {
+    // Asked for by name, a missing device (or backend) is an error; auto is the CPU.
+    EXPECT_THROW(load_on({.arch = "llama"}, "vulkan"), Error);
+    EXPECT_EQ(load_on({.arch = "llama"}, "auto")->device_route(), nullptr);
+  }
+}
+
+TEST(DeviceRoute, ALlamaSessionOnTheDeviceGeneratesTheCpusTokens) {
+  if (!have_vulkan_device()) GTEST_SKIP() << "no Vulkan device (or built without the backend)";
+  const test::TestModelSpec spec{.arch = "llama", .n_layer = 3};
+  const auto cpu_model = load_on(spec, "cpu");
+  const auto device_model = load_on(spec, "vulkan");
+  ASSERT_NE(device_model->device_route(), nullptr);
+  EXPECT_NE(device_model->device_route()->description().find("vulkan 0"), std::string::npos);
+  Session cpu(cpu_model), device(device_model);
+  const std::vector<TokenId> turn1 = test::prompt_of(11, 3), turn2 = test::prompt_of(5, 4);
+  for (const auto& turn : {turn1, turn2}) {
+    const auto expected = cpu.generate(std::span<const TokenId>(turn), greedy(10));
+    const auto got = device.generate(std::span<const TokenId>(turn), greedy(10));
+    EXPECT_EQ(got.tokens, expected.tokens);
+    EXPECT_EQ(got.cached_tokens, expected.cached_tokens);
+  }
+  // "auto" takes the device too.
+  EXPECT_NE(load_on(spec, "auto")->device_route(), nullptr);
+}
+
+TEST(DeviceRoute, AFamilyTheDeviceCannotRunDeclinesAtLoadAndRunsOnTheCpu) {
+  if (!have_vulkan_device()) GTEST_SKIP() << "no Vulkan device (or built without the backend)";
+  // Mamba's state-space mixer is host code: the probe meets a device
+  // tensor there, and the family stays on the CPU.
+  const test::TestModelSpec spec{.arch = "mamba"};
+  const auto model = load_on(spec, "vulkan");
+  EXPECT_EQ(model->device_route(), nullptr);
+  Session on_cpu(load_on(spec, "cpu")), declined(model);
+  const std::vector<TokenId> prompt = test::prompt_of(6, 5);
+  EXPECT_EQ(declined.generate(std::span<const TokenId>(prompt), greedy(6)).tokens,
+            on_cpu.generate(std::span<const TokenId>(prompt), greedy(6)).tokens);
+}
+
+// The command line: `cortiq run --device vulkan` prints the CPU's greedy
+// text; a name it does not know is a usage error that lists the choices.
+TEST(DeviceRoute, RunTakesTheDeviceOption) {
+  // The log goes to the output run_cli returns: only warnings, so that the
+  // texts compare.
+  struct QuietLog {
+    QuietLog() { ::setenv("CORTIQ_LOG", "warn", 1); }
+    ~QuietLog() { ::unsetenv("CORTIQ_LOG"); }
+  } const quiet;
+  const std::string run = "run -m " + test::test_model_path({.arch = "llama"}).string() +
+                          " -p 'Hello there' -n 8 --temp 0 --ignore-eos --kv-type f32";
+  std::string cpu_out, device_out, bad;
+  ASSERT_EQ(test::run_cli(run + " --device cpu", &cpu_out), 0) << cpu_out;
+  EXPECT_NE(test::run_cli(run + " --device tpu", &bad), 0);
+  EXPECT_NE(bad.find("cpu, vulkan or auto"), std::string::npos) << bad;
+  if (!have_vulkan_device()) GTEST_SKIP() << "no Vulkan device (or built without the backend)";
+  ASSERT_EQ(test::run_cli(run + " --device vulkan", &device_out), 0) << device_out;
+  EXPECT_EQ(device_out, cpu_out);
+}
+
+}  // namespace
+}  // namespace cortiq
