@@ -198,54 +198,45 @@ void VulkanBackend::layer_norm_rows(ConstTensor x, std::span<const float> weight
                                     .n_rows = static_cast<int64_t>(x.size() / width)});
 }
 
-// out = op(x, b) for every element of out.
-void VulkanBackend::elementwise(ElementOp op, Tensor out, ConstTensor x, const ConstTensor* b,
-                                uint32_t width, float p0, float p1, std::string_view name) {
+// out = op(x, b) for every element of out; b (a tensor's buffer or a
+// constant's, from b_offset floats on) only for the ops with two operands.
+void VulkanBackend::elementwise(ElementOp op, Tensor out, ConstTensor x, const VulkanBuffer* b,
+                                uint64_t b_offset, uint32_t width, float p0, float p1,
+                                std::string_view name) {
   if (out.empty()) return;
-  ElementArgs args{.op = op,
-                   .n = static_cast<int64_t>(out.size()),
-                   .x = &buffer_of(x, name),
-                   .x_offset = x.region().offset,
-                   .out = &buffer_of(out, name),
-                   .out_offset = out.region().offset,
-                   .width = width,
-                   .p0 = p0,
-                   .p1 = p1};
-  if (b != nullptr) {
-    args.b = &buffer_of(*b, name);
-    args.b_offset = b->region().offset;
-  }
-  vulkan::elementwise(batch(), args);
+  vulkan::elementwise(batch(), {.op = op,
+                                .n = static_cast<int64_t>(out.size()),
+                                .x = &buffer_of(x, name),
+                                .x_offset = x.region().offset,
+                                .b = b,
+                                .b_offset = b_offset,
+                                .out = &buffer_of(out, name),
+                                .out_offset = out.region().offset,
+                                .width = width,
+                                .p0 = p0,
+                                .p1 = p1});
 }
 
 void VulkanBackend::add(Tensor x, ConstTensor b) {
-  elementwise(ElementOp::add, x, x, &b, 0, 0, 0, "add");
+  elementwise(ElementOp::add, x, x, &buffer_of(b, "add"), b.region().offset, 0, 0, 0, "add");
 }
 
 void VulkanBackend::add_bias_rows(Tensor rows, std::span<const float> bias) {
   if (bias.empty() || rows.empty()) return;
-  VulkanBuffer& b = constant_of(bias);
-  ElementArgs args{.op = ElementOp::add_bias_rows,
-                   .n = static_cast<int64_t>(rows.size()),
-                   .x = &buffer_of(rows, "add_bias_rows"),
-                   .x_offset = rows.region().offset,
-                   .b = &b,
-                   .out = &buffer_of(rows, "add_bias_rows"),
-                   .out_offset = rows.region().offset,
-                   .width = static_cast<uint32_t>(bias.size())};
-  vulkan::elementwise(batch(), args);
+  elementwise(ElementOp::add_bias_rows, rows, rows, &constant_of(bias), 0,
+              static_cast<uint32_t>(bias.size()), 0, 0, "add_bias_rows");
 }
 
 void VulkanBackend::scale(Tensor x, float s) {
-  elementwise(ElementOp::scale, x, x, nullptr, 0, s, 0, "scale");
+  elementwise(ElementOp::scale, x, x, nullptr, 0, 0, s, 0, "scale");
 }
 
 void VulkanBackend::clamp(Tensor x, float lo, float hi) {
-  elementwise(ElementOp::clamp, x, x, nullptr, 0, lo, hi, "clamp");
+  elementwise(ElementOp::clamp, x, x, nullptr, 0, 0, lo, hi, "clamp");
 }
 
 void VulkanBackend::softcap(Tensor x, float cap) {
-  elementwise(ElementOp::softcap, x, x, nullptr, 0, cap, 0, "softcap");
+  elementwise(ElementOp::softcap, x, x, nullptr, 0, 0, cap, 0, "softcap");
 }
 
 void VulkanBackend::unary(UnaryOp op, Tensor x) {
@@ -267,17 +258,17 @@ void VulkanBackend::unary(UnaryOp op, Tensor x) {
       code = ElementOp::sigmoid;
       break;
   }
-  elementwise(code, x, x, nullptr, 0, 0, 0, "unary");
+  elementwise(code, x, x, nullptr, 0, 0, 0, 0, "unary");
 }
 
 void VulkanBackend::glu(GluOp op, ConstTensor gate, ConstTensor up, Tensor out) {
   const ElementOp code = op == GluOp::swiglu ? ElementOp::swiglu : ElementOp::geglu;
-  elementwise(code, out, gate, &up, 0, 0, 0, "glu");
+  elementwise(code, out, gate, &buffer_of(up, "glu"), up.region().offset, 0, 0, 0, "glu");
 }
 
 void VulkanBackend::glu_halves(GluOp op, ConstTensor both, Tensor out, size_t width) {
   const ElementOp code = op == GluOp::swiglu ? ElementOp::swiglu_halves : ElementOp::geglu_halves;
-  elementwise(code, out, both, nullptr, static_cast<uint32_t>(width), 0, 0, "glu_halves");
+  elementwise(code, out, both, nullptr, 0, static_cast<uint32_t>(width), 0, 0, "glu_halves");
 }
 
 void VulkanBackend::rope_rows(Tensor x, size_t n_rows, int64_t n_heads, int64_t head_dim,
@@ -338,14 +329,16 @@ void VulkanBackend::attention(const AttentionOp& op, const KvCache& cache, Const
   const bool values_in_keys = cache.shape().layers[static_cast<size_t>(op.layer)].values_in_keys;
   const KvSide value_side = values_in_keys ? KvSide::keys : KvSide::values;
   // Bidirectional rows read every position their sequence has.
-  std::unordered_map<int32_t, int64_t> seq_end;
+  auto& seq_end = attention_seq_end_;
+  seq_end.clear();
   for (const BatchRow& row : rows) {
     int64_t& end = seq_end[row.seq];
     end = std::max<int64_t>(end, row.pos + 1);
   }
   auto& table = attention_rows_;
   table.assign(3 * n, 0);
-  std::unordered_map<int32_t, uint32_t> seq_table;  // a sequence's first entry
+  auto& seq_table = attention_seq_table_;  // a sequence's first entry
+  seq_table.clear();
   int64_t max_kv = 1;
   for (size_t r = 0; r < n; ++r) {
     const BatchRow& row = rows[r];
@@ -359,15 +352,13 @@ void VulkanBackend::attention(const AttentionOp& op, const KvCache& cache, Const
       const std::span<const int32_t> cells = cache.cells(row.seq);
       const int64_t end = seq_end[row.seq];
       for (int64_t j = 0; j < end; ++j) {
+        // A position a window already dropped maps to a row reused since:
+        // in the buffer, and never read (the row's start is past it).
         const int32_t cell = cells[static_cast<size_t>(j)];
-        const bool held = j >= start || op.window == 0;
-        // Positions a window dropped have no rows: never read (j < start).
         table.push_back(
-            held ? static_cast<uint32_t>(cache.row_offset(KvSide::keys, op.layer, cell) / kFloat)
-                 : 0u);
+            static_cast<uint32_t>(cache.row_offset(KvSide::keys, op.layer, cell) / kFloat));
         table.push_back(
-            held ? static_cast<uint32_t>(cache.row_offset(value_side, op.layer, cell) / kFloat)
-                 : 0u);
+            static_cast<uint32_t>(cache.row_offset(value_side, op.layer, cell) / kFloat));
       }
     }
     table[3 * r] = static_cast<uint32_t>(start);

@@ -94,8 +94,8 @@ class VulkanBackend final : public Backend {
   const VulkanMatrix& matrix_of(const kernels::WeightView& w);
   // The small host vector's device copy (uploaded on first use).
   VulkanBuffer& constant_of(std::span<const float> values);
-  void elementwise(ElementOp op, Tensor out, ConstTensor x, const ConstTensor* b, uint32_t width,
-                   float p0, float p1, std::string_view name);
+  void elementwise(ElementOp op, Tensor out, ConstTensor x, const VulkanBuffer* b,
+                   uint64_t b_offset, uint32_t width, float p0, float p1, std::string_view name);
   [[noreturn]] static void not_yet(std::string_view op);
   // Host bytes into `dst` at dst_offset bytes, through the upload arena.
   void stage(std::span<const std::byte> bytes, const VulkanBuffer& dst, uint64_t dst_offset);
@@ -116,6 +116,10 @@ class VulkanBackend final : public Backend {
   // Slots of the backend's own: RoPE tables, attention's row tables and scores.
   std::vector<float> rope_table_slot_, attention_rows_slot_, scores_slot_;
   std::vector<uint32_t> attention_rows_;
+  // attention's per-call maps, kept so a warm pass allocates no buckets:
+  // each sequence's end and its first entry in attention_rows_.
+  std::unordered_map<int32_t, int64_t> attention_seq_end_;
+  std::unordered_map<int32_t, uint32_t> attention_seq_table_;
 };
 
 }  // namespace cortiq::vulkan

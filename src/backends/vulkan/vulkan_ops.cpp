@@ -224,11 +224,7 @@ void elementwise(CommandBatch& batch, const ElementArgs& args) {
                          args.p1};
   const std::array<const VulkanBuffer*, 3> buffers{args.x, b, args.out};
   const int64_t groups = (args.n + kElementGroup - 1) / kElementGroup;
-  const int64_t max_x = batch.device().limits().max_workgroups[0];
-  const int64_t gx = std::min(groups, max_x);
-  const int64_t gy = (groups + gx - 1) / gx;
-  batch.dispatch(pipeline, buffers, push_bytes(push),
-                 {static_cast<uint32_t>(gx), static_cast<uint32_t>(gy), 1u});
+  batch.dispatch(pipeline, buffers, push_bytes(push), row_grid(batch.device(), groups, 1));
 }
 
 void rms_norm_rows(VulkanDevice& device, const VulkanBuffer& x, const VulkanBuffer* weight,
@@ -267,11 +263,9 @@ void rope_rows(CommandBatch& batch, const RopeArgs& args) {
                       static_cast<uint32_t>(args.x_offset),
                       static_cast<uint32_t>(args.table_offset)};
   const std::array<const VulkanBuffer*, 2> buffers{args.x, args.table};
-  constexpr int64_t kGroup = 64;
+  constexpr int64_t kGroup = 64;  // local_size_x of rope.comp
   const int64_t groups = (n + kGroup - 1) / kGroup;
-  const int64_t gx = std::min<int64_t>(groups, batch.device().limits().max_workgroups[0]);
-  batch.dispatch(pipeline, buffers, push_bytes(push),
-                 {static_cast<uint32_t>(gx), static_cast<uint32_t>((groups + gx - 1) / gx), 1u});
+  batch.dispatch(pipeline, buffers, push_bytes(push), row_grid(batch.device(), groups, 1));
 }
 
 void attention(CommandBatch& batch, const AttentionArgs& args) {
