@@ -54,6 +54,14 @@ std::shared_ptr<const Model> load_test_model(const TestModelSpec& spec, int thre
   return Model::load(test_model_path(spec), options);
 }
 
+GenerateOptions greedy(int64_t max_tokens) {
+  GenerateOptions options;
+  options.sampling.temperature = 0;
+  options.max_tokens = max_tokens;
+  options.ignore_eos = true;
+  return options;
+}
+
 std::vector<TokenId> prompt_of(size_t n, uint32_t salt) {
   std::vector<TokenId> ids;
   for (size_t i = 0; i < n; ++i) ids.push_back(static_cast<TokenId>(3 + (i * 7 + salt * 13) % 250));

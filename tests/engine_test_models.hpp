@@ -36,4 +36,8 @@ std::shared_ptr<const Model> load_test_model(const TestModelSpec& spec, int thre
 // n token ids walking over the small vocabularies (3..252), one walk per salt.
 std::vector<TokenId> prompt_of(size_t n, uint32_t salt);
 
+// Greedy generation of max_tokens tokens (-1: to the context), past any
+// end-of-generation token.
+GenerateOptions greedy(int64_t max_tokens);
+
 }  // namespace cortiq::test

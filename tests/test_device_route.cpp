@@ -30,13 +30,7 @@ std::shared_ptr<const Model> load_on(const test::TestModelSpec& spec, const std:
   return Model::load(test::test_model_path(spec), options);
 }
 
-GenerateOptions greedy(int64_t max_tokens) {
-  GenerateOptions o;
-  o.sampling.temperature = 0;
-  o.max_tokens = max_tokens;
-  o.ignore_eos = true;
-  return o;
-}
+using test::greedy;
 
 bool have_vulkan_device() {
 #if CORTIQ_HAVE_VULKAN

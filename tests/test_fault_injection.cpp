@@ -92,11 +92,9 @@ class SessionFaults : public testing::TestWithParam<SessionFault> {
 
 using test::prompt_of;
 
+// Greedy, with each token's confidence (its computation meets the faults too).
 GenerateOptions greedy(int64_t max_tokens) {
-  GenerateOptions options;
-  options.sampling.temperature = 0.0f;
-  options.max_tokens = max_tokens;
-  options.ignore_eos = true;
+  GenerateOptions options = test::greedy(max_tokens);
   options.confidence = true;
   return options;
 }

@@ -19,6 +19,7 @@
 namespace cortiq {
 namespace {
 
+using test::greedy;
 using test::load_test_model;
 using test::TestModelSpec;
 
@@ -26,14 +27,6 @@ std::vector<TokenId> ids_from(TokenId first, size_t n, TokenId stride = 7, Token
   std::vector<TokenId> ids(n);
   for (size_t i = 0; i < n; ++i) ids[i] = 3 + (first + static_cast<TokenId>(i) * stride) % mod;
   return ids;
-}
-
-GenerateOptions greedy(int64_t max_tokens) {
-  GenerateOptions o;
-  o.sampling.temperature = 0;
-  o.max_tokens = max_tokens;
-  o.ignore_eos = true;
-  return o;
 }
 
 bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {

@@ -1356,13 +1356,6 @@ class HybridState : public ::testing::TestWithParam<const char*> {
     if (chunk > 0) load.chunk_size = chunk;
     return Model::load(model_file(), load);
   }
-  static GenerateOptions greedy(int64_t max_tokens) {
-    GenerateOptions options;
-    options.sampling.temperature = 0;
-    options.max_tokens = max_tokens;
-    options.ignore_eos = true;
-    return options;
-  }
 
  private:
   test::TempDir dir_;
@@ -1371,7 +1364,7 @@ class HybridState : public ::testing::TestWithParam<const char*> {
 TEST_P(HybridState, ReusesOnlyAHistoryItExtends) {
   const auto model = load_model();
   EXPECT_GT(model->decoder().hparams().layer(0).state_width, 0);
-  const GenerateOptions greedy = HybridState::greedy(6);
+  const GenerateOptions greedy = test::greedy(6);
   const auto ids = [](TokenId first, int n) {
     std::vector<TokenId> v;
     for (int i = 0; i < n; ++i) v.push_back(first + 7 * i % 97);
@@ -1414,7 +1407,7 @@ TEST_P(HybridState, ReusesOnlyAHistoryItExtends) {
 // gives a fresh session's tokens and logits, bit for bit.
 TEST_P(HybridState, ResumesFromTheSnapshotAtTheEndOfAPrompt) {
   const auto model = load_model();
-  const GenerateOptions greedy = HybridState::greedy(6);
+  const GenerateOptions greedy = test::greedy(6);
   std::vector<TokenId> prompt;
   for (int i = 0; i < 20; ++i) prompt.push_back(3 + 7 * i % 97);
   Session chat(model);
@@ -1441,7 +1434,7 @@ TEST_P(HybridState, ResumesFromTheSnapshotAtTheEndOfAPrompt) {
 // then resumes after them and gives a fresh session's tokens and logits.
 TEST_P(HybridState, CancelledInThePromptResumesAfterItsWholeChunks) {
   const auto model = load_model(/*chunk=*/8);
-  const GenerateOptions greedy = HybridState::greedy(5);
+  const GenerateOptions greedy = test::greedy(5);
   std::vector<TokenId> prompt;
   for (int i = 0; i < 40; ++i) prompt.push_back(3 + 11 * i % 97);
   Session chat(model);

@@ -30,19 +30,12 @@
 #include "quant/quantize.hpp"
 #include "runtime/kv_cache.hpp"
 #include "test_support.hpp"
+#include "vulkan_test_device.hpp"
 
 namespace cortiq::vulkan {
 namespace {
 
 using test::normal_values;
-
-VulkanDevice* shared_device() {
-  static const std::unique_ptr<VulkanDevice> device = []() -> std::unique_ptr<VulkanDevice> {
-    if (list_vulkan_devices().empty()) return nullptr;
-    return std::make_unique<VulkanDevice>(0);
-  }();
-  return device.get();
-}
 
 // A CPU backend and a Vulkan one over the same threads, and device tensors
 // made from host rows.
@@ -78,13 +71,6 @@ class BackendPair {
   VulkanBackend vulkan_;
   std::vector<std::vector<float>> slots_ = std::vector<std::vector<float>>();
 };
-
-#define REQUIRE_VULKAN_DEVICE(name)                                                  \
-  VulkanDevice* name##_ptr = shared_device();                                        \
-  if (name##_ptr == nullptr)                                                         \
-    GTEST_SKIP() << "no Vulkan device found (for the software one: apt-get install " \
-                    "mesa-vulkan-drivers)";                                          \
-  VulkanDevice& name = *name##_ptr
 
 bool bitwise_equal(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;

@@ -28,28 +28,12 @@
 #include "kernels/cpu/norm.hpp"
 #include "quant/quantize.hpp"
 #include "test_support.hpp"
+#include "vulkan_test_device.hpp"
 
 namespace cortiq::vulkan {
 namespace {
 
 using test::normal_values;
-
-// One device for the suite, opened on first use: each test's pipelines are
-// then built once. Null when the loader finds no device.
-VulkanDevice* shared_device() {
-  static const std::unique_ptr<VulkanDevice> device = []() -> std::unique_ptr<VulkanDevice> {
-    if (list_vulkan_devices().empty()) return nullptr;
-    return std::make_unique<VulkanDevice>(0);
-  }();
-  return device.get();
-}
-
-#define REQUIRE_VULKAN_DEVICE(name)                                                  \
-  VulkanDevice* name##_ptr = shared_device();                                        \
-  if (name##_ptr == nullptr)                                                         \
-    GTEST_SKIP() << "no Vulkan device found (for the software one: apt-get install " \
-                    "mesa-vulkan-drivers)";                                          \
-  VulkanDevice& name = *name##_ptr
 
 constexpr GgmlType kTypes[] = {GgmlType::F32,    GgmlType::F16,  GgmlType::BF16, GgmlType::Q8_0,
                                GgmlType::Q4_0,   GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1,
