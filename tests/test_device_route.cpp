@@ -5,6 +5,7 @@
 // across turns.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -12,6 +13,7 @@
 #include "base/error.hpp"
 #include "cortiq/cortiq.hpp"
 #include "engine_test_models.hpp"
+#include "model/family.hpp"
 #include "runtime/device_route.hpp"
 #include "test_support.hpp"
 
@@ -22,11 +24,13 @@
 namespace cortiq {
 namespace {
 
-std::shared_ptr<const Model> load_on(const test::TestModelSpec& spec, const std::string& device) {
+std::shared_ptr<const Model> load_on(const test::TestModelSpec& spec, const std::string& device,
+                                     int64_t gpu_layers = kAllLayers) {
   LoadOptions options;
   options.threads = 2;
   options.kv_type = KvType::f32;
   options.device = device;
+  options.gpu_layers = gpu_layers;
   return Model::load(test::test_model_path(spec), options);
 }
 
@@ -75,6 +79,48 @@ TEST(DeviceRoute, ALlamaSessionOnTheDeviceGeneratesTheCpusTokens) {
   EXPECT_NE(load_on(spec, "auto")->device_route(), nullptr);
 }
 
+// -ngl N: the last N layers and the head on the device, the others on the
+// CPU, their rows on the host; at every N the CPU's tokens, over two turns
+// that reuse the cache. -ngl 0 is the CPU; a negative count other than -1
+// is refused.
+TEST(DeviceRoute, EverySplitOfALlamaBetweenTheCpuAndTheDeviceGeneratesTheCpusTokens) {
+  constexpr int64_t kLayers = 3;
+  const test::TestModelSpec spec{.arch = "llama", .n_layer = kLayers};
+  EXPECT_EQ(load_on(spec, "vulkan", 0)->device_route(), nullptr);
+  try {
+    load_on(spec, "vulkan", -2);
+    FAIL() << "-ngl -2 was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("-ngl must be a layer count"), std::string::npos)
+        << e.what();
+  }
+  if (!have_vulkan_device()) GTEST_SKIP() << "no Vulkan device (or built without the backend)";
+  const auto cpu_model = load_on(spec, "cpu");
+  const std::vector<TokenId> turn1 = test::prompt_of(11, 3), turn2 = test::prompt_of(5, 4);
+  for (int64_t ngl = 1; ngl <= kLayers + 1; ++ngl) {
+    SCOPED_TRACE("-ngl " + std::to_string(ngl));
+    const auto device_model = load_on(spec, "vulkan", ngl);
+    const DeviceRoute* route = device_model->device_route();
+    ASSERT_NE(route, nullptr);
+    EXPECT_EQ(route->first_device_layer(), std::max<int64_t>(kLayers - ngl, 0));
+    if (ngl < kLayers) {
+      const std::string on_device = ngl == 1 ? "layer 2" : "layers 1..2";
+      const std::string on_cpu = ngl == 1 ? "layers 0..1" : "layer 0";
+      EXPECT_NE(route->description().find(", with " + on_device + " and the output head (" +
+                                          on_cpu + " on the CPU)"),
+                std::string::npos)
+          << route->description();
+    }
+    Session cpu(cpu_model), device(device_model);
+    for (const auto& turn : {turn1, turn2}) {
+      const auto expected = cpu.generate(std::span<const TokenId>(turn), greedy(10));
+      const auto got = device.generate(std::span<const TokenId>(turn), greedy(10));
+      EXPECT_EQ(got.tokens, expected.tokens);
+      EXPECT_EQ(got.cached_tokens, expected.cached_tokens);
+    }
+  }
+}
+
 TEST(DeviceRoute, AFamilyTheDeviceCannotRunDeclinesAtLoadAndRunsOnTheCpu) {
   if (!have_vulkan_device()) GTEST_SKIP() << "no Vulkan device (or built without the backend)";
   // Mamba's state-space mixer is host code: the probe meets a device
@@ -105,6 +151,8 @@ TEST(DeviceRoute, RunTakesTheDeviceOption) {
   EXPECT_NE(bad.find("cpu, vulkan or auto"), std::string::npos) << bad;
   if (!have_vulkan_device()) GTEST_SKIP() << "no Vulkan device (or built without the backend)";
   ASSERT_EQ(test::run_cli(run + " --device vulkan", &device_out), 0) << device_out;
+  EXPECT_EQ(device_out, cpu_out);
+  ASSERT_EQ(test::run_cli(run + " --device vulkan -ngl 1", &device_out), 0) << device_out;
   EXPECT_EQ(device_out, cpu_out);
 }
 

@@ -6,8 +6,10 @@
 // by name rather than read memory that is not there.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cstring>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "base/error.hpp"
@@ -61,10 +63,11 @@ std::vector<float> row_of(int32_t pos, int64_t il) {
   return std::vector<float>(kWidth, static_cast<float>(pos * 10 + il));
 }
 
-void fill(KvCache& cache, int32_t seq, const std::vector<TokenId>& tokens) {
+void fill(KvCache& cache, int32_t seq, const std::vector<TokenId>& tokens,
+          int64_t n_layers = kLayers) {
   const auto cells = cache.append(seq, tokens);
   const auto start = static_cast<int32_t>(cache.length(seq)) - static_cast<int32_t>(cells.size());
-  for (int64_t il = 0; il < kLayers; ++il) {
+  for (int64_t il = 0; il < n_layers; ++il) {
     for (size_t i = 0; i < cells.size(); ++i) {
       cache.store_k(il, cells[i], row_of(start + static_cast<int32_t>(i), il));
       cache.store_v(il, cells[i], row_of(start + static_cast<int32_t>(i), il));
@@ -114,6 +117,36 @@ TEST(KvRowStorage, RowsOnADeviceAreRefusedToHostAttention) {
   EXPECT_THROW((void)cache.keys(0, 0), Error);
   EXPECT_THROW((void)cache.values(1, 0), Error);
   EXPECT_EQ(cache.layer_cells(0, 0).size(), 3u);
+}
+
+// Layers in parts (what a pass split between backends keeps): each part's
+// storage holds its own layers' rows, laid out from its offset 0; host
+// attention reads the host part and is refused the device one by layer.
+TEST(KvRowStorage, EachPartKeepsTheRowsOfItsLayers) {
+  constexpr int64_t kParts = 3;
+  StorageLog host_log, device_log;
+  const std::array parts{KvRowsPart{0, logged(host_log)},
+                         KvRowsPart{1, logged(device_log, /*hidden=*/true)}};
+  KvCache cache(KvCacheShape::uniform(kParts, kWidth, kWidth, 32, 1, KvType::f32), parts);
+  fill(cache, 0, {5, 6, 7}, kParts);
+  EXPECT_EQ(host_log.stores, 2 * 3);
+  EXPECT_EQ(device_log.stores, 2 * 2 * 3);
+  EXPECT_EQ(cache.row_offset(KvSide::keys, 0, cache.cells(0)[0]),
+            cache.row_offset(KvSide::keys, 1, cache.cells(0)[0]));
+  EXPECT_NE(&cache.row_storage(0), &cache.row_storage(1));
+  EXPECT_EQ(&cache.row_storage(1), &cache.row_storage(2));
+  EXPECT_EQ(first_key(cache, 0, 0, 2), row_of(2, 0)[0]);
+  try {
+    (void)cache.keys(2, 0);
+    ADD_FAILURE() << "device rows read from the host";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("layer 2's rows live on a device"), std::string::npos);
+  }
+  const auto out_of_order =
+      std::array{KvRowsPart{0, logged(host_log)}, KvRowsPart{0, logged(host_log)}};
+  EXPECT_THROW(
+      KvCache(KvCacheShape::uniform(kParts, kWidth, kWidth, 32, 1, KvType::f32), out_of_order),
+      Error);
 }
 
 }  // namespace

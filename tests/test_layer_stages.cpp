@@ -3,9 +3,12 @@
 // own, as a pipeline split across processes runs them. For every family,
 // running [0, k) then [k, n) — and every layer as a stage of its own —
 // gives the bits of running [0, n), over a prefill that crosses the test
-// models' 16-position windows and the decode steps after it.
+// models' 16-position windows and the decode steps after it. So does the
+// split inside one pass, each side on a backend of its own (BackendSplit,
+// what -ngl runs), over one cache that keeps each side's rows apart.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -15,6 +18,7 @@
 #include "base/error.hpp"
 #include "base/thread_pool.hpp"
 #include "cortiq/cortiq.hpp"
+#include "counting_backend.hpp"
 #include "engine_test_models.hpp"
 #include "model/decoder_model.hpp"
 #include "model/family.hpp"
@@ -112,6 +116,58 @@ TEST(LayerStages, EveryFamilySplitAnywhereGivesTheBitsOfAllLayers) {
   }
 }
 
+// Every batch in one pass each, layers [0, k) on the CPU backend and the
+// rest on a second backend (counting its ops), the cache's rows from layer
+// k on in a storage of their own. The outputs, one batch after another.
+struct SplitRun {
+  std::vector<float> outputs;
+  int second_backend_ops = 0;
+  bool rows_apart = false;  // layers k - 1 and k keep their rows in different storage
+};
+
+SplitRun run_split(const Model& model, int64_t k) {
+  const DecoderModel& decoder = model.decoder();
+  const ModelHParams& hp = decoder.hparams();
+  const std::array parts{KvRowsPart{0, HostKvRows::make}, KvRowsPart{k, HostKvRows::make}};
+  KvCache cache(decoder.kv_cache_shape(kCells, 1, KvType::f32),
+                std::span(parts).first(k > 0 ? 2 : 1));
+  ForwardBuffers buffers;
+  CpuBackend cpu(model.pool(), buffers);
+  test::CountingBackend second(cpu);
+  const auto out_width = static_cast<size_t>(hp.encoder ? hp.n_embd : hp.n_vocab);
+  SplitRun run;
+  for (const auto& batch : test_batches(hp.encoder)) {
+    ForwardContext ctx{cpu, buffers, hp.encoder ? RowOutput::hidden : RowOutput::logits};
+    ctx.split = {.backend = &second, .layer = k};
+    std::vector<float> out(batch.size() * out_width);
+    decoder.forward(batch, cache, ctx, out);
+    run.outputs.insert(run.outputs.end(), out.begin(), out.end());
+  }
+  run.second_backend_ops = second.total();
+  run.rows_apart = k > 0 && &cache.row_storage(k - 1) != &cache.row_storage(k);
+  return run;
+}
+
+TEST(LayerStages, EveryFamilySplitBetweenBackendsInOnePassGivesTheBitsOfAllLayers) {
+  for (const Family* family : families()) {
+    SCOPED_TRACE(std::string(family->arch));
+    const auto model =
+        test::load_test_model({.arch = std::string(family->arch), .n_layer = kLayers}, 2);
+    const DecoderModel& decoder = model->decoder();
+    const std::vector<float> whole = run_stages(*model, {0, kLayers});
+    for (int64_t k = 0; k < kLayers; ++k) {
+      if (k > 0 && (!stage_holds_its_sources(decoder, 0, k) ||
+                    !stage_holds_its_sources(decoder, k, kLayers))) {
+        continue;
+      }
+      const SplitRun run = run_split(*model, k);
+      EXPECT_TRUE(bitwise_equal(run.outputs, whole)) << "split at " << k;
+      EXPECT_GT(run.second_backend_ops, 0) << "split at " << k;
+      EXPECT_EQ(run.rows_apart, k > 0) << "split at " << k;
+    }
+  }
+}
+
 std::string forward_error(const Model& model, KvCache& cache, LayerStage stage,
                           std::span<float> out) {
   ForwardBuffers buffers;
@@ -167,6 +223,47 @@ TEST(LayerStages, AStageThatCannotRunIsRefusedBeforeTheCacheMoves) {
             std::string::npos)
       << error;
   EXPECT_EQ(gemma_cache.length(0), 0);
+}
+
+// A split outside the stage's layers, or between Gemma 4's shared-KV
+// layers and the layers whose rows they read (the rows would be on the
+// other backend's side), is refused before the cache moves.
+TEST(LayerStages, ABackendSplitThatCannotRunIsRefusedBeforeTheCacheMoves) {
+  const auto split_error = [](const Model& model, int64_t layer, LayerStage stage = {}) {
+    KvCache cache(model.decoder().kv_cache_shape(kCells, 1, KvType::f32));
+    ForwardBuffers buffers;
+    CpuBackend cpu(model.pool(), buffers), second(model.pool(), buffers);
+    ForwardContext ctx{cpu, buffers};
+    ctx.stage = stage;
+    ctx.split = {.backend = &second, .layer = layer};
+    const BatchRow rows[] = {{5, 0, 0, true}};
+    std::vector<float> out(static_cast<size_t>(model.n_vocab()));
+    std::string error;
+    try {
+      model.decoder().forward(rows, cache, ctx, out);
+    } catch (const Error& e) {
+      error = e.what();
+    }
+    if (!error.empty()) {
+      EXPECT_EQ(cache.length(0), 0);
+    }
+    return error;
+  };
+  const auto llama = test::load_test_model({.arch = "llama", .n_layer = kLayers}, 2);
+  EXPECT_NE(split_error(*llama, kLayers)
+                .find("a split at layer 6 is outside the stage's layers "
+                      "[0, 6)"),
+            std::string::npos);
+  EXPECT_NE(split_error(*llama, 1, {.first = 0, .last = 1}).find("a split at layer 1"),
+            std::string::npos);
+  EXPECT_EQ(split_error(*llama, 3), "");
+
+  const auto gemma4 = test::load_test_model({.arch = "gemma4", .n_layer = kLayers}, 2);
+  const int64_t source = gemma4->decoder().kv_source_layer(kLayers - 1);
+  ASSERT_LT(source, kLayers - 1);
+  EXPECT_NE(split_error(*gemma4, kLayers - 1)
+                .find("attends over the keys and values of layer " + std::to_string(source)),
+            std::string::npos);
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include "model/decoder_model.hpp"
 #include "model/family.hpp"
 #include "model/hparams.hpp"
+#include "runtime/device_route.hpp"
 #include "runtime/kv_cache.hpp"
 #include "scoring/embedding.hpp"
 #include "server/api_error.hpp"
@@ -94,6 +95,47 @@ std::vector<TokenId> run_alone(Scheduler& scheduler, GenerationJob job) {
   auto stream = std::make_shared<RequestStream>();
   scheduler.submit(std::vector<GenerationJob>{std::move(job)}, stream);
   return collect(*stream, 1).tokens[0];
+}
+
+// `serve --device vulkan`: the scheduler's batched passes on the device
+// (every layer, and the last one only) give a CPU session's greedy tokens
+// for sequences of different lengths batched together. In the Vulkan tests'
+// process (scripts/test.sh), as DeviceRoute.*.
+TEST(DeviceRoute, TheSchedulersBatchedPassesRunOnTheDevice) {
+  test::TestModelSpec s = spec();
+  s.n_layer = 2;
+  const auto cpu_model = test::load_test_model(s);
+  for (const int64_t gpu_layers : {int64_t{-1}, int64_t{1}}) {
+    LoadOptions options;
+    options.threads = 2;
+    options.kv_type = KvType::f32;
+    options.device = "auto";
+    options.gpu_layers = gpu_layers;
+    const auto model = Model::load(test::test_model_path(s), options);
+    if (model->device_route() == nullptr) GTEST_SKIP() << "no Vulkan device that runs llama";
+    Metrics metrics;
+    SchedulerOptions scheduler_options;
+    scheduler_options.parallel = 4;
+    scheduler_options.step_rows = 16;
+    Scheduler scheduler(model, scheduler_options, metrics);
+    std::vector<GenerationJob> jobs;
+    for (int i = 0; i < 4; ++i) {
+      GenerationJob job = job_of(prompt_of(7 + 11 * i, i + 2), 5, 6 + i);
+      job.sampling.temperature = 0;
+      job.choice = i;
+      jobs.push_back(std::move(job));
+    }
+    const auto copies = jobs;
+    auto stream = std::make_shared<RequestStream>();
+    scheduler.submit(std::move(jobs), stream);
+    const Collected got = collect(*stream, copies.size());
+    // The steps ran there: at least one per generated token after the first.
+    EXPECT_GE(model->device_route()->passes(), 6u + 3u);
+    for (size_t i = 0; i < copies.size(); ++i) {
+      EXPECT_EQ(got.tokens[i], session_tokens(cpu_model, copies[i]))
+          << "-ngl " << gpu_layers << ", sequence " << i;
+    }
+  }
 }
 
 TEST(ServerScheduler, SeededOutputIsTheSameAloneAndNextTo31Others) {

@@ -57,8 +57,9 @@ extern "C" {
 #endif
 
 /* The version of this interface: raised when functions or fields are
- * added (never removed or changed). */
-#define CORTIQ_API_VERSION 1
+ * added (never removed or changed). 2 added cortiq_load_options's device
+ * and gpu_layers, and cortiq_model_device. */
+#define CORTIQ_API_VERSION 2
 
 typedef enum cortiq_status {
   CORTIQ_OK = 0,
@@ -98,6 +99,14 @@ typedef struct cortiq_load_options {
   /* Called with the fraction of the weights read (0..1) while loading. */
   void (*progress)(double fraction, void* user_data);
   void* user_data;
+  /* Where sessions run their passes: "cpu" (or NULL), "vulkan" (the first
+   * Vulkan device; an error without one) or "auto" (a device when there is
+   * one). A family the device cannot run declines and runs on the CPU;
+   * cortiq_model_device says where a model ended up. */
+  const char* device;
+  /* With a device: the last gpu_layers layers and the output head on it,
+   * the rest on the CPU (-1, the default: all; 0: none). */
+  int64_t gpu_layers;
 } cortiq_load_options;
 
 /* The defaults into the caller's struct of struct_size bytes (pass sizeof):
@@ -115,6 +124,10 @@ CORTIQ_API int64_t cortiq_model_context(const cortiq_model* model); /* -1 on a b
 CORTIQ_API int64_t cortiq_model_n_embd(const cortiq_model* model);  /* -1 on a bad handle */
 /* general.architecture ("llama", ...); "" on a bad handle. Lives as long as the model. */
 CORTIQ_API const char* cortiq_model_architecture(const cortiq_model* model);
+/* Where the model's sessions run: "cpu", or the device ("vulkan 0: ...",
+ * with the layers it runs when split); "" on a bad handle. Lives as long
+ * as the model. */
+CORTIQ_API const char* cortiq_model_device(const cortiq_model* model);
 /* Beginning / end of sequence ids, -1 when the vocabulary has none. */
 CORTIQ_API cortiq_token cortiq_model_bos(const cortiq_model* model);
 CORTIQ_API cortiq_token cortiq_model_eos(const cortiq_model* model);

@@ -44,6 +44,8 @@ class ThreadPool;
 class Tokenizer;
 struct ModelHParams;
 struct ForwardBuffers;
+struct ForwardContext;
+struct KvCacheShape;
 namespace gguf {
 class GgufFile;
 }
@@ -79,6 +81,10 @@ struct LoadOptions {
   // with a warning that says why. The server's batched scheduler runs on
   // the CPU for now.
   std::string device = "cpu";
+  // How many of the last layers run on the device, with the output head
+  // (the rest on the CPU, the rows handed across each pass): -1 for all,
+  // 0 for none (the CPU). What llama.cpp's -ngl counts.
+  int64_t gpu_layers = -1;
 };
 
 class Model {
@@ -108,6 +114,14 @@ class Model {
   ThreadPool& pool() const { return *pool_; }
   // The device sessions run on, or null for the CPU (LoadOptions::device).
   const DeviceRoute* device_route() const { return device_route_.get(); }
+  // A KV cache of `shape` for this model's forward passes, its rows where
+  // the passes read them: host memory, or with a device route the device's
+  // layers on the device, in f32 whatever the shape's type.
+  std::unique_ptr<KvCache> make_kv_cache(KvCacheShape shape) const;
+  // Runs fn with the context of one forward pass on `buffers`: its ops on
+  // the device route (after the CPU's layers when -ngl splits it), taking
+  // turns with other passes there, or on the CPU.
+  void run_pass(ForwardBuffers& buffers, const std::function<void(ForwardContext&)>& fn) const;
   std::shared_ptr<ThreadPool> shared_pool() const { return pool_; }
   // The vocabulary's pieces arranged for grammar masks, built on first use
   // (once, whichever thread asks first).

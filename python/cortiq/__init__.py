@@ -448,9 +448,12 @@ class Model(_Closing):
     convenience methods below use one default session."""
 
     def __init__(self, path, threads=0, context=0, kv_type="f16", chunk_size=512,
-                 progress=None):
+                 progress=None, device="cpu", gpu_layers=-1):
         """threads 0: one per core; context 0: the model's, at most 4096;
-        kv_type "f16" or "f32"; progress(fraction) while the weights load."""
+        kv_type "f16" or "f32"; progress(fraction) while the weights load;
+        device "cpu", "vulkan" or "auto" (a family the device cannot run
+        stays on the CPU: Model.device says where it runs), with the last
+        gpu_layers layers and the output head on it (-1: all)."""
         self._handle = None
         self._session = None
         if kv_type not in ("f16", "f32"):
@@ -461,6 +464,9 @@ class Model(_Closing):
         o.context = context
         o.kv_type = 1 if kv_type == "f32" else 0
         o.chunk_size = chunk_size
+        device_name = str(device).encode()  # kept alive until the load returns
+        o.device = device_name
+        o.gpu_layers = gpu_layers
         errors = []
         if progress is not None:
             def on_progress(fraction, user_data):
@@ -504,6 +510,11 @@ class Model(_Closing):
     @property
     def architecture(self):
         return _capi.lib.cortiq_model_architecture(self._handle).decode()
+
+    @property
+    def device(self):
+        """Where the sessions run: "cpu", or the device ("vulkan 0: ...")."""
+        return _capi.lib.cortiq_model_device(self._handle).decode()
 
     @property
     def bos(self):

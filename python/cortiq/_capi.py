@@ -94,6 +94,8 @@ class LoadOptions(ctypes.Structure):
         ("chunk_size", ctypes.c_int64),
         ("progress", PROGRESS),
         ("user_data", ctypes.c_void_p),
+        ("device", ctypes.c_char_p),
+        ("gpu_layers", ctypes.c_int64),
     ]
 
 
@@ -159,6 +161,7 @@ _declare("cortiq_model_free", None, _p)
 for _name in ("n_vocab", "context", "n_embd"):
     _declare("cortiq_model_" + _name, ctypes.c_int64, _p)
 _declare("cortiq_model_architecture", ctypes.c_char_p, _p)
+_declare("cortiq_model_device", ctypes.c_char_p, _p)
 _declare("cortiq_model_bos", c_token, _p)
 _declare("cortiq_model_eos", c_token, _p)
 _declare("cortiq_tokenize", _status, _p, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,

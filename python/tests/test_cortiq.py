@@ -336,6 +336,31 @@ class TestScoring(unittest.TestCase):
                                         MODEL.embeddings(TEXT, pooling="mean")))
 
 
+class TestDevice(unittest.TestCase):
+    def test_the_device_options_reach_the_engine(self):
+        self.assertEqual(MODEL.device, "cpu")
+        with self.assertRaisesRegex(cortiq.InvalidArgument, '"cpu", "vulkan" or "auto"'):
+            cortiq.Model(MODEL_PATH, device="tpu")
+        with self.assertRaisesRegex(cortiq.InvalidArgument, "gpu_layers"):
+            cortiq.Model(MODEL_PATH, gpu_layers=-2)
+        try:
+            on_device = cortiq.Model(MODEL_PATH, threads=2, kv_type="f32", device="vulkan",
+                                     gpu_layers=1)
+        except cortiq.CortiqError as e:
+            if "no Vulkan" in str(e):
+                self.skipTest(str(e))
+            raise
+        # The last of the two layers and the head on the device: the CPU's
+        # greedy tokens (F32 weights and cache rows on both).
+        with on_device, cortiq.Model(MODEL_PATH, threads=2, kv_type="f32") as on_cpu:
+            self.assertIn("vulkan 0", on_device.device)
+            self.assertIn("with layer 1 and the output head (layer 0 on the CPU)",
+                          on_device.device)
+            want = on_cpu.generate(PROMPT, max_tokens=8, temperature=0, ignore_eos=True)
+            got = on_device.generate(PROMPT, max_tokens=8, temperature=0, ignore_eos=True)
+            self.assertEqual(got.tokens, want.tokens)
+
+
 class TestErrors(unittest.TestCase):
     def test_bad_arguments_raise_with_the_engines_message(self):
         with self.assertRaisesRegex(cortiq.InvalidArgument, "outside the vocabulary"):

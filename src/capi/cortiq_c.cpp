@@ -18,6 +18,7 @@
 #include "chat/chat_template.hpp"
 #include "cortiq/cortiq.hpp"
 #include "model/hparams.hpp"
+#include "runtime/device_route.hpp"
 #include "scoring/chunks.hpp"
 #include "scoring/embedding.hpp"
 #include "scoring/perplexity.hpp"
@@ -31,6 +32,7 @@ struct cortiq_model {
   uint64_t tag = kTag;
   std::shared_ptr<const cortiq::Model> model;
   std::string architecture;
+  std::string device;  // cortiq_model_device
 };
 
 struct cortiq_session {
@@ -313,6 +315,7 @@ void cortiq_load_options_init(cortiq_load_options* options, size_t struct_size) 
   cortiq_load_options d{};
   d.kv_type = CORTIQ_KV_F16;
   d.chunk_size = kDefaultChunkSize;
+  d.gpu_layers = -1;
   init_options(options, struct_size, d);
 }
 
@@ -328,11 +331,17 @@ cortiq_status cortiq_model_load(const char* path, const cortiq_load_options* opt
     require(o.chunk_size >= 1 && o.chunk_size <= (1 << 16), "chunk_size must be in [1, 65536]");
     require(o.kv_type == CORTIQ_KV_F16 || o.kv_type == CORTIQ_KV_F32,
             "kv_type must be CORTIQ_KV_F16 or CORTIQ_KV_F32");
+    require(o.gpu_layers >= -1, "gpu_layers must be -1 (all) or a layer count");
+    const std::string_view device = o.device != nullptr ? o.device : "cpu";
+    require(device == "cpu" || device == "vulkan" || device == "auto",
+            "device must be \"cpu\", \"vulkan\" or \"auto\"");
     LoadOptions load;
     load.threads = o.threads;
     load.context = o.context;
     load.kv_type = o.kv_type == CORTIQ_KV_F32 ? KvType::f32 : KvType::f16;
     load.chunk_size = o.chunk_size;
+    load.device = device;
+    load.gpu_layers = o.gpu_layers;
     if (o.progress != nullptr) {
       load.progress = [progress = o.progress, user_data = o.user_data](double fraction) {
         progress(fraction, user_data);
@@ -341,6 +350,8 @@ cortiq_status cortiq_model_load(const char* path, const cortiq_load_options* opt
     auto handle = std::make_unique<cortiq_model>();
     handle->model = Model::load(path, load);
     handle->architecture = handle->model->hparams().arch;
+    const DeviceRoute* route = handle->model->device_route();
+    handle->device = route != nullptr ? route->description() : "cpu";
     *model = handle.release();
   });
 }
@@ -365,6 +376,10 @@ int64_t cortiq_model_n_embd(const cortiq_model* model) {
 
 const char* cortiq_model_architecture(const cortiq_model* model) {
   return valid(model) ? model->architecture.c_str() : "";
+}
+
+const char* cortiq_model_device(const cortiq_model* model) {
+  return valid(model) ? model->device.c_str() : "";
 }
 
 cortiq_token cortiq_model_bos(const cortiq_model* model) {

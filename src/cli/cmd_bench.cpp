@@ -54,6 +54,7 @@ ArgParser bench_parser() {
               std::to_string(kDefaultChunkSize))
       .option("--kv-type", "T", "KV cache storage: f16 or f32", "f16")
       .option("-o,--output", "FMT", "md, json or csv", "md");
+  add_device_options(parser);
   return parser;
 }
 

@@ -145,12 +145,6 @@ int run_serve(std::span<const std::string> argv) {
   }
 
   const auto model = load_model_from(args);
-  if (model->device_route() != nullptr) {
-    LOG_WARN(
-        "serve: the batched scheduler runs on the CPU for now; --device %s applies to run, "
-        "chat, logits, explain and embed",
-        args.get("device").c_str());
-  }
   options.model_name = args.has("alias")
                            ? args.get("alias")
                            : std::filesystem::path(args.get("model")).filename().string();

@@ -12,6 +12,7 @@
 #include "formats/gguf/gguf_file.hpp"
 #include "model/decoder_model.hpp"
 #include "model/hparams.hpp"
+#include "runtime/device_route.hpp"
 #include "runtime/kv_cache.hpp"
 
 namespace cortiq::cli {
@@ -20,16 +21,26 @@ void add_model_options(ArgParser& parser) {
   parser.option("-m,--model", "FILE", "the .gguf model")
       .option("-t,--threads", "N", "threads (default: one per core)")
       .option("-c,--ctx", "N", "context length (default: the model's, at most 4096)")
-      .option("--kv-type", "T", "KV cache storage: f16 or f32", "f16")
-      .option("--device", "D",
-              "where passes run: cpu, vulkan (the first Vulkan device) or auto (a device when "
-              "there is one; a model it cannot run stays on the CPU)",
-              "cpu")
+      .option("--kv-type", "T", "KV cache storage: f16 or f32", "f16");
+  add_device_options(parser);
+  parser
       .option("-b,--chunk", "N", "prefill chunk: prompt tokens per forward pass",
               std::to_string(kDefaultChunkSize))
       .flag("-v,--verbose",
             "log loading, memory per sequence and timings (CORTIQ_LOG=info, the default unless it "
             "says otherwise)");
+}
+
+void add_device_options(ArgParser& parser) {
+  parser
+      .option("--device", "D",
+              "where passes run: cpu, vulkan (the first Vulkan device) or auto (a device when "
+              "there is one; a model it cannot run stays on the CPU)",
+              "cpu")
+      .option("-ngl,--n-gpu-layers", "N",
+              "with --device: the last N layers and the output head on the device, the rest on "
+              "the CPU (-1: all)",
+              "-1");
 }
 
 namespace {
@@ -76,8 +87,11 @@ std::shared_ptr<const Model> load_model_from(const ParsedArgs& args, int64_t min
   } else {
     throw UsageError("--kv-type must be f16 or f32, got " + kv);
   }
-  // Commands without the option (bench, the scoring ones) run on the CPU.
+  // Commands without the options (tokenize, inspect ...) run on the CPU.
   if (const std::string device = args.get("device"); !device.empty()) options.device = device;
+  if (args.has("n-gpu-layers")) {
+    options.gpu_layers = args.get_int("n-gpu-layers", -1, int64_t{1} << 20);
+  }
   ProgressBar bar;
   Timer timer;
   const auto path = args.get("model");
@@ -159,6 +173,10 @@ SpeculativeOptions speculative_from(const ParsedArgs& args,
     load.pool = target.shared_pool();  // the two take turns on the same threads
     load.context = target.context_length();
     load.progress = nullptr;
+    // Beside its target: on the device, all its layers (-ngl counts the
+    // target's), or on the CPU.
+    load.device = target.device_route() != nullptr ? load.device : "cpu";
+    load.gpu_layers = kAllLayers;
     Timer timer;
     const std::string path = args.get("draft-model");
     auto draft = Model::load(path, load);

@@ -12,6 +12,9 @@
 namespace cortiq::cli {
 
 void add_model_options(ArgParser& parser);
+// --device and -ngl (what LoadOptions::device and gpu_layers take), for the
+// commands that load with load_model_from.
+void add_device_options(ArgParser& parser);
 // Loads with a progress bar for large files; logs the load time. Without -c
 // the context is the model's default, raised to min_context if that is more.
 std::shared_ptr<const Model> load_model_from(const ParsedArgs& args, int64_t min_context = 0);

@@ -16,6 +16,7 @@ void add_chunked_text_options(ArgParser& parser) {
       .option("--chunks", "N", "use at most N chunks (default: all)")
       .option("-t,--threads", "N", "threads (default: one per core)")
       .option("--kv-type", "T", "KV cache storage: f16 or f32", "f16");
+  add_device_options(parser);
 }
 
 std::vector<TokenId> chunked_text_tokens(const ParsedArgs& args, const Model& model) {

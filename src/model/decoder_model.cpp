@@ -107,6 +107,20 @@ void DecoderModel::forward(std::span<const BatchRow> rows, KvCache& cache, Forwa
                            std::span<float> logits) const {
   resolve_stage(hparams_, stage_width(), rows.size(), logits.size(), ctx.stage);
   check_stage_kv_sources(ctx.stage);
+  if (ctx.split.backend != nullptr &&
+      (ctx.split.layer < ctx.stage.first || ctx.split.layer >= ctx.stage.last)) {
+    throw Error(strfmt("forward: a split at layer %lld is outside the stage's layers [%lld, %lld)",
+                       static_cast<long long>(ctx.split.layer),
+                       static_cast<long long>(ctx.stage.first),
+                       static_cast<long long>(ctx.stage.last)));
+  }
+  if (ctx.split.backend != nullptr) {
+    // Each backend's layers read the rows its own storage keeps.
+    LayerStage before = ctx.stage, after = ctx.stage;
+    before.last = after.first = ctx.split.layer;
+    if (before.first < before.last) check_stage_kv_sources(before);
+    check_stage_kv_sources(after);
+  }
   // A stage that hands its rows on writes no logits.
   const int64_t row_width = !ctx.stage.ends_in_head()         ? 0
                             : ctx.output == RowOutput::hidden ? hparams_.n_embd
@@ -122,7 +136,7 @@ void DecoderModel::forward(std::span<const BatchRow> rows, KvCache& cache, Forwa
       cells[i] = cache.append(rows[i].seq, {&rows[i].token, 1})[0];
     }
     layers_ran = true;
-    run_layers(rows, cells, cache, ctx, logits);
+    run_split_layers(rows, cells, cache, ctx, logits);
     if (ctx.prompt_rows) fault::hit(fault::Site::prefill);
     if (ctx.generated_rows) fault::hit(fault::Site::decode);
     // Only now are the rows' keys and values written: the batch's full
@@ -148,6 +162,24 @@ void DecoderModel::forward(std::span<const BatchRow> rows, KvCache& cache, Forwa
     }
     throw;
   }
+}
+
+void DecoderModel::run_split_layers(std::span<const BatchRow> rows, std::span<const int32_t> cells,
+                                    KvCache& cache, ForwardContext& ctx,
+                                    std::span<float> logits) const {
+  if (ctx.split.backend == nullptr) return run_layers(rows, cells, cache, ctx, logits);
+  ForwardContext second = ctx.on(*ctx.split.backend);
+  second.stage.first = ctx.split.layer;
+  if (ctx.split.layer > ctx.stage.first) {
+    ForwardContext first = ctx.on(ctx.backend);
+    first.stage.last = ctx.split.layer;
+    first.all_hidden = {};
+    const auto handed = ForwardBuffers::take(ctx.buffers.stage_rows,
+                                             rows.size() * static_cast<size_t>(ctx.stage.width));
+    run_layers(rows, cells, cache, first, handed);
+    second.stage.input = handed;
+  }
+  run_layers(rows, cells, cache, second, logits);
 }
 
 void DecoderModel::check_stage_kv_sources(const LayerStage& stage) const {

@@ -91,6 +91,10 @@ class DecoderModel {
                           KvCache& cache, ForwardContext& ctx, std::span<float> logits) const = 0;
   // Refuses a stage with a layer whose cache source lies outside it.
   void check_stage_kv_sources(const LayerStage& stage) const;
+  // run_layers over ctx's stage, in two parts on two backends when ctx has
+  // a split.
+  void run_split_layers(std::span<const BatchRow> rows, std::span<const int32_t> cells,
+                        KvCache& cache, ForwardContext& ctx, std::span<float> logits) const;
   // forward_mtp's work, for a family whose has_mtp() is true.
   virtual void run_mtp(std::span<const BatchRow> rows, std::span<const int32_t> cells,
                        std::span<const float> h_in, KvCache& cache, ForwardContext& ctx,

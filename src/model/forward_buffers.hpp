@@ -58,6 +58,7 @@ struct ForwardBuffers {
   std::vector<float> mtp_input;    // [rows][2 n_embd]: an MTP layer's [enorm(e) ; hnorm(h)]
   std::vector<int32_t> token_ids;  // [rows]
   std::vector<int32_t> row_cells;  // [rows]: each row's cache cell
+  std::vector<float> stage_rows;   // [rows][stage width]: rows crossing a BackendSplit
   std::vector<int64_t> seq_next;   // [sequences]: next position, while checking a batch
 
   // Resizes v to at least n elements (never shrinks; no allocation when big
@@ -67,6 +68,16 @@ struct ForwardBuffers {
     if (v.size() < n) v.resize(n);
     return {v.data(), n};
   }
+};
+
+// A pass split between two backends (-ngl): the stage's layers from
+// `layer` on, and its head, run on `backend`; the layers before it on the
+// context's own backend. The rows cross as hidden states (the buffers'
+// stage_rows) within the one pass, so the cache appends and commits them
+// once.
+struct BackendSplit {
+  Backend* backend = nullptr;  // null: no split
+  int64_t layer = 0;
 };
 
 // What a forward pass runs with: the backend its blocks' ops go to and the
@@ -85,9 +96,15 @@ struct ForwardContext {
   bool generated_rows = false;
   // The layers the pass runs (model/layer_stage.hpp); all of them by default.
   LayerStage stage = {};
+  BackendSplit split = {};
 
   // The threads for the pass's host work.
   ThreadPool& host_pool() const { return backend.host_pool(); }
+  // This context with its ops going to `other` instead (no split).
+  ForwardContext on(Backend& other) const {
+    ForwardContext ctx{other, buffers, output, all_hidden, prompt_rows, generated_rows, stage};
+    return ctx;
+  }
 };
 
 }  // namespace cortiq

@@ -1,6 +1,7 @@
 #include "runtime/kv_cache.hpp"
 
 #include <algorithm>
+#include <array>
 #include <new>
 
 #include "base/error.hpp"
@@ -109,12 +110,28 @@ uint64_t KvCache::bytes_needed(const KvCacheShape& s) {
 }
 
 KvCache::KvCache(const KvCacheShape& shape, const KvRowStorage::Factory& make_rows)
+    : KvCache(shape, std::array{KvRowsPart{0, make_rows}}) {}
+
+KvCache::KvCache(const KvCacheShape& shape, std::span<const KvRowsPart> parts)
     : shape_(shape), pool_(block_count(shape), shape.block_size) {
+  if (parts.empty() || parts.front().first_layer != 0) {
+    throw Error("KV cache: the first part of the rows' storage must start at layer 0");
+  }
   const CellCounts cells = cell_counts(shape_);
-  size_t k_bytes = 0, v_bytes = 0;
+  // Each part lays its layers out from offset 0 of its own storage.
+  std::vector<std::pair<size_t, size_t>> part_bytes(parts.size());
+  size_t part = 0;
   for (int64_t il = 0; il < shape_.n_layer(); ++il) {
+    while (part + 1 < parts.size() && parts[part + 1].first_layer <= il) {
+      if (parts[part + 1].first_layer <= parts[part].first_layer) {
+        throw Error("KV cache: the parts of the rows' storage must start at increasing layers");
+      }
+      ++part;
+    }
+    auto& [k_bytes, v_bytes] = part_bytes[part];
     const KvLayerShape& layer = shape_.layers[static_cast<size_t>(il)];
     LayerStorage storage;
+    storage.part = part;
     storage.in_window_rows = shape_.is_bounded(il);
     storage.k_offset = k_bytes;
     storage.v_offset = v_bytes;
@@ -126,7 +143,9 @@ KvCache::KvCache(const KvCacheShape& shape, const KvRowStorage::Factory& make_ro
     storage_.push_back(storage);
   }
   try {
-    rows_ = make_rows(k_bytes, v_bytes);
+    for (size_t i = 0; i < parts.size(); ++i) {
+      parts_.push_back(parts[i].make(part_bytes[i].first, part_bytes[i].second));
+    }
     size_t state_offset = 0;
     for (const KvLayerShape& layer : shape_.layers) {
       state_offsets_.push_back(state_offset);
@@ -563,8 +582,8 @@ void KvCache::copy_block_rows(int32_t from_block, int32_t to_block, int64_t n_ro
     const auto n = static_cast<size_t>(n_rows);
     for (const KvSide side : {KvSide::keys, KvSide::values}) {
       const size_t row_bytes = side == KvSide::keys ? storage.k_row_bytes : storage.v_row_bytes;
-      rows_->copy(side, row_offset(side, layer, from_cell), row_offset(side, layer, to_cell),
-                  n * row_bytes);
+      rows_of(storage).copy(side, row_offset(side, layer, from_cell),
+                            row_offset(side, layer, to_cell), n * row_bytes);
     }
   }
 }
@@ -595,7 +614,8 @@ void KvCache::store(KvSide side, int64_t layer, int32_t cell, std::span<const fl
   const KvLayerShape& shape = shape_.layers[static_cast<size_t>(layer)];
   const int64_t width = side == KvSide::keys ? shape.k_width : shape.v_width;
   if (static_cast<int64_t>(row.size()) != width) throw Error("KV cache: row width mismatch");
-  rows_->store_row(side, row_offset(side, layer, cell), row, shape_.type);
+  rows_of(storage_[static_cast<size_t>(layer)])
+      .store_row(side, row_offset(side, layer, cell), row, shape_.type);
 }
 
 void KvCache::store_k(int64_t layer, int32_t cell, std::span<const float> row) {
@@ -612,9 +632,12 @@ std::span<const int32_t> KvCache::layer_cells(const LayerStorage& storage, int32
 }
 
 kernels::KvRowsView KvCache::rows_view(KvSide side, int64_t layer, int32_t seq) const {
-  const std::byte* bytes = rows_->host_bytes(side);
-  if (bytes == nullptr) throw Error("KV cache: the rows live on a device, not in host memory");
   const LayerStorage& storage = storage_[static_cast<size_t>(layer)];
+  const std::byte* bytes = rows_of(storage).host_bytes(side);
+  if (bytes == nullptr) {
+    throw Error(strfmt("KV cache: layer %lld's rows live on a device, not in host memory",
+                       static_cast<long long>(layer)));
+  }
   const bool keys = side == KvSide::keys;
   return {bytes + (keys ? storage.k_offset : storage.v_offset),
           keys ? storage.k_row_bytes : storage.v_row_bytes, shape_.type == KvType::f16,

@@ -107,6 +107,9 @@ class KvCache {
   // when the shape is invalid or the memory is not there.
   explicit KvCache(const KvCacheShape& shape,
                    const KvRowStorage::Factory& make_rows = HostKvRows::make);
+  // The same with each part's layers in its own storage (the first part
+  // starts at layer 0, the others in increasing order).
+  KvCache(const KvCacheShape& shape, std::span<const KvRowsPart> parts);
 
   // Bytes the cache of this shape takes (whole blocks).
   static uint64_t bytes_needed(const KvCacheShape& shape);
@@ -230,10 +233,13 @@ class KvCache {
   kernels::KvRowsView keys(int64_t layer, int32_t seq) const;
   kernels::KvRowsView values(int64_t layer, int32_t seq) const;
 
-  // For a backend whose storage holds the rows: the storage, the byte
-  // offset of the layer's row for the position append() gave `cell`, and
-  // the layer's cell of every position of the sequence (its page table).
-  const KvRowStorage& row_storage() const { return *rows_; }
+  // For a backend whose storage holds the rows: the layer's storage, the
+  // byte offset of the layer's row for the position append() gave `cell`
+  // in it, and the layer's cell of every position of the sequence (its
+  // page table).
+  const KvRowStorage& row_storage(int64_t layer) const {
+    return *parts_[storage_[static_cast<size_t>(layer)].part];
+  }
   size_t row_offset(KvSide side, int64_t layer, int32_t cell) const;
   std::span<const int32_t> layer_cells(int64_t layer, int32_t seq) const {
     return layer_cells(storage_[static_cast<size_t>(layer)], seq);
@@ -304,6 +310,7 @@ class KvCache {
   // Byte offsets of each layer's rows in the storage's sides, and whether
   // they live in the window rows' cells.
   struct LayerStorage {
+    size_t part = 0;  // which of parts_ holds the rows
     size_t k_offset = 0, v_offset = 0;
     size_t k_row_bytes = 0, v_row_bytes = 0;
     bool in_window_rows = false;
@@ -320,7 +327,9 @@ class KvCache {
   KvCacheShape shape_;
   KvBlockPool pool_;
   std::vector<LayerStorage> storage_;
-  std::unique_ptr<KvRowStorage> rows_;  // [side][layer][cell][the layer's width]
+  // Per part: [side][the part's layers][cell][the layer's width].
+  std::vector<std::unique_ptr<KvRowStorage>> parts_;
+  KvRowStorage& rows_of(const LayerStorage& storage) const { return *parts_[storage.part]; }
   std::vector<Sequence> sequences_;
   // The bounded window layers' cells, and for each cell append() gives (the
   // full layers' cell of a position) the window rows' cell of that position.

@@ -37,6 +37,14 @@ class KvRowStorage {
   using Factory = std::function<std::unique_ptr<KvRowStorage>(size_t k_bytes, size_t v_bytes)>;
 };
 
+// The rows of a run of layers, from first_layer up to the next part's
+// first layer, in a storage of their own: a pass split between backends
+// (-ngl) keeps each backend's layers where that backend reads them.
+struct KvRowsPart {
+  int64_t first_layer = 0;
+  KvRowStorage::Factory make;
+};
+
 // The rows in host memory: what the CPU kernels read.
 class HostKvRows final : public KvRowStorage {
  public:

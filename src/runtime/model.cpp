@@ -3,6 +3,7 @@
 #include <fstream>
 #include <optional>
 
+#include "backends/cpu/cpu_backend.hpp"
 #include "base/error.hpp"
 #include "base/log.hpp"
 #include "base/strings.hpp"
@@ -155,8 +156,24 @@ std::shared_ptr<const Model> Model::load(const std::filesystem::path& path,
   check_memory(file, KvCache::bytes_needed(kv));
   if (options.progress) touch_weights(file, model->decoder_->packed_weights(), options.progress);
   model->pool_ = options.pool ? options.pool : std::make_shared<ThreadPool>(options.threads);
-  model->device_route_ = DeviceRoute::open(options.device, *model->decoder_, *model->pool_);
+  model->device_route_ =
+      DeviceRoute::open(options.device, options.gpu_layers, *model->decoder_, *model->pool_);
   return model;
+}
+
+std::unique_ptr<KvCache> Model::make_kv_cache(KvCacheShape shape) const {
+  if (device_route_ == nullptr) return std::make_unique<KvCache>(shape);
+  // The device keeps f32 rows (its attention reads no f16 yet).
+  shape.type = KvType::f32;
+  return std::make_unique<KvCache>(shape, device_route_->kv_parts());
+}
+
+void Model::run_pass(ForwardBuffers& buffers,
+                     const std::function<void(ForwardContext&)>& fn) const {
+  if (device_route_ != nullptr) return device_route_->pass(buffers, fn);
+  CpuBackend cpu(*pool_, buffers);
+  ForwardContext ctx{cpu, buffers};
+  fn(ctx);
 }
 
 }  // namespace cortiq

@@ -4,7 +4,6 @@
 #include <limits>
 #include <optional>
 
-#include "backends/cpu/cpu_backend.hpp"
 #include "base/error.hpp"
 #include "base/strings.hpp"
 #include "base/timer.hpp"
@@ -12,7 +11,6 @@
 #include "kernels/cpu/log_softmax.hpp"
 #include "model/decoder_model.hpp"
 #include "runtime/batch.hpp"
-#include "runtime/device_route.hpp"
 #include "runtime/grammar_constraint.hpp"
 #include "runtime/kv_cache.hpp"
 #include "runtime/loop_detector.hpp"
@@ -53,13 +51,7 @@ Session::Session(std::shared_ptr<const Model> model) : model_(std::move(model)) 
       model_->decoder().kv_cache_shape(model_->context_length(), 1, model_->options().kv_type);
   // Sliding-window layers keep their window plus one chunk, not the context.
   shape.n_ubatch = model_->options().chunk_size;
-  if (const DeviceRoute* route = model_->device_route()) {
-    // The device keeps f32 rows (its attention reads no f16 yet).
-    shape.type = KvType::f32;
-    cache_ = std::make_unique<KvCache>(shape, route->kv_rows());
-  } else {
-    cache_ = std::make_unique<KvCache>(shape);
-  }
+  cache_ = model_->make_kv_cache(shape);
   buffers_ = std::make_unique<ForwardBuffers>();
   last_logits_.resize(static_cast<size_t>(hp.n_vocab));
 }
@@ -151,8 +143,8 @@ void Session::forward_rows(std::span<const TokenId> ids, size_t first_wanted,
   for (size_t i = 0; i < ids.size(); ++i) {
     rows_.push_back({ids[i], start + static_cast<int32_t>(i), 0, i >= first_wanted});
   }
-  const auto run = [&](Backend& backend) {
-    ForwardContext ctx{backend, *buffers_, output};
+  const auto run = [&](ForwardContext& ctx) {
+    ctx.output = output;
     ctx.prompt_rows = !decoding_;
     ctx.generated_rows = decoding_;
     if (observer_) {
@@ -161,12 +153,7 @@ void Session::forward_rows(std::span<const TokenId> ids, size_t first_wanted,
     }
     model_->decoder().forward(rows_, *cache_, ctx, logits);
   };
-  if (const DeviceRoute* route = model_->device_route()) {
-    route->run(run);
-  } else {
-    CpuBackend cpu(model_->pool(), *buffers_);
-    run(cpu);
-  }
+  model_->run_pass(*buffers_, run);
   if (observer_) observer_->observe(ids, start, observed_hidden_);
 }
 

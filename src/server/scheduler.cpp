@@ -1,5 +1,4 @@
 #include "server/scheduler.hpp"
-#include "backends/cpu/cpu_backend.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -155,8 +154,10 @@ struct Scheduler::Sequence {
 };
 
 struct Scheduler::Engine {
-  explicit Engine(const KvCacheShape& shape) : cache(shape), slot_used(shape.n_seq, false) {}
-  KvCache cache;
+  explicit Engine(std::unique_ptr<KvCache> kv)
+      : owned_cache(std::move(kv)), cache(*owned_cache), slot_used(cache.shape().n_seq, false) {}
+  std::unique_ptr<KvCache> owned_cache;
+  KvCache& cache;  // where the model's passes read it (Model::make_kv_cache)
   ForwardBuffers buffers;
   std::vector<BatchRow> rows;
   std::vector<Sequence*> owners;  // the sequence of each logits row, in row order
@@ -194,7 +195,7 @@ Scheduler::Scheduler(std::shared_ptr<const Model> model, SchedulerOptions option
              human_bytes(state_bytes).c_str(), shape.n_prefix_states,
              human_bytes(state_bytes * static_cast<uint64_t>(shape.n_prefix_states)).c_str());
   }
-  engine_ = std::make_unique<Engine>(shape);
+  engine_ = std::make_unique<Engine>(model_->make_kv_cache(shape));
   engine_->drafters.resize(static_cast<size_t>(options_.parallel));
   if (options_.draft_max < 1) throw Error("--draft-max must be at least 1");
   publish_state();
@@ -463,12 +464,13 @@ void Scheduler::embedding_step() {
     for (size_t i = run.done; i < end; ++i) {
       rows.push_back({tokens[i], static_cast<int32_t>(i), slot, true});
     }
-    CpuBackend cpu(model_->pool(), engine_->buffers);
-    ForwardContext ctx{cpu, engine_->buffers, RowOutput::hidden};
-    ctx.prompt_rows = true;
-    model_->decoder().forward(
-        rows, cache, ctx,
-        std::span(run.hidden).subspan(run.done * n_embd, (end - run.done) * n_embd));
+    model_->run_pass(engine_->buffers, [&](ForwardContext& ctx) {
+      ctx.output = RowOutput::hidden;
+      ctx.prompt_rows = true;
+      model_->decoder().forward(
+          rows, cache, ctx,
+          std::span(run.hidden).subspan(run.done * n_embd, (end - run.done) * n_embd));
+    });
   } catch (const std::exception& e) {
     LOG_ERROR("embedding failed: %s", describe(e).c_str());
     cache.clear(slot);
@@ -552,15 +554,14 @@ void Scheduler::step() {
   e.logits.resize(e.owners.size() * n_vocab);
   const bool observed = options_.drafter && options_.drafter->observes_hidden();
   try {
-    CpuBackend cpu(model_->pool(), e.buffers);
-    ForwardContext ctx{cpu, e.buffers, RowOutput::logits};
-    ctx.prompt_rows = prefill_rows > 0;
-    ctx.generated_rows = decode_rows > 0;
-    if (observed) {
-      e.hidden.resize(e.rows.size() * static_cast<size_t>(model_->hparams().n_embd));
-      ctx.all_hidden = e.hidden;
-    }
-    model_->decoder().forward(e.rows, e.cache, ctx, e.logits);
+    if (observed) e.hidden.resize(e.rows.size() * static_cast<size_t>(model_->hparams().n_embd));
+    model_->run_pass(e.buffers, [&](ForwardContext& ctx) {
+      ctx.output = RowOutput::logits;
+      ctx.prompt_rows = prefill_rows > 0;
+      ctx.generated_rows = decode_rows > 0;
+      if (observed) ctx.all_hidden = e.hidden;
+      model_->decoder().forward(e.rows, e.cache, ctx, e.logits);
+    });
   } catch (const std::exception& error) {
     // The pass rolled back every row's cache entry: no sequence in it can
     // go on (every running sequence is in the batch).

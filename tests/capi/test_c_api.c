@@ -118,6 +118,7 @@ static void case_load(void) {
   cortiq_load_options_init(&options, sizeof options);
   CHECK(options.struct_size == sizeof options);
   CHECK(options.chunk_size == 512 && options.kv_type == CORTIQ_KV_F16);
+  CHECK(options.device == NULL && options.gpu_layers == -1);
 
   CHECK_STATUS(cortiq_model_load(NULL, &options, &model), CORTIQ_ERROR_INVALID_ARGUMENT);
   CHECK_ERROR_SAYS("path is null");
@@ -140,6 +141,14 @@ static void case_load(void) {
   bad = options;
   bad.chunk_size = 0;
   CHECK_STATUS(cortiq_model_load(g_model_path, &bad, &model), CORTIQ_ERROR_INVALID_ARGUMENT);
+  bad = options;
+  bad.device = "tpu";
+  CHECK_STATUS(cortiq_model_load(g_model_path, &bad, &model), CORTIQ_ERROR_INVALID_ARGUMENT);
+  CHECK_ERROR_SAYS("\"cpu\", \"vulkan\" or \"auto\"");
+  bad = options;
+  bad.gpu_layers = -2;
+  CHECK_STATUS(cortiq_model_load(g_model_path, &bad, &model), CORTIQ_ERROR_INVALID_ARGUMENT);
+  CHECK_ERROR_SAYS("gpu_layers");
   CHECK(model == NULL);
 
   /* An older caller's shorter struct: init writes only its fields, and the
@@ -176,6 +185,7 @@ static void case_model_info(void) {
   CHECK(cortiq_model_context(model) == 2048);
   CHECK(cortiq_model_n_embd(model) == 64);
   CHECK(strcmp(cortiq_model_architecture(model), "llama") == 0);
+  CHECK(strcmp(cortiq_model_device(model), "cpu") == 0);
   CHECK(cortiq_model_bos(model) >= 0 && cortiq_model_bos(model) < cortiq_model_n_vocab(model));
   CHECK(cortiq_model_eos(model) >= 0 && cortiq_model_eos(model) < cortiq_model_n_vocab(model));
   /* Bad handles give the documented values, not a crash. */
@@ -183,6 +193,7 @@ static void case_model_info(void) {
   CHECK(cortiq_model_context(NULL) == -1);
   CHECK(cortiq_model_n_embd(NULL) == -1);
   CHECK(strcmp(cortiq_model_architecture(NULL), "") == 0);
+  CHECK(strcmp(cortiq_model_device(NULL), "") == 0);
   CHECK(cortiq_model_bos(NULL) == -1 && cortiq_model_eos(NULL) == -1);
   cortiq_session* session = new_session(model);
   /* A handle of another kind is refused by its tag. */

@@ -290,8 +290,8 @@ void VulkanBackend::rope_rows(Tensor x, size_t n_rows, int64_t n_heads, int64_t 
 
 namespace {
 
-const VulkanKvRows& device_rows(const KvCache& cache, std::string_view op) {
-  const auto* rows = dynamic_cast<const VulkanKvRows*>(&cache.row_storage());
+const VulkanKvRows& device_rows(const KvCache& cache, int64_t layer, std::string_view op) {
+  const auto* rows = dynamic_cast<const VulkanKvRows*>(&cache.row_storage(layer));
   if (rows == nullptr) {
     throw Error("the Vulkan backend's " + std::string(op) +
                 " needs a KV cache whose rows are on the device");
@@ -303,7 +303,7 @@ const VulkanKvRows& device_rows(const KvCache& cache, std::string_view op) {
 
 void VulkanBackend::store_kv(KvCache& cache, int64_t layer, std::span<const int32_t> cells,
                              ConstTensor k, ConstTensor v, size_t k_width, size_t v_width) {
-  const VulkanKvRows& rows = device_rows(cache, "store_kv");
+  const VulkanKvRows& rows = device_rows(cache, layer, "store_kv");
   if (cache.shape().type != KvType::f32) not_yet("store_kv into an f16 cache");
   const VulkanBuffer& keys = buffer_of(k, "store_kv");
   const VulkanBuffer& values = buffer_of(v, "store_kv");
@@ -320,7 +320,7 @@ void VulkanBackend::store_kv(KvCache& cache, int64_t layer, std::span<const int3
 // position of each sequence its key and value rows.
 void VulkanBackend::attention(const AttentionOp& op, const KvCache& cache, ConstTensor q,
                               Tensor out) {
-  const VulkanKvRows& storage = device_rows(cache, "attention");
+  const VulkanKvRows& storage = device_rows(cache, op.layer, "attention");
   const kernels::AttentionShape& shape = op.shape;
   if (shape.alibi_max_bias != 0.0f) not_yet("attention with ALiBi");
   const std::span<const BatchRow> rows = op.rows;
