@@ -32,6 +32,7 @@ enum class Op : uint8_t {
   attention,
   copy_from_host,
   copy_to_host,
+  copy_rows,
   count
 };
 
@@ -59,6 +60,12 @@ class CountingBackend final : public Backend {
   void copy_to_host(ConstTensor src, std::span<float> dst) override {
     arrive(Op::copy_to_host);
     cpu_.copy_to_host(src, dst);
+  }
+
+  void copy_rows(ConstTensor src, size_t src_stride, Tensor dst, size_t dst_stride, size_t width,
+                 size_t n_rows) override {
+    arrive(Op::copy_rows);
+    cpu_.copy_rows(src, src_stride, dst, dst_stride, width, n_rows);
   }
 
   void matmul(const kernels::WeightView& w, ConstTensor x, int64_t n_rows, Tensor y,

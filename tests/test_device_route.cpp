@@ -6,15 +6,25 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <cstdlib>
+#include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/error.hpp"
+#include "base/fault_injection.hpp"
+#include "base/log.hpp"
 #include "cortiq/cortiq.hpp"
 #include "engine_test_models.hpp"
+#include "model/decoder_model.hpp"
 #include "model/family.hpp"
+#include "model/forward_buffers.hpp"
+#include "model/hparams.hpp"
 #include "runtime/device_route.hpp"
+#include "runtime/kv_cache.hpp"
 #include "test_support.hpp"
 
 #if CORTIQ_HAVE_VULKAN
@@ -154,6 +164,158 @@ TEST(DeviceRoute, RunTakesTheDeviceOption) {
   EXPECT_EQ(device_out, cpu_out);
   ASSERT_EQ(test::run_cli(run + " --device vulkan -ngl 1", &device_out), 0) << device_out;
   EXPECT_EQ(device_out, cpu_out);
+}
+
+// Device faults (base/fault_injection.hpp's device sites) before any state
+// moved: opening the device and its probe meet an allocation that fails,
+// a device lost at the probe's submit, or a shader that is not there; the
+// model declines and runs on the CPU, giving its tokens.
+TEST(DeviceRoute, ADeviceFaultAtLoadDeclinesAndTheModelRunsOnTheCpu) {
+  if (!have_vulkan_device()) GTEST_SKIP() << "no Vulkan device (or built without the backend)";
+  const test::TestModelSpec spec{.arch = "llama"};
+  const std::vector<TokenId> prompt = test::prompt_of(7, 6);
+  Session on_cpu(load_on(spec, "cpu"));
+  const auto expected = on_cpu.generate(std::span<const TokenId>(prompt), greedy(6)).tokens;
+  for (const fault::Site site :
+       {fault::Site::device_alloc, fault::Site::device_lost, fault::Site::shader}) {
+    SCOPED_TRACE(std::string(fault::site_name(site)));
+    fault::arm(site, 1);
+    const auto model = load_on(spec, "vulkan");
+    const bool struck = !fault::due(site);  // the armed arrival was taken
+    fault::disarm();
+    EXPECT_TRUE(struck) << "loading never reached the fault";
+    EXPECT_EQ(model->device_route(), nullptr);
+    Session session(model);
+    EXPECT_EQ(session.generate(std::span<const TokenId>(prompt), greedy(6)).tokens, expected);
+  }
+}
+
+// Device faults after the pass began: an allocation that fails as a longer
+// prompt grows the pass's buffers, a device lost at a submit. The request
+// ends with the device's error (not a cancellation), the session is left
+// empty, and the next requests give the CPU's tokens.
+TEST(DeviceRoute, ADeviceFaultMidPassFailsTheRequestAndLeavesTheSessionEmpty) {
+  if (!have_vulkan_device()) GTEST_SKIP() << "no Vulkan device (or built without the backend)";
+  const test::TestModelSpec spec{.arch = "llama", .n_layer = 3};
+  const auto device_model = load_on(spec, "vulkan");
+  ASSERT_NE(device_model->device_route(), nullptr);
+  Session on_cpu(load_on(spec, "cpu"));
+  const std::vector<TokenId> short_prompt = test::prompt_of(4, 8),
+                             long_prompt = test::prompt_of(60, 9);
+  const auto expected = on_cpu.generate(std::span<const TokenId>(long_prompt), greedy(5)).tokens;
+  const struct {
+    fault::Site site;
+    const char* says;
+  } faults[] = {{fault::Site::device_alloc, "VK_ERROR_OUT_OF_DEVICE_MEMORY"},
+                {fault::Site::device_lost, "VK_ERROR_DEVICE_LOST"}};
+  for (const auto& [site, says] : faults) {
+    SCOPED_TRACE(std::string(fault::site_name(site)));
+    Session session(device_model);
+    session.generate(std::span<const TokenId>(short_prompt), greedy(2));
+    session.reset();
+    fault::arm(site, 1);
+    std::string error;
+    try {
+      session.generate(std::span<const TokenId>(long_prompt), greedy(5));
+    } catch (const Error& e) {
+      error = e.what();
+    }
+    fault::disarm();
+    EXPECT_NE(error.find(says), std::string::npos) << "the request ended with: " << error;
+    EXPECT_TRUE(session.history().empty());
+    EXPECT_EQ(session.cache_rows(), 0);
+    EXPECT_EQ(session.generate(std::span<const TokenId>(long_prompt), greedy(5)).tokens, expected);
+  }
+}
+
+// The families whose every block is on the op layer and that the Vulkan
+// backend runs whole (docs/vulkan.md lists them); every other family
+// declines at load. A family that starts (or stops) running on the device
+// fails the test until this list and the docs say so.
+constexpr std::string_view kOnTheDevice[] = {
+    "llama",     "qwen2",          "qwen3",      "gemma",     "gemma2",    "gemma3",
+    "mistral3",  "seed_oss",       "exaone",     "smollm3",   "granite",   "minicpm",
+    "olmo2",     "exaone4",        "starcoder2", "orion",     "internlm2", "xverse",
+    "baichuan",  "pangu-embedded", "plamo",      "nanbeige",  "codeshell", "phi3",
+    "phi2",      "command-r",      "cohere2",    "glm4",      "chatglm",   "arcee",
+    "nemotron",  "jais2",          "gpt2",       "starcoder", "bloom",     "jais",
+    "refact",    "falcon",         "gptneox",    "olmo",      "qwen",      "hunyuan-dense",
+    "maincoder", "openelm",        "qwen2vl",    "qwen3vl",   "deci",      "ernie4_5",
+    "plamo3",    "bitnet",         "stablelm",   "mpt",       "bert",      "nomic-bert"};
+
+// Every batch of a 20-row prefill (past the test models' 16-position
+// windows) and 3 decode steps through `model`'s passes (on its route, if it
+// has one), each batch's logits (an encoder's hidden rows) in turn.
+std::vector<std::vector<float>> pass_outputs(const Model& model) {
+  const DecoderModel& decoder = model.decoder();
+  const ModelHParams& hp = decoder.hparams();
+  const std::vector<TokenId> ids = test::prompt_of(23, 9);
+  std::vector<std::vector<BatchRow>> batches(1);
+  for (int32_t pos = 0; pos < 23; ++pos) {
+    if (!hp.encoder && pos >= 20) batches.emplace_back();
+    batches.back().push_back({ids[static_cast<size_t>(pos)], pos, 0, true});
+  }
+  const std::unique_ptr<KvCache> cache =
+      model.make_kv_cache(decoder.kv_cache_shape(64, 1, KvType::f32));
+  ForwardBuffers buffers;
+  std::vector<std::vector<float>> outputs;
+  for (const auto& batch : batches) {
+    const auto width = static_cast<size_t>(hp.encoder ? hp.n_embd : hp.n_vocab);
+    std::vector<float>& out = outputs.emplace_back(batch.size() * width);
+    model.run_pass(buffers, [&](ForwardContext& ctx) {
+      if (hp.encoder) ctx.output = RowOutput::hidden;
+      decoder.forward(batch, *cache, ctx, out);
+    });
+  }
+  return outputs;
+}
+
+double relative_l2(std::span<const float> a, std::span<const float> b) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    num += (static_cast<double>(a[i]) - b[i]) * (static_cast<double>(a[i]) - b[i]);
+    den += static_cast<double>(b[i]) * b[i];
+  }
+  return std::sqrt(num / std::max(den, 1e-30));
+}
+
+// Per family (F32 weights, two layers): on the device when it is on the
+// list, the logits within 1e-4 (relative L2) of the CPU's at every batch of
+// a prefill and decode; declined otherwise.
+TEST(DeviceRoute, TheFamiliesOnTheDeviceMatchTheCpuAndTheOthersDecline) {
+  if (!have_vulkan_device()) GTEST_SKIP() << "no Vulkan device (or built without the backend)";
+  const struct QuietLog {  // the declines' warnings, one per family
+    LogLevel was = log_level();
+    QuietLog() { set_log_level(LogLevel::error); }
+    ~QuietLog() { set_log_level(was); }
+  } quiet;
+  double worst = 0;
+  std::string worst_family;
+  for (const Family* family : families()) {
+    const std::string arch(family->arch);
+    SCOPED_TRACE(arch);
+    const test::TestModelSpec spec{.arch = arch};
+    const auto on_device = load_on(spec, "vulkan");
+    const bool listed = std::ranges::find(kOnTheDevice, arch) != std::end(kOnTheDevice);
+    const bool runs = on_device->device_route() != nullptr;
+    EXPECT_EQ(runs, listed) << (listed ? "declined, but kOnTheDevice lists it"
+                                       : "runs, but kOnTheDevice lacks it");
+    if (!listed || !runs) continue;
+    const auto expected = pass_outputs(*load_on(spec, "cpu"));
+    const auto got = pass_outputs(*on_device);
+    ASSERT_EQ(got.size(), expected.size());
+    for (size_t b = 0; b < got.size(); ++b) {
+      const double err = relative_l2(got[b], expected[b]);
+      EXPECT_LE(err, 1e-4) << "batch " << b;
+      if (std::getenv("CORTIQ_TEST_VERBOSE")) std::printf("%s %zu %.2g\n", arch.c_str(), b, err);
+      if (err > worst) {
+        worst = err;
+        worst_family = arch;
+      }
+    }
+  }
+  std::printf("[ device ] %zu families on the device; worst relative L2 %.2g (%s)\n",
+              std::size(kOnTheDevice), worst, worst_family.c_str());
 }
 
 }  // namespace

@@ -138,6 +138,32 @@ TEST(DeviceRoute, TheSchedulersBatchedPassesRunOnTheDevice) {
   }
 }
 
+// A device lost mid-step on `serve --device`: the step's sequences end
+// with the device's error (failed, not cancelled) and their slots are
+// freed; the next request runs and gives the CPU session's tokens.
+TEST(DeviceRoute, TheSchedulerEndsItsSequencesWithADeviceFaultAndRunsOn) {
+  test::TestModelSpec s = spec();
+  LoadOptions options;
+  options.threads = 2;
+  options.kv_type = KvType::f32;
+  options.device = "auto";
+  const auto model = Model::load(test::test_model_path(s), options);
+  if (model->device_route() == nullptr) GTEST_SKIP() << "no Vulkan device that runs llama";
+  Metrics metrics;
+  Scheduler scheduler(model, SchedulerOptions{}, metrics);
+  GenerationJob job = job_of(prompt_of(9, 4), 3, 6);
+  job.sampling.temperature = 0;
+  fault::arm(fault::Site::device_lost, 1);
+  auto failing = std::make_shared<RequestStream>();
+  scheduler.submit(std::vector<GenerationJob>{job}, failing);
+  const Collected failed = collect(*failing, 1, /*failures_allowed=*/true);
+  fault::disarm();
+  EXPECT_EQ(failed.finished[0].kind, StreamEvent::Kind::failed);
+  EXPECT_NE(failed.finished[0].error.find("VK_ERROR_DEVICE_LOST"), std::string::npos)
+      << failed.finished[0].error;
+  EXPECT_EQ(run_alone(scheduler, job), session_tokens(test::load_test_model(s), job));
+}
+
 TEST(ServerScheduler, SeededOutputIsTheSameAloneAndNextTo31Others) {
   const auto model = test::load_test_model(spec());
   Metrics metrics;

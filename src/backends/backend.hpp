@@ -80,6 +80,9 @@ class Backend {
   // Threads for the work that stays on the host (token bookkeeping, and the
   // blocks a backend runs no ops for).
   virtual ThreadPool& host_pool() const = 0;
+  // After a pass failed partway: drops what it recorded and has not run, so
+  // the next pass starts clean (a device queues ops; the CPU has nothing).
+  virtual void abandon_pass() {}
 
   // A tensor of n floats for the pass's intermediates, in the slot that one
   // of the caller's ForwardBuffers vectors names: the CPU grows and hands
@@ -90,6 +93,11 @@ class Backend {
   // (sizes equal): a stage's input and output, the rows an op cannot take.
   virtual void copy_from_host(std::span<const float> src, Tensor dst) = 0;
   virtual void copy_to_host(ConstTensor src, std::span<float> dst) = 0;
+  // n_rows rows of `width` floats from one layout to another:
+  // dst[r * dst_stride + i] = src[r * src_stride + i] (a fused product's
+  // columns into rows of their own). src and dst do not overlap.
+  virtual void copy_rows(ConstTensor src, size_t src_stride, Tensor dst, size_t dst_stride,
+                         size_t width, size_t n_rows) = 0;
   // Where an op writes what the caller wants in host memory (logits): that
   // memory itself when the backend computes on the host, else a tensor in
   // `slot` that copy_to_host then delivers to it.

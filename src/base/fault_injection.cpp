@@ -15,8 +15,9 @@ std::atomic<bool> g_armed{false};
 
 namespace {
 
-constexpr std::array<std::string_view, kSiteCount> kNames = {"prefill", "decode", "alloc",
-                                                             "kv_block", "client_write"};
+constexpr std::array<std::string_view, kSiteCount> kNames = {
+    "prefill",      "decode",       "alloc",       "kv_block",
+    "client_write", "device_alloc", "device_lost", "shader"};
 
 // Per site: arrivals since arming, and the one that fails (0: disarmed).
 std::array<std::atomic<int64_t>, kSiteCount> g_arrivals{};

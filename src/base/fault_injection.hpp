@@ -1,5 +1,6 @@
 // Failures on purpose, where real ones happen: a forward pass, its working
-// memory, a KV cache block, a write to an HTTP client. The tests use them to
+// memory, a KV cache block, a write to an HTTP client, a GPU's memory, a
+// GPU that stops answering, a shader that is not there. The tests use them to
 // check what every failure must leave behind (docs/testing.md, "The failure
 // model"): the error reaches the caller, nothing leaks, and the next request
 // runs as on a fresh session.
@@ -23,8 +24,11 @@ enum class Site : uint8_t {
   alloc,         // a request for forward-pass working memory (std::bad_alloc)
   kv_block,      // taking a KV cache block
   client_write,  // writing a response to an HTTP client (which then looks gone)
+  device_alloc,  // a device buffer's memory (VK_ERROR_OUT_OF_DEVICE_MEMORY)
+  device_lost,   // a device submit (VK_ERROR_DEVICE_LOST)
+  shader,        // a device pipeline's shader module (as if it were not embedded)
 };
-inline constexpr int kSiteCount = 5;
+inline constexpr int kSiteCount = 8;
 
 std::string_view site_name(Site site);
 
@@ -49,7 +53,8 @@ inline bool due(Site site) {
 }
 
 // Throws the site's failure when due: std::bad_alloc for alloc, else
-// cortiq::Error("injected fault: ...").
+// cortiq::Error("injected fault: ..."). The device sites are raised by the
+// device code itself (due()), as the error the device would give.
 inline void hit(Site site) {
   if (due(site)) detail::fail(site);
 }

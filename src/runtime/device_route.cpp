@@ -129,14 +129,21 @@ std::vector<KvRowsPart> DeviceRoute::kv_parts() const {
 void DeviceRoute::pass(ForwardBuffers& buffers, const PassFn& fn) const {
   const std::lock_guard lock(mutex_);
   ++passes_;
-  if (first_device_layer_ == 0) {
-    ForwardContext ctx{backend(), buffers};
-    return fn(ctx);
+  try {
+    if (first_device_layer_ == 0) {
+      ForwardContext ctx{backend(), buffers};
+      return fn(ctx);
+    }
+    CpuBackend cpu(pool_, buffers);
+    ForwardContext ctx{cpu, buffers};
+    ctx.split = {.backend = &backend(), .layer = first_device_layer_};
+    fn(ctx);
+  } catch (...) {
+    // The pass ends with its error (the cache rolled its rows back); what
+    // it left recorded on the device must not run with the next one.
+    backend().abandon_pass();
+    throw;
   }
-  CpuBackend cpu(pool_, buffers);
-  ForwardContext ctx{cpu, buffers};
-  ctx.split = {.backend = &backend(), .layer = first_device_layer_};
-  fn(ctx);
 }
 
 std::unique_ptr<DeviceRoute> DeviceRoute::open(std::string_view device, int64_t gpu_layers,
@@ -157,8 +164,16 @@ std::unique_ptr<DeviceRoute> DeviceRoute::open(std::string_view device, int64_t 
     if (required) throw Error("--device vulkan: no Vulkan device found");
     return nullptr;
   }
-  std::unique_ptr<DeviceRoute> route = std::make_unique<VulkanRoute>(
-      std::make_unique<vulkan::VulkanDevice>(0), placement(first, n_layer), first, pool);
+  std::unique_ptr<DeviceRoute> route;
+  try {
+    route = std::make_unique<VulkanRoute>(std::make_unique<vulkan::VulkanDevice>(0),
+                                          placement(first, n_layer), first, pool);
+  } catch (const Error& e) {
+    // A device that is there but cannot be opened declines as a probe would.
+    LOG_WARN("vulkan 0 cannot be opened, %s runs on the CPU: %s", model.hparams().arch.c_str(),
+             e.what());
+    return nullptr;
+  }
   if (const std::string reason = probe(*route, model, pool); !reason.empty()) {
     LOG_WARN("%s declines %s, which runs on the CPU: %s", route->description().c_str(),
              model.hparams().arch.c_str(), reason.c_str());

@@ -95,6 +95,16 @@ void CpuBackend::copy_to_host(ConstTensor src, std::span<float> dst) {
   if (from.data() != dst.data()) std::ranges::copy(from.first(dst.size()), dst.begin());
 }
 
+void CpuBackend::copy_rows(ConstTensor src, size_t src_stride, Tensor dst, size_t dst_stride,
+                           size_t width, size_t n_rows) {
+  const std::span<const float> from = src;
+  const std::span<float> to = dst;
+  for (size_t r = 0; r < n_rows; ++r) {
+    // A plain loop: g++ 12 warns falsely (-Wstringop-overflow) on copies here.
+    for (size_t i = 0; i < width; ++i) to[r * dst_stride + i] = from[r * src_stride + i];
+  }
+}
+
 Tensor CpuBackend::output_tensor(std::span<float> host, std::vector<float>& /*slot*/) {
   return host;
 }

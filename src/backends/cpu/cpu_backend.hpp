@@ -25,6 +25,8 @@ class CpuBackend final : public Backend {
   Tensor scratch(std::vector<float>& slot, size_t n) override;
   void copy_from_host(std::span<const float> src, Tensor dst) override;
   void copy_to_host(ConstTensor src, std::span<float> dst) override;
+  void copy_rows(ConstTensor src, size_t src_stride, Tensor dst, size_t dst_stride, size_t width,
+                 size_t n_rows) override;
   Tensor output_tensor(std::span<float> host, std::vector<float>& slot) override;
 
   void matmul(const kernels::WeightView& w, ConstTensor x, int64_t n_rows, Tensor y,

@@ -11,6 +11,8 @@
 #include "backends/vulkan/vulkan_matrix.hpp"
 #include "backends/vulkan/vulkan_ops.hpp"
 #include "base/error.hpp"
+#include "base/fp16.hpp"
+#include "base/strings.hpp"
 #include "kernels/cpu/matmul.hpp"
 #include "runtime/kv_cache.hpp"
 
@@ -34,6 +36,12 @@ void VulkanBackend::not_yet(std::string_view op) {
 CommandBatch& VulkanBackend::batch() {
   if (!batch_) batch_ = std::make_unique<CommandBatch>(device_);
   return *batch_;
+}
+
+void VulkanBackend::abandon_pass() {
+  batch_.reset();  // never submitted: nothing of it runs
+  retired_.clear();
+  arena_used_ = 0;
 }
 
 void VulkanBackend::finish() {
@@ -73,9 +81,11 @@ Tensor VulkanBackend::scratch(std::vector<float>& slot, size_t n) {
   }
   const uint32_t index = found->second;
   if (buffers_[index]->size() < n * kFloat) {
+    // The new buffer first: when it cannot be had, the slot keeps the old.
+    auto grown = std::make_unique<VulkanBuffer>(device_, n * kFloat);
     // Commands recorded against the old buffer may still read it.
     retired_.push_back(std::move(buffers_[index]));
-    buffers_[index] = std::make_unique<VulkanBuffer>(device_, n * kFloat);
+    buffers_[index] = std::move(grown);
   }
   return Tensor::on_device({.buffer = index, .offset = 0}, n);
 }
@@ -104,6 +114,19 @@ void VulkanBackend::copy_from_host(std::span<const float> src, Tensor dst) {
   stage(std::as_bytes(src), buffer_of(dst, "copy_from_host"), dst.region().offset * kFloat);
 }
 
+void VulkanBackend::copy_rows(ConstTensor src, size_t src_stride, Tensor dst, size_t dst_stride,
+                              size_t width, size_t n_rows) {
+  if (width == 0 || n_rows == 0) return;
+  auto& regions = copy_regions_;
+  regions.resize(n_rows);
+  for (size_t r = 0; r < n_rows; ++r) {
+    regions[r] = {.srcOffset = (src.region().offset + r * src_stride) * kFloat,
+                  .dstOffset = (dst.region().offset + r * dst_stride) * kFloat,
+                  .size = width * kFloat};
+  }
+  batch().copy_regions(buffer_of(src, "copy_rows"), buffer_of(dst, "copy_rows"), regions);
+}
+
 KvRowStorage::Factory VulkanBackend::kv_rows() const {
   return VulkanKvRows::on(device_);
 }
@@ -127,6 +150,15 @@ const VulkanMatrix& VulkanBackend::matrix_of(const kernels::WeightView& w) {
     slot = std::make_unique<VulkanMatrix>(device_, w.type, w.n_rows, w.n_cols, bytes);
   }
   return *slot;
+}
+
+std::span<const float> VulkanBackend::alibi_slopes(float max_bias, int64_t n_head) {
+  std::vector<float>& slopes = alibi_slopes_[{max_bias, n_head}];
+  if (slopes.empty()) {
+    for (int64_t h = 0; h < n_head; ++h)
+      slopes.push_back(kernels::alibi_slope(max_bias, n_head, h));
+  }
+  return slopes;
 }
 
 VulkanBuffer& VulkanBackend::constant_of(std::span<const float> values) {
@@ -170,23 +202,35 @@ void VulkanBackend::get_rows(const kernels::WeightView& table, std::span<const i
   copy_from_host(host_rows_, out.first(host_rows_.size()));
 }
 
+namespace {
+
+// The rows of `width` a norm's weight (or bias) holds, which the rows of
+// x take in turn (kernels/cpu/norm.hpp); 1 for none.
+int64_t weight_rows(std::span<const float> weight, size_t width, std::string_view op) {
+  if (weight.empty()) return 1;
+  if (weight.size() % width != 0) {
+    throw Error(strfmt("%.*s: a weight of %zu floats is no whole number of rows of %zu",
+                       static_cast<int>(op.size()), op.data(), weight.size(), width));
+  }
+  return static_cast<int64_t>(weight.size() / width);
+}
+
+}  // namespace
+
 void VulkanBackend::rms_norm_rows(ConstTensor x, std::span<const float> weight, float eps,
                                   Tensor out, size_t width) {
   if (x.empty()) return;
-  if (!weight.empty() && weight.size() != width) not_yet("rms_norm_rows with a per-head weight");
   const VulkanBuffer* w = weight.empty() ? nullptr : &constant_of(weight);
   vulkan::rms_norm_rows(batch(), buffer_of(x, "rms_norm_rows"), x.region().offset, w, eps,
                         buffer_of(out, "rms_norm_rows"), out.region().offset,
-                        static_cast<int64_t>(width), static_cast<int64_t>(x.size() / width));
+                        static_cast<int64_t>(width), static_cast<int64_t>(x.size() / width),
+                        weight_rows(weight, width, "rms_norm_rows"));
 }
 
 void VulkanBackend::layer_norm_rows(ConstTensor x, std::span<const float> weight,
                                     std::span<const float> bias, float eps, Tensor out,
                                     size_t width) {
   if (x.empty()) return;
-  if ((!weight.empty() && weight.size() != width) || (!bias.empty() && bias.size() != width)) {
-    not_yet("layer_norm_rows with a per-head weight");
-  }
   vulkan::layer_norm_rows(batch(), {.x = &buffer_of(x, "layer_norm_rows"),
                                     .x_offset = x.region().offset,
                                     .weight = weight.empty() ? nullptr : &constant_of(weight),
@@ -195,7 +239,9 @@ void VulkanBackend::layer_norm_rows(ConstTensor x, std::span<const float> weight
                                     .out = &buffer_of(out, "layer_norm_rows"),
                                     .out_offset = out.region().offset,
                                     .width = static_cast<int64_t>(width),
-                                    .n_rows = static_cast<int64_t>(x.size() / width)});
+                                    .n_rows = static_cast<int64_t>(x.size() / width),
+                                    .weight_rows = weight_rows(weight, width, "layer_norm_rows"),
+                                    .bias_rows = weight_rows(bias, width, "layer_norm_rows")});
 }
 
 // out = op(x, b) for every element of out; b (a tensor's buffer or a
@@ -214,7 +260,20 @@ void VulkanBackend::elementwise(ElementOp op, Tensor out, ConstTensor x, const V
                                 .out_offset = out.region().offset,
                                 .width = width,
                                 .p0 = p0,
-                                .p1 = p1});
+                                .p1 = p1,
+                                .gelu_table = op == ElementOp::gelu || op == ElementOp::geglu ||
+                                                      op == ElementOp::geglu_halves
+                                                  ? &gelu_table()
+                                                  : nullptr});
+}
+
+VulkanBuffer& VulkanBackend::gelu_table() {
+  if (gelu_values_.empty()) {
+    const std::span<const uint16_t, 65536> table = kernels::gelu_fp16_table();
+    gelu_values_.resize(table.size());
+    std::ranges::transform(table, gelu_values_.begin(), fp16_to_fp32);
+  }
+  return constant_of(gelu_values_);
 }
 
 void VulkanBackend::add(Tensor x, ConstTensor b) {
@@ -322,7 +381,6 @@ void VulkanBackend::attention(const AttentionOp& op, const KvCache& cache, Const
                               Tensor out) {
   const VulkanKvRows& storage = device_rows(cache, op.layer, "attention");
   const kernels::AttentionShape& shape = op.shape;
-  if (shape.alibi_max_bias != 0.0f) not_yet("attention with ALiBi");
   const std::span<const BatchRow> rows = op.rows;
   const size_t n = rows.size();
   if (n == 0) return;
@@ -378,6 +436,9 @@ void VulkanBackend::attention(const AttentionOp& op, const KvCache& cache, Const
                      .values = &storage.buffer(value_side),
                      .rows = &buffer_of(rows_on_device, "attention"),
                      .sinks = shape.sinks.empty() ? nullptr : &constant_of(shape.sinks),
+                     .slopes = shape.alibi_max_bias > 0.0f
+                                   ? &constant_of(alibi_slopes(shape.alibi_max_bias, shape.n_head))
+                                   : nullptr,
                      .scores = &buffer_of(scores, "attention"),
                      .out = &buffer_of(out, "attention"),
                      .out_offset = out.region().offset,

@@ -15,11 +15,15 @@
 // an f16 KV cache.
 #pragma once
 
+#include <vulkan/vulkan.h>
+
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "backends/backend.hpp"
@@ -47,6 +51,9 @@ class VulkanBackend final : public Backend {
   Tensor scratch(std::vector<float>& slot, size_t n) override;
   void copy_from_host(std::span<const float> src, Tensor dst) override;
   void copy_to_host(ConstTensor src, std::span<float> dst) override;
+  void abandon_pass() override;
+  void copy_rows(ConstTensor src, size_t src_stride, Tensor dst, size_t dst_stride, size_t width,
+                 size_t n_rows) override;
   Tensor output_tensor(std::span<float> host, std::vector<float>& slot) override;
 
   void matmul(const kernels::WeightView& w, ConstTensor x, int64_t n_rows, Tensor y,
@@ -94,6 +101,11 @@ class VulkanBackend final : public Backend {
   const VulkanMatrix& matrix_of(const kernels::WeightView& w);
   // The small host vector's device copy (uploaded on first use).
   VulkanBuffer& constant_of(std::span<const float> values);
+  // ALiBi's per-head slopes (kernels::alibi_slope), kept so constant_of
+  // finds them again.
+  std::span<const float> alibi_slopes(float max_bias, int64_t n_head);
+  // GELU's table as floats (kernels::gelu_fp16_table), uploaded once.
+  VulkanBuffer& gelu_table();
   void elementwise(ElementOp op, Tensor out, ConstTensor x, const VulkanBuffer* b,
                    uint64_t b_offset, uint32_t width, float p0, float p1, std::string_view name);
   [[noreturn]] static void not_yet(std::string_view op);
@@ -116,6 +128,9 @@ class VulkanBackend final : public Backend {
   // Slots of the backend's own: RoPE tables, attention's row tables and scores.
   std::vector<float> rope_table_slot_, attention_rows_slot_, scores_slot_;
   std::vector<uint32_t> attention_rows_;
+  std::vector<VkBufferCopy> copy_regions_;  // copy_rows's, kept between calls
+  std::map<std::pair<float, int64_t>, std::vector<float>> alibi_slopes_;
+  std::vector<float> gelu_values_;
   // attention's per-call maps, kept so a warm pass allocates no buckets:
   // each sequence's end and its first entry in attention_rows_.
   std::unordered_map<int32_t, int64_t> attention_seq_end_;

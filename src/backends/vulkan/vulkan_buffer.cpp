@@ -8,6 +8,7 @@
 #include "backends/vulkan/vulkan_commands.hpp"
 #include "backends/vulkan/vulkan_device.hpp"
 #include "backends/vulkan/vulkan_error.hpp"
+#include "base/fault_injection.hpp"
 
 namespace cortiq::vulkan {
 namespace {
@@ -106,8 +107,10 @@ VulkanBuffer::VulkanBuffer(VulkanDevice& device, uint64_t bytes, MemoryKind kind
   info.allocationSize = needs.size;
   info.memoryTypeIndex = type;
   VkDeviceMemory memory = VK_NULL_HANDLE;
-  check(vkAllocateMemory(vk, &info, nullptr, &memory),
-        "vkAllocateMemory (" + size_text(needs.size) + ", " + kind_name(kind) + ")");
+  const VkResult allocated = fault::due(fault::Site::device_alloc)
+                                 ? VK_ERROR_OUT_OF_DEVICE_MEMORY
+                                 : vkAllocateMemory(vk, &info, nullptr, &memory);
+  check(allocated, "vkAllocateMemory (" + size_text(needs.size) + ", " + kind_name(kind) + ")");
   memory_ = DeviceMemory(vk, memory);
   check(vkBindBufferMemory(vk, buffer_.get(), memory_.get(), 0), "vkBindBufferMemory");
 

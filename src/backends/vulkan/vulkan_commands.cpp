@@ -7,6 +7,7 @@
 #include "backends/vulkan/vulkan_device.hpp"
 #include "backends/vulkan/vulkan_error.hpp"
 #include "backends/vulkan/vulkan_pipeline.hpp"
+#include "base/fault_injection.hpp"
 
 namespace cortiq::vulkan {
 namespace {
@@ -176,6 +177,23 @@ void CommandBatch::copy(const VulkanBuffer& from, uint64_t from_offset, const Vu
   ++recorded_;
 }
 
+void CommandBatch::copy_regions(const VulkanBuffer& from, const VulkanBuffer& to,
+                                std::span<const VkBufferCopy> regions) {
+  check_recording();
+  if (regions.empty()) return;
+  for (const VkBufferCopy& r : regions) {
+    if (r.srcOffset > from.size() || r.size > from.size() - r.srcOffset ||
+        r.dstOffset > to.size() || r.size > to.size() - r.dstOffset || r.size == 0) {
+      throw Error("vulkan: a copy of " + std::to_string(r.size) + " bytes outside its buffers");
+    }
+  }
+  const std::array<Access, 2> accesses{{{from.handle(), false}, {to.handle(), true}}};
+  order_after_earlier(accesses);
+  vkCmdCopyBuffer(command_buffer_, from.handle(), to.handle(),
+                  static_cast<uint32_t>(regions.size()), regions.data());
+  ++recorded_;
+}
+
 void CommandBatch::submit_and_wait() {
   check_recording();
   submitted_ = true;
@@ -188,6 +206,7 @@ void CommandBatch::submit_and_wait() {
                          0, nullptr, 0, nullptr);
   }
   check(vkEndCommandBuffer(command_buffer_), "vkEndCommandBuffer");
+  if (fault::due(fault::Site::device_lost)) check(VK_ERROR_DEVICE_LOST, "vkQueueSubmit");
   device_->submit_and_wait(command_buffer_);
 }
 

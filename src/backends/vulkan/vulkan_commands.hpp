@@ -43,6 +43,10 @@ class CommandBatch {
   // Records a copy of `bytes` bytes between two buffers.
   void copy(const VulkanBuffer& from, uint64_t from_offset, const VulkanBuffer& to,
             uint64_t to_offset, uint64_t bytes);
+  // Records copies of several regions between two buffers in one command
+  // (regions that do not overlap).
+  void copy_regions(const VulkanBuffer& from, const VulkanBuffer& to,
+                    std::span<const VkBufferCopy> regions);
 
   // Ends the command buffer, submits it and waits until it has run; the
   // results are then visible to the host. Once only.

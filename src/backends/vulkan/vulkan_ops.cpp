@@ -34,7 +34,7 @@ struct RmsNormPush {
   uint32_t width;
   uint32_t n_rows;
   float eps;
-  uint32_t has_weight;
+  uint32_t weight_rows;
   uint32_t x_offset;
   uint32_t out_offset;
 };
@@ -43,7 +43,7 @@ struct LayerNormPush {
   uint32_t width;
   uint32_t n_rows;
   float eps;
-  uint32_t has_weight;
+  uint32_t weight_rows;
   uint32_t has_bias;
   uint32_t x_offset;
   uint32_t out_offset;
@@ -159,16 +159,16 @@ void matmul(VulkanDevice& device, const VulkanMatrix& w, const VulkanBuffer& x, 
 
 void rms_norm_rows(CommandBatch& batch, const VulkanBuffer& x, uint64_t x_offset,
                    const VulkanBuffer* weight, float eps, VulkanBuffer& out, uint64_t out_offset,
-                   int64_t width, int64_t n_rows) {
+                   int64_t width, int64_t n_rows, int64_t weight_rows) {
   check_floats(x, width * n_rows, "x", x_offset);
   check_floats(out, width * n_rows, "out", out_offset);
-  if (weight != nullptr) check_floats(*weight, width, "the norm weight");
+  if (weight != nullptr) check_floats(*weight, width * weight_rows, "the norm weight");
   const PipelineSpec spec{"rms_norm", 3, sizeof(RmsNormPush), 1u << 2};
   const ComputePipeline& pipeline = batch.device().pipelines().get(spec);
   const RmsNormPush push{static_cast<uint32_t>(width),
                          static_cast<uint32_t>(n_rows),
                          eps,
-                         weight != nullptr ? 1u : 0u,
+                         weight != nullptr ? static_cast<uint32_t>(weight_rows) : 0u,
                          static_cast<uint32_t>(x_offset),
                          static_cast<uint32_t>(out_offset)};
   // Without a weight the shader never reads binding 1: x stands in for it.
@@ -185,15 +185,17 @@ void layer_norm_rows(CommandBatch& batch, const LayerNormArgs& args) {
   if (args.n_rows <= 0) return;
   check_floats(*args.x, args.width * args.n_rows, "x", args.x_offset);
   check_floats(*args.out, args.width * args.n_rows, "out", args.out_offset);
-  if (args.weight != nullptr) check_floats(*args.weight, args.width, "the norm weight");
-  if (args.bias != nullptr) check_floats(*args.bias, args.width, "the norm bias");
+  if (args.weight != nullptr) {
+    check_floats(*args.weight, args.width * args.weight_rows, "the norm weight");
+  }
+  if (args.bias != nullptr) check_floats(*args.bias, args.width * args.bias_rows, "the norm bias");
   const PipelineSpec spec{"layer_norm", 4, sizeof(LayerNormPush), 1u << 3};
   const ComputePipeline& pipeline = batch.device().pipelines().get(spec);
   const LayerNormPush push{static_cast<uint32_t>(args.width),
                            static_cast<uint32_t>(args.n_rows),
                            args.eps,
-                           args.weight != nullptr ? 1u : 0u,
-                           args.bias != nullptr ? 1u : 0u,
+                           args.weight != nullptr ? static_cast<uint32_t>(args.weight_rows) : 0u,
+                           args.bias != nullptr ? static_cast<uint32_t>(args.bias_rows) : 0u,
                            static_cast<uint32_t>(args.x_offset),
                            static_cast<uint32_t>(args.out_offset)};
   // An absent weight or bias is never read: x stands in for it.
@@ -212,7 +214,13 @@ void elementwise(CommandBatch& batch, const ElementArgs& args) {
                "x", args.x_offset);
   check_floats(*args.out, args.n, "out", args.out_offset);
   const VulkanBuffer* b = args.b != nullptr ? args.b : args.x;
-  const PipelineSpec spec{"elementwise", 3, sizeof(ElementPush), 1u << 2};
+  const bool gelu = args.op == ElementOp::gelu || args.op == ElementOp::geglu ||
+                    args.op == ElementOp::geglu_halves;
+  if (gelu) {
+    if (args.gelu_table == nullptr) throw Error("vulkan: a GELU op without its table");
+    check_floats(*args.gelu_table, 65536, "the GELU table");
+  }
+  const PipelineSpec spec{"elementwise", 4, sizeof(ElementPush), 1u << 2};
   const ComputePipeline& pipeline = batch.device().pipelines().get(spec);
   const ElementPush push{static_cast<uint32_t>(args.op),
                          static_cast<uint32_t>(args.n),
@@ -222,7 +230,9 @@ void elementwise(CommandBatch& batch, const ElementArgs& args) {
                          args.width,
                          args.p0,
                          args.p1};
-  const std::array<const VulkanBuffer*, 3> buffers{args.x, b, args.out};
+  // The other ops never read binding 3: x stands in for it.
+  const std::array<const VulkanBuffer*, 4> buffers{args.x, b, args.out,
+                                                   gelu ? args.gelu_table : args.x};
   const int64_t groups = (args.n + kElementGroup - 1) / kElementGroup;
   batch.dispatch(pipeline, buffers, push_bytes(push), row_grid(batch.device(), groups, 1));
 }
@@ -243,7 +253,7 @@ struct RopePush {
 struct AttentionPush {
   uint32_t n_rows, n_head, n_head_kv, dk, dv, q_offset, out_offset, max_kv;
   float scale, dot_scale, softcap;
-  uint32_t has_sinks;
+  uint32_t has_sinks, has_alibi;
 };
 
 }  // namespace
@@ -275,7 +285,7 @@ void attention(CommandBatch& batch, const AttentionArgs& args) {
   check_floats(*args.out, args.n_rows * args.n_head * args.dv, "out", args.out_offset);
   check_floats(*args.scores, args.n_rows * args.n_head * std::max<int64_t>(args.max_kv, 1),
                "the scores");
-  const PipelineSpec spec{"attention", 7, sizeof(AttentionPush), (1u << 5) | (1u << 6)};
+  const PipelineSpec spec{"attention", 8, sizeof(AttentionPush), (1u << 5) | (1u << 6)};
   const ComputePipeline& pipeline = batch.device().pipelines().get(spec);
   const AttentionPush push{static_cast<uint32_t>(args.n_rows),
                            static_cast<uint32_t>(args.n_head),
@@ -288,11 +298,18 @@ void attention(CommandBatch& batch, const AttentionArgs& args) {
                            args.scale,
                            args.dot_scale,
                            args.softcap,
-                           args.sinks != nullptr ? 1u : 0u};
-  // Without sinks the shader never reads binding 4: q stands in for it.
-  const std::array<const VulkanBuffer*, 7> buffers{
-      args.q,      args.keys, args.values, args.rows, args.sinks != nullptr ? args.sinks : args.q,
-      args.scores, args.out};
+                           args.sinks != nullptr ? 1u : 0u,
+                           args.slopes != nullptr ? 1u : 0u};
+  // Without sinks or ALiBi the shader never reads bindings 4 or 7: q stands
+  // in for them.
+  const std::array<const VulkanBuffer*, 8> buffers{args.q,
+                                                   args.keys,
+                                                   args.values,
+                                                   args.rows,
+                                                   args.sinks != nullptr ? args.sinks : args.q,
+                                                   args.scores,
+                                                   args.out,
+                                                   args.slopes != nullptr ? args.slopes : args.q};
   batch.dispatch(pipeline, buffers, push_bytes(push),
                  {static_cast<uint32_t>(args.n_head), static_cast<uint32_t>(args.n_rows), 1u});
 }

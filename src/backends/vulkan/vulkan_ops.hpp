@@ -34,15 +34,17 @@ void matmul(VulkanDevice& device, const VulkanMatrix& w, const VulkanBuffer& x, 
 // floats, or null for none; out may be x.
 void rms_norm_rows(CommandBatch& batch, const VulkanBuffer& x, const VulkanBuffer* weight,
                    float eps, VulkanBuffer& out, int64_t width, int64_t n_rows);
-// The same from x_offset / out_offset floats into x / out.
+// The same from x_offset / out_offset floats into x / out, with a weight
+// of weight_rows rows of width that the rows take in turn (a row per head).
 void rms_norm_rows(CommandBatch& batch, const VulkanBuffer& x, uint64_t x_offset,
                    const VulkanBuffer* weight, float eps, VulkanBuffer& out, uint64_t out_offset,
-                   int64_t width, int64_t n_rows);
+                   int64_t width, int64_t n_rows, int64_t weight_rows = 1);
 void rms_norm_rows(VulkanDevice& device, const VulkanBuffer& x, const VulkanBuffer* weight,
                    float eps, VulkanBuffer& out, int64_t width, int64_t n_rows);
 
 // Layer norm of n_rows rows of `width` floats (kernels/cpu/norm.hpp's
-// layer_norm_rows); weight and bias are width floats, or null for none.
+// layer_norm_rows); weight and bias are weight_rows / bias_rows rows of
+// width floats that the rows take in turn, or null for none.
 struct LayerNormArgs {
   const VulkanBuffer* x = nullptr;
   uint64_t x_offset = 0;
@@ -52,6 +54,7 @@ struct LayerNormArgs {
   VulkanBuffer* out = nullptr;
   uint64_t out_offset = 0;
   int64_t width = 0, n_rows = 0;
+  int64_t weight_rows = 1, bias_rows = 1;
 };
 void layer_norm_rows(CommandBatch& batch, const LayerNormArgs& args);
 
@@ -85,6 +88,9 @@ struct ElementArgs {
   uint64_t out_offset = 0;
   uint32_t width = 0;
   float p0 = 0, p1 = 0;
+  // The GELU ops' table: 65536 floats, kernels::gelu_fp16_table() read as
+  // floats (null for the other ops).
+  const VulkanBuffer* gelu_table = nullptr;
 };
 
 void elementwise(CommandBatch& batch, const ElementArgs& args);
@@ -112,8 +118,9 @@ struct AttentionArgs {
   const VulkanBuffer* keys = nullptr;
   const VulkanBuffer* values = nullptr;
   const VulkanBuffer* rows = nullptr;
-  const VulkanBuffer* sinks = nullptr;  // n_head floats, or null
-  VulkanBuffer* scores = nullptr;       // n_rows * n_head * max_kv floats of scratch
+  const VulkanBuffer* sinks = nullptr;   // n_head floats, or null
+  const VulkanBuffer* slopes = nullptr;  // ALiBi's n_head slopes, or null
+  VulkanBuffer* scores = nullptr;        // n_rows * n_head * max_kv floats of scratch
   VulkanBuffer* out = nullptr;
   uint64_t out_offset = 0;
   int64_t n_rows = 0, n_head = 0, n_head_kv = 0, dk = 0, dv = 0, max_kv = 0;

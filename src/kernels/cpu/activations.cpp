@@ -86,6 +86,10 @@ const std::array<uint16_t, 65536>& gelu_table() {
 
 }  // namespace
 
+std::span<const uint16_t, 65536> gelu_fp16_table() {
+  return gelu_table();
+}
+
 float gelu_tanh(float x) {
   if (x <= -10.0f) return 0.0f;
   if (x >= 10.0f) return x;

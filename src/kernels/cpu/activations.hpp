@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <span>
 
 namespace cortiq::kernels {
@@ -32,6 +33,9 @@ size_t silu_inplace(float* x, size_t n);
 // (ggml_table_gelu_f16), so x is rounded to fp16 and the result too; 0
 // below, x above.
 float gelu_tanh(float x);
+// gelu_tanh's table: the fp16 result for every fp16 input bit pattern (what
+// a device reads to give the CPU's bits).
+std::span<const uint16_t, 65536> gelu_fp16_table();
 
 // x[i] = gelu_tanh(x[i]) (ggml_gelu).
 void gelu_inplace(std::span<float> x);

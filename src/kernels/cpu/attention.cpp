@@ -211,18 +211,6 @@ HeadLoops head_loops(const AttentionShape& shape, bool f16_keys, bool f16_values
           f16_values ? v.weighted_range_f16 : v.weighted_range_f32, simd.softmax_window};
 }
 
-// ALiBi's slope for query head h, as ggml's soft_max_ext computes it
-// (ggml_compute_forward_soft_max_f32 in ggml-cpu/ops.cpp), types included.
-float alibi_slope(float max_bias, int64_t n_head, int64_t h) {
-  const auto heads = static_cast<uint32_t>(n_head);
-  const uint32_t n_head_log2 = 1u << static_cast<uint32_t>(std::floor(std::log2(heads)));
-  const float m0 = ::powf(2.0f, -(max_bias) / static_cast<float>(n_head_log2));
-  const float m1 = ::powf(2.0f, -(max_bias / 2.0f) / static_cast<float>(n_head_log2));
-  const auto head = static_cast<uint32_t>(h);
-  return head < n_head_log2 ? ::powf(m0, static_cast<float>(head + 1))
-                            : ::powf(m1, static_cast<float>(2 * (head - n_head_log2) + 1));
-}
-
 // What llama.cpp does to the product's scores of one (row, head) at
 // positions [begin, end) (s[0] is position begin) before the softmax, the
 // tiles having multiplied each dot by 1/softcap (or softcap_scale) when
@@ -246,6 +234,18 @@ void finish_scores(float* s, int64_t begin, int64_t end, const AttentionShape& s
 }
 
 }  // namespace
+
+// ALiBi's slope for query head h, as ggml's soft_max_ext computes it
+// (ggml_compute_forward_soft_max_f32 in ggml-cpu/ops.cpp), types included.
+float alibi_slope(float max_bias, int64_t n_head, int64_t h) {
+  const auto heads = static_cast<uint32_t>(n_head);
+  const uint32_t n_head_log2 = 1u << static_cast<uint32_t>(std::floor(std::log2(heads)));
+  const float m0 = ::powf(2.0f, -(max_bias) / static_cast<float>(n_head_log2));
+  const float m1 = ::powf(2.0f, -(max_bias / 2.0f) / static_cast<float>(n_head_log2));
+  const auto head = static_cast<uint32_t>(h);
+  return head < n_head_log2 ? ::powf(m0, static_cast<float>(head + 1))
+                            : ::powf(m1, static_cast<float>(2 * (head - n_head_log2) + 1));
+}
 
 size_t attention_scratch_floats(const AttentionShape& shape, int64_t n_rows,
                                 int64_t max_positions) {

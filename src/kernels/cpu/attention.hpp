@@ -63,6 +63,10 @@ struct AttentionShape {
 // rows (max n_kv when they all start at 0).
 size_t attention_scratch_floats(const AttentionShape& shape, int64_t n_rows, int64_t max_positions);
 
+// ALiBi's slope for query head h of n_head (AttentionShape::alibi_max_bias),
+// as ggml's soft_max_ext computes it, types included.
+float alibi_slope(float max_bias, int64_t n_head, int64_t h);
+
 // Rows of one sequence: row r (query q[r * n_head * head_dim_k ...]) attends
 // to positions [kv_start[r], n_kv[r]) (0 <= kv_start[r] <= n_kv[r] <=
 // cells.size(); an empty kv_start means all 0) and writes out[r * n_head *

@@ -2,6 +2,7 @@
 // (ggml_compute_forward_rms_norm_f32, ggml_compute_forward_norm_f32).
 #include "kernels/cpu/norm.hpp"
 
+#include <algorithm>
 #include <cassert>
 #include <cmath>
 
@@ -25,11 +26,23 @@ void rms_norm(std::span<const float> x, std::span<const float> weight, float eps
   }
 }
 
+namespace {
+
+// Row `row` of a weight of rows of `width` (empty stays empty).
+std::span<const float> weight_row(std::span<const float> weight, size_t row, size_t width) {
+  return weight.empty() ? weight : weight.subspan(row * width, width);
+}
+
+}  // namespace
+
 void rms_norm_rows(std::span<const float> x, std::span<const float> weight, float eps,
                    std::span<float> out, size_t width) {
   assert(width > 0 && x.size() % width == 0 && out.size() == x.size());
-  for (size_t start = 0; start < x.size(); start += width) {
-    rms_norm(x.subspan(start, width), weight, eps, out.subspan(start, width));
+  assert(weight.size() % width == 0);
+  const size_t weight_rows = std::max<size_t>(weight.size() / width, 1);
+  for (size_t start = 0, row = 0; start < x.size(); start += width, ++row) {
+    rms_norm(x.subspan(start, width), weight_row(weight, row % weight_rows, width), eps,
+             out.subspan(start, width));
   }
 }
 
@@ -69,8 +82,12 @@ void layer_norm(std::span<const float> x, std::span<const float> weight,
 void layer_norm_rows(std::span<const float> x, std::span<const float> weight,
                      std::span<const float> bias, float eps, std::span<float> out, size_t width) {
   assert(width > 0 && x.size() % width == 0 && out.size() == x.size());
-  for (size_t start = 0; start < x.size(); start += width) {
-    layer_norm(x.subspan(start, width), weight, bias, eps, out.subspan(start, width));
+  assert(weight.size() % width == 0 && bias.size() % width == 0);
+  const size_t weight_rows = std::max<size_t>(weight.size() / width, 1);
+  const size_t bias_rows = std::max<size_t>(bias.size() / width, 1);
+  for (size_t start = 0, row = 0; start < x.size(); start += width, ++row) {
+    layer_norm(x.subspan(start, width), weight_row(weight, row % weight_rows, width),
+               weight_row(bias, row % bias_rows, width), eps, out.subspan(start, width));
   }
 }
 

@@ -11,8 +11,10 @@ namespace cortiq::kernels {
 void rms_norm(std::span<const float> x, std::span<const float> weight, float eps,
               std::span<float> out);
 
-// rms_norm of each `width`-element row of x (x.size() a multiple of width),
-// all with the same weight (empty, or width long). out may alias x.
+// rms_norm of each `width`-element row of x (x.size() a multiple of width).
+// The weight is empty, one row of `width`, or k such rows that the rows of
+// x take in turn (row i weight row i % k: a weight row per head, the rows
+// being each head of each token). out may alias x.
 void rms_norm_rows(std::span<const float> x, std::span<const float> weight, float eps,
                    std::span<float> out, size_t width);
 
@@ -28,7 +30,8 @@ void l2_norm(std::span<float> x, float eps);
 void layer_norm(std::span<const float> x, std::span<const float> weight,
                 std::span<const float> bias, float eps, std::span<float> out);
 
-// layer_norm of each `width`-element row.
+// layer_norm of each `width`-element row; weight and bias as rms_norm_rows
+// takes its weight (one row, or rows taken in turn).
 void layer_norm_rows(std::span<const float> x, std::span<const float> weight,
                      std::span<const float> bias, float eps, std::span<float> out, size_t width);
 

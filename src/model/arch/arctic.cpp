@@ -73,7 +73,7 @@ class ArcticModel final : public FamilyModel<ArcticWeights> {
     const auto& h = hparams_;
     const auto n = static_cast<int64_t>(rows.size());
     const auto [x, normed, branch, pass] = start_layers(h, rows, cells, ctx, w_.embedding, w_.rope);
-    const auto moe_in = ForwardBuffers::take(ctx.buffers.parallel, x.size());
+    const Tensor moe_in = ctx.backend.scratch(ctx.buffers.parallel, x.size());
     for (const int64_t il : ctx.stage.layers()) {
       const ArcticLayer& layer = w_.layers[static_cast<size_t>(il)];
       rms_norm(ctx, h, x, layer.moe_norm, moe_in);  // from the layer's input

@@ -105,7 +105,7 @@ class BertModel final : public FamilyModel<BertWeights> {
       ctx.backend.add(x, branch);
       layer.out_norm.apply(ctx, x, x);
     }
-    copy_output_rows(h, rows, x, ctx.stage, hidden);
+    copy_output_rows(h, rows, x, ctx, hidden);
   }
 };
 

@@ -76,7 +76,7 @@ class CommandRModel final : public FamilyModel<CommandRWeights> {
     const auto& h = hparams_;
     const auto n = static_cast<int64_t>(rows.size());
     const auto [x, normed, branch, pass] = start_layers(h, rows, cells, ctx, w_.embedding, w_.rope);
-    const auto ffn_out = ForwardBuffers::take(ctx.buffers.parallel, x.size());
+    const Tensor ffn_out = ctx.backend.scratch(ctx.buffers.parallel, x.size());
     for (const int64_t il : ctx.stage.layers()) {
       const CommandRLayer& layer = w_.layers[static_cast<size_t>(il)];
       layer.attn_norm.apply(ctx, x, normed);

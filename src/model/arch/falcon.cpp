@@ -87,8 +87,8 @@ class FalconModel final : public FamilyModel<FalconWeights> {
       if (two_norms) layer.attn_norm.apply(ctx, x, normed);
       // The attention's scratch (attn_out, [rows][n_embd] here) is free
       // again: it takes the FFN's output while `branch` keeps the attention's.
-      const auto ffn_out =
-          ForwardBuffers::take(ctx.buffers.attn_out, n * static_cast<size_t>(h.n_embd));
+      const Tensor ffn_out =
+          ctx.backend.scratch(ctx.buffers.attn_out, n * static_cast<size_t>(h.n_embd));
       ffn(layer.ffn, FfnActivation::gelu, h, il, static_cast<int64_t>(n), ctx, normed, ffn_out);
       // llama.cpp's order: (ffn + attention) + x.
       ctx.backend.add(ffn_out, branch);

@@ -78,7 +78,7 @@ class FalconH1Model final : public FamilyModel<FalconH1Weights> {
     const auto& h = hparams_;
     const auto n = static_cast<int64_t>(rows.size());
     const LayerStream s = start_layers(h, rows, cells, ctx, w_.embedding, w_.rope);
-    const auto mixer = ForwardBuffers::take(ctx.buffers.parallel, s.x.size());
+    const Tensor mixer = ctx.backend.scratch(ctx.buffers.parallel, s.x.size());
     for (const int64_t il : ctx.stage.layers()) {
       const FalconH1Layer& layer = w_.layers[static_cast<size_t>(il)];
       rms_norm(ctx, h, s.x, layer.attn_norm, s.normed);

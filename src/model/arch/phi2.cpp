@@ -70,7 +70,7 @@ class Phi2Model final : public FamilyModel<Phi2Weights> {
     const auto& h = hparams_;
     const auto n = rows.size();
     const auto [x, normed, branch, pass] = start_layers(h, rows, cells, ctx, w_.embedding, w_.rope);
-    const auto ffn_out = ForwardBuffers::take(ctx.buffers.parallel, x.size());
+    const Tensor ffn_out = ctx.backend.scratch(ctx.buffers.parallel, x.size());
     for (const int64_t il : ctx.stage.layers()) {
       const Phi2Layer& layer = w_.layers[static_cast<size_t>(il)];
       layer.attn_norm.apply(ctx, x, normed);

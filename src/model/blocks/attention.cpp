@@ -153,29 +153,6 @@ void norm_heads(ForwardContext& ctx, Tensor row, std::span<const float> weight, 
   if (!weight.empty()) ctx.backend.rms_norm_rows(row, weight, eps, row, weight.size());
 }
 
-// RMS norm of each head_dim-wide head of `row`, each head with its own
-// weight row (`weight` as wide as the row), in place.
-void rms_norm_heads(ForwardContext& ctx, Tensor row, std::span<const float> weight,
-                    int64_t head_dim, float eps) {
-  const auto width = static_cast<size_t>(head_dim);
-  for (size_t start = 0; start < row.size(); start += width) {
-    const auto head = row.subspan(start, width);
-    ctx.backend.rms_norm_rows(head, weight.subspan(start, width), eps, head, width);
-  }
-}
-
-// Layer norm of each head_dim-wide head of `row` (no bias), each head with
-// its own weight row (`weight` as wide as the row), in place.
-void layer_norm_heads(std::span<float> row, std::span<const float> weight, int64_t head_dim,
-                      float eps) {
-  if (weight.empty()) return;
-  const auto width = static_cast<size_t>(head_dim);
-  for (size_t start = 0; start < row.size(); start += width) {
-    const auto head = row.subspan(start, width);
-    kernels::layer_norm(head, weight.subspan(start, width), {}, eps, head);
-  }
-}
-
 // Qwen3-Next's query product, per head [queries | gate], split into the
 // queries and ForwardBuffers::attn_gate (each row q_width wide).
 void split_query_gate(const LayerSpec& layer, std::span<const float> product, std::span<float> q,
@@ -193,29 +170,29 @@ void split_query_gate(const LayerSpec& layer, std::span<const float> product, st
   }
 }
 
-// Row r's Q/K norms of the kinds with a weight row per head or a layer
-// norm (the plain RMS norms go over all rows at once).
-void norm_row_heads(const AttentionWeights& w, const ModelHParams& hp, const LayerSpec& layer,
-                    std::span<float> q, std::span<float> k, size_t r, ForwardContext& ctx) {
-  const auto qw = static_cast<size_t>(layer.q_width());
-  const auto kw = static_cast<size_t>(layer.k_width());
-  const auto q_row = q.subspan(r * qw, qw);
-  const auto k_row = k.subspan(r * kw, kw);
+// The Q/K norms of the kinds with a weight row per head or a layer norm
+// (the plain RMS norms go through norm_heads), over every row at once: a
+// table of per-head weights is taken head by head (kernels/cpu/norm.hpp).
+void norm_per_head_or_layer(const AttentionWeights& w, const ModelHParams& hp,
+                            const LayerSpec& layer, ForwardContext& ctx, Tensor q, Tensor k) {
+  const auto dim = static_cast<size_t>(layer.head_dim_k);
   switch (w.qk_norm_kind) {
     case AttentionWeights::QkNormKind::rms_per_head:
-      rms_norm_heads(ctx, q_row, w.q_norm, layer.head_dim_k, hp.rms_eps);
-      rms_norm_heads(ctx, k_row, w.k_norm, layer.head_dim_k, hp.rms_eps);
+      if (!w.q_norm.empty()) ctx.backend.rms_norm_rows(q, w.q_norm, hp.rms_eps, q, dim);
+      if (!w.k_norm.empty()) ctx.backend.rms_norm_rows(k, w.k_norm, hp.rms_eps, k, dim);
       return;
     case AttentionWeights::QkNormKind::layer_per_head:
-      layer_norm_heads(q_row, w.q_norm, layer.head_dim_k, hp.norm_eps);
-      layer_norm_heads(k_row, w.k_norm, layer.head_dim_k, hp.norm_eps);
+      if (!w.q_norm.empty()) ctx.backend.layer_norm_rows(q, w.q_norm, {}, hp.norm_eps, q, dim);
+      if (!w.k_norm.empty()) ctx.backend.layer_norm_rows(k, w.k_norm, {}, hp.norm_eps, k, dim);
       return;
     case AttentionWeights::QkNormKind::layer_whole:
       // MPT: both norms when attn_q_norm is there (the K one perhaps
       // without weight), neither otherwise.
       if (!w.q_norm.empty()) {
-        kernels::layer_norm(q_row, w.q_norm, w.q_norm_b, hp.norm_eps, q_row);
-        kernels::layer_norm(k_row, w.k_norm, w.k_norm_b, hp.norm_eps, k_row);
+        ctx.backend.layer_norm_rows(q, w.q_norm, w.q_norm_b, hp.norm_eps, q,
+                                    static_cast<size_t>(layer.q_width()));
+        ctx.backend.layer_norm_rows(k, w.k_norm, w.k_norm_b, hp.norm_eps, k,
+                                    static_cast<size_t>(layer.k_width()));
       }
       return;
     case AttentionWeights::QkNormKind::rms:
@@ -239,19 +216,15 @@ void project_qkv(const AttentionWeights& w, const ModelHParams& hp, const LayerS
     // build_qkv's fused path: one product, its scale and bias, then Q, K
     // and V are views of each row (copied out here).
     const auto width = qw + kw + vw;
-    const std::span<float> fused = ForwardBuffers::take(buf.qkv, rows * width);
-    const std::span<float> qh = q, kh = k, vh = v;
+    const Tensor fused = ctx.backend.scratch(buf.qkv, rows * width);
     ctx.backend.matmul(w.wqkv, normed, n, fused, static_cast<int64_t>(width));
     apply_scale(ctx, fused, w.qkv_scale);
     ctx.backend.add_bias_rows(fused, w.bqkv);
     if (hp.clamp_kqv > 0.0f) ctx.backend.clamp(fused, -hp.clamp_kqv, hp.clamp_kqv);
-    for (size_t r = 0; r < rows; ++r) {
-      const auto row = fused.subspan(r * width, width);
-      // Plain loops: g++ 12 warns falsely (-Wstringop-overflow) on copies here.
-      for (size_t i = 0; i < qw; ++i) qh[r * qw + i] = row[i];
-      for (size_t i = 0; i < kw; ++i) kh[r * kw + i] = row[qw + i];
-      for (size_t i = 0; i < vw; ++i) vh[r * vw + i] = row[qw + kw + i];
-    }
+    const size_t tail = rows * width;  // each view's rows end within the product
+    ctx.backend.copy_rows(fused, width, q, qw, qw, rows);
+    ctx.backend.copy_rows(fused.subspan(qw, tail - qw), width, k, kw, kw, rows);
+    ctx.backend.copy_rows(fused.subspan(qw + kw, tail - qw - kw), width, v, vw, vw, rows);
   } else {
     // With a query gate, Q's product holds each head's queries and gate.
     const int64_t q_rows = w.query_gate ? 2 * layer.q_width() : layer.q_width();
@@ -282,7 +255,7 @@ void project_qkv(const AttentionWeights& w, const ModelHParams& hp, const LayerS
     norm_heads(ctx, q, w.q_norm, hp.rms_eps);
     norm_heads(ctx, k, w.k_norm, hp.rms_eps);
   } else if (w.qk_norm_kind != Kind::rms) {
-    for (size_t r = 0; r < rows; ++r) norm_row_heads(w, hp, layer, q, k, r, ctx);
+    norm_per_head_or_layer(w, hp, layer, ctx, q, k);
   }
   if (rope != nullptr) {
     ctx.backend.rope_rows(q, rows, layer.n_head, layer.head_dim_k, *rope->params, rope->cache);

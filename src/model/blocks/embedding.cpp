@@ -32,7 +32,7 @@ void TokenEmbedding::embed(const ModelHParams& hp, std::span<const BatchRow> row
     ids.clear();
     for (const auto& row : rows) ids.push_back(row.pos);
     const auto width = rows.size() * static_cast<size_t>(hp.n_embd);
-    const auto pos = ForwardBuffers::take(ctx.buffers.proj, width);
+    const Tensor pos = ctx.backend.scratch(ctx.buffers.proj, width);
     ctx.backend.get_rows(positions, ids, pos);
     ctx.backend.add(x.first(width), pos);
   }
@@ -50,17 +50,30 @@ void TokenEmbedding::visit_token_types(TensorVisitor& v, const ModelHParams& hp)
   type0.resize(std::min(type0.size(), static_cast<size_t>(hp.n_embd)));
 }
 
-void copy_output_rows(const ModelHParams& hp, std::span<const BatchRow> rows,
-                      std::span<const float> x, const LayerStage& stage, std::span<float> out) {
+void copy_output_rows(const ModelHParams& hp, std::span<const BatchRow> rows, ConstTensor x,
+                      ForwardContext& ctx, std::span<float> out) {
   const auto n_embd = static_cast<size_t>(hp.n_embd);
+  const LayerStage& stage = ctx.stage;
   if (!stage.ends_in_head()) {
-    stage.write_output(x, n_embd, out);
+    if (stage.width == hp.n_embd) {
+      ctx.backend.copy_to_host(x.first(rows.size() * n_embd), out.first(rows.size() * n_embd));
+    } else {
+      stage.write_output(x, n_embd, out);
+    }
     return;
   }
   size_t k = 0;
-  for (size_t r = 0; r < rows.size(); ++r) {
-    if (!rows[r].logits) continue;
-    std::ranges::copy(x.subspan(r * n_embd, n_embd), out.subspan(k++ * n_embd, n_embd).begin());
+  for (size_t r = 0; r < rows.size();) {
+    if (!rows[r].logits) {
+      ++r;
+      continue;
+    }
+    size_t run = 1;
+    while (r + run < rows.size() && rows[r + run].logits) ++run;
+    ctx.backend.copy_to_host(x.subspan(r * n_embd, run * n_embd),
+                             out.subspan(k * n_embd, run * n_embd));
+    k += run;
+    r += run;
   }
 }
 

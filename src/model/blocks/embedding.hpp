@@ -72,7 +72,9 @@ struct OutputHead {
 // An encoder's output: the hidden rows (n_embd wide) of the rows marked
 // `logits`, in order, as they are (no final norm); every row's, for the
 // next stage, when the stage ends before the last layer.
-void copy_output_rows(const ModelHParams& hp, std::span<const BatchRow> rows,
-                      std::span<const float> x, const LayerStage& stage, std::span<float> out);
+// The rows come to the host through the backend (copy_to_host, one copy
+// per run of consecutive wanted rows).
+void copy_output_rows(const ModelHParams& hp, std::span<const BatchRow> rows, ConstTensor x,
+                      ForwardContext& ctx, std::span<float> out);
 
 }  // namespace cortiq

@@ -1,7 +1,7 @@
 #version 450
 // Attention of query rows over their sequences' cached rows, one workgroup
-// per (row, head): scores of every position the row sees, the softcap, the
-// softmax (with the head's learned sink, when there is one), then the
+// per (row, head): scores of every position the row sees, the softcap,
+// ALiBi's bias, the softmax (with the head's learned sink, when there is one), then the
 // weighted sum of the values. Rows of keys and values are found through a
 // table the host writes per call: for each query row its first position,
 // its position count and where its positions' row offsets start; for each
@@ -23,6 +23,7 @@ layout(std430, binding = 3) readonly buffer Rows { uint rows_at[]; };
 layout(std430, binding = 4) readonly buffer Sinks { float sinks[]; };
 layout(std430, binding = 5) coherent buffer Scores { float scores[]; };
 layout(std430, binding = 6) writeonly buffer Out { float o[]; };
+layout(std430, binding = 7) readonly buffer Slopes { float slopes[]; };  // ALiBi, per head
 
 layout(push_constant) uniform Params {
   uint n_rows;
@@ -37,6 +38,7 @@ layout(push_constant) uniform Params {
   float dot_scale;  // with a softcap: 1 / softcap (or the family's); else the scale
   float softcap;    // 0: none
   uint has_sinks;
+  uint has_alibi;
 } p;
 
 shared float partial[WG];
@@ -59,6 +61,9 @@ void main() {
     for (uint d = 0u; d < p.dk; ++d) dot = fma(q[q_base + d], keys[k_base + d], dot);
     precise float s = dot * p.dot_scale;
     if (p.softcap > 0.0) s = (tanh(s) * p.softcap) * p.scale;
+    // llama.cpp's mask holds -(query position - key position); its
+    // soft_max_ext adds slope * mask in one FMA, as the CPU does.
+    if (p.has_alibi != 0u) s = fma(slopes[head], float(int(j) - int(n_kv - 1u)), s);
     scores[s_base + j] = s;
     local_max = max(local_max, s);
   }

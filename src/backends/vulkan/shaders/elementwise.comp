@@ -3,14 +3,16 @@
 // out[i] = f(x[i], b[...]) for i < n, each buffer read from its own offset.
 // x, b and out may be one buffer (x += b in place); every element is read
 // and written by one invocation only. Each op computes what the CPU kernel
-// of kernels/cpu/activations.hpp computes; GELU goes through fp16 as the
-// CPU's table does (input rounded to fp16, result rounded to fp16).
+// of kernels/cpu/activations.hpp computes; GELU reads the CPU's table (the
+// input rounded to fp16 to nearest even, as base/fp16.hpp does, indexes the
+// fp16 results as floats), so it gives the CPU's bits.
 
 layout(local_size_x = 256, local_size_y = 1, local_size_z = 1) in;
 
 layout(std430, binding = 0) buffer X { float x[]; };
 layout(std430, binding = 1) buffer B { float b[]; };
 layout(std430, binding = 2) buffer Out { float o[]; };
+layout(std430, binding = 3) readonly buffer GeluTable { float gelu_table[]; };  // 65536
 
 // The op codes of ElementOp (vulkan_ops.hpp).
 #define OP_ADD 0u
@@ -41,14 +43,40 @@ layout(push_constant) uniform Params {
 
 float silu(float v) { return v / (1.0 + exp(-v)); }
 
+// The fp16 bits of v, rounded to nearest even (packHalf2x16 leaves the
+// rounding to the implementation); infinities for what overflows.
+uint fp16_bits(float v) {
+  const uint x = floatBitsToUint(v);
+  const uint sign = (x >> 16) & 0x8000u;
+  const uint e = (x >> 23) & 0xffu;
+  uint m = x & 0x7fffffu;
+  if (e == 0xffu) return sign | 0x7c00u | (m != 0u ? 0x200u : 0u);
+  const int ex = int(e) - 112;  // the fp16 exponent field
+  if (ex >= 31) return sign | 0x7c00u;
+  if (ex <= 0) {  // a subnormal fp16, or zero
+    if (ex < -10) return sign;
+    m |= 0x800000u;
+    const uint shift = uint(14 - ex);
+    uint h = m >> shift;
+    const uint rest = m & ((1u << shift) - 1u), half_way = 1u << (shift - 1u);
+    if (rest > half_way || (rest == half_way && (h & 1u) != 0u)) h += 1u;
+    return sign | h;
+  }
+  uint h = (uint(ex) << 10) | (m >> 13);
+  const uint rest = m & 0x1fffu;
+  // A carry out of the mantissa raises the exponent (to infinity at the top).
+  if (rest > 0x1000u || (rest == 0x1000u && (h & 1u) != 0u)) h += 1u;
+  return sign | h;
+}
+
 float gelu(float v) {
   if (v <= -10.0) return 0.0;
   if (v >= 10.0) return v;
-  const float h = unpackHalf2x16(packHalf2x16(vec2(v, 0.0))).x;
-  precise float inner = 0.79788456080286535587989211986876 * h * (1.0 + 0.044715 * h * h);
-  const float g = 0.5 * h * (1.0 + tanh(inner));
-  return unpackHalf2x16(packHalf2x16(vec2(g, 0.0))).x;
+  return gelu_table[fp16_bits(v)];
 }
+
+// ggml_vec_geglu_f32: +0 below -10 (not 0 times up, which may be -0).
+float geglu(float g, float u) { return g <= -10.0 ? 0.0 : gelu(g) * u; }
 
 void main() {
   const uint i = gl_GlobalInvocationID.x + gl_GlobalInvocationID.y * gl_NumWorkGroups.x * 256u;
@@ -57,7 +85,7 @@ void main() {
     const uint row = i / p.width, col = i % p.width;
     const float g = x[p.x_offset + row * 2u * p.width + col];
     const float u = x[p.x_offset + row * 2u * p.width + p.width + col];
-    o[p.out_offset + i] = (p.op == OP_SWIGLU_HALVES ? silu(g) : gelu(g)) * u;
+    o[p.out_offset + i] = p.op == OP_SWIGLU_HALVES ? silu(g) * u : geglu(g, u);
     return;
   }
   const float v = x[p.x_offset + i];
@@ -75,7 +103,7 @@ void main() {
     case OP_SOFTPLUS: r = v > 20.0 ? v : log(1.0 + exp(v)); break;
     case OP_SIGMOID: r = 1.0 / (1.0 + exp(-v)); break;
     case OP_SWIGLU: r = silu(v) * b[p.b_offset + i]; break;
-    case OP_GEGLU: r = gelu(v) * b[p.b_offset + i]; break;
+    case OP_GEGLU: r = geglu(v, b[p.b_offset + i]); break;
   }
   o[p.out_offset + i] = r;
 }

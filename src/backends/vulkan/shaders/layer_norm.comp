@@ -2,7 +2,8 @@
 // Layer norm of each row, as kernels/cpu/norm.hpp's layer_norm_rows:
 // mean, then y = x - mean, variance = mean of y*y, out = y / sqrt(variance +
 // eps) * weight + bias, the weight and the bias separate roundings (each
-// optional). The sums are in float by a fixed tree in shared memory (the
+// optional, each weight_rows / bias_rows rows of width that the rows take
+// in turn: a weight row per head). The sums are in float by a fixed tree in shared memory (the
 // CPU's are in double), one row per workgroup, so a row's result does not
 // depend on the rows beside it. out may be x.
 
@@ -19,8 +20,8 @@ layout(push_constant) uniform Params {
   uint width;
   uint n_rows;
   float eps;
-  uint has_weight;
-  uint has_bias;
+  uint weight_rows;  // 0: none
+  uint bias_rows;    // 0: none
   uint x_offset;    // in floats
   uint out_offset;  // in floats
 } p;
@@ -57,10 +58,12 @@ void main() {
   }
   const float variance = row_sum(sq) / float(p.width);
   const float scale = 1.0 / sqrt(variance + p.eps);
+  const uint w_base = p.weight_rows != 0u ? (row % p.weight_rows) * p.width : 0u;
+  const uint b_base = p.bias_rows != 0u ? (row % p.bias_rows) * p.width : 0u;
   for (uint i = lid; i < p.width; i += WG) {
     precise float v = (x[base + i] - mean) * scale;
-    if (p.has_weight != 0u) v = v * weight[i];
-    if (p.has_bias != 0u) v = v + bias[i];
+    if (p.weight_rows != 0u) v = v * weight[w_base + i];
+    if (p.bias_rows != 0u) v = v + bias[b_base + i];
     o[out_base + i] = v;
   }
 }

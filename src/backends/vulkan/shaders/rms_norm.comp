@@ -3,7 +3,8 @@
 // kernels/cpu/norm.hpp's rms_norm_rows, with the sum of squares in float:
 // doubles are optional in Vulkan). The row's squares are summed by a fixed
 // tree in shared memory, so a row's result does not depend on how many rows
-// run beside it. weight is read only when has_weight is set; out may be x.
+// run beside it. weight holds weight_rows rows of width (0: none), which
+// the rows take in turn (a weight row per head); out may be x.
 
 #define WG 64u
 
@@ -17,7 +18,7 @@ layout(push_constant) uniform Params {
   uint width;
   uint n_rows;
   float eps;
-  uint has_weight;
+  uint weight_rows;
   uint x_offset;    // in floats
   uint out_offset;  // in floats
 } p;
@@ -42,9 +43,10 @@ void main() {
   const float mean = partial[0] / float(p.width);
   const float scale = 1.0 / sqrt(mean + p.eps);
   // Two roundings, as the reference: the weight is a separate multiplication.
+  const uint w_base = p.weight_rows != 0u ? (row % p.weight_rows) * p.width : 0u;
   for (uint i = lid; i < p.width; i += WG) {
     precise float v = x[base + i] * scale;
-    if (p.has_weight != 0u) v = v * weight[i];
+    if (p.weight_rows != 0u) v = v * weight[w_base + i];
     o[out_base + i] = v;
   }
 }
