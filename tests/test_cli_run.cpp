@@ -9,6 +9,10 @@
 #include "engine_test_models.hpp"
 #include "test_support.hpp"
 
+#if CORTIQ_HAVE_VULKAN
+#include "backends/vulkan/vulkan_device.hpp"
+#endif
+
 namespace cortiq {
 namespace {
 
@@ -237,6 +241,44 @@ TEST(CliBench, DepthAndReadBandwidth) {
     bytes[depth > 0] = number_of(tg.find("bytes_per_token"));
   }
   EXPECT_GT(bytes[1], bytes[0]);  // 24 more cache rows per step
+}
+
+// `bench --device vulkan` (and -ngl): the backend column and the device
+// named, the tg test's achieved read rate (bytes per token x t/s; the
+// device's peak is not measured, so no share of it). In the Vulkan tests'
+// process, as DeviceRoute.*.
+TEST(DeviceRoute, BenchReportsTheDeviceAndTheAchievedBandwidth) {
+#if CORTIQ_HAVE_VULKAN
+  if (vulkan::list_vulkan_devices().empty()) GTEST_SKIP() << "no Vulkan device";
+#else
+  GTEST_SKIP() << "built without the Vulkan backend";
+#endif
+  const QuietLog quiet;
+  std::string out;
+  ASSERT_EQ(test::run_cli("bench " + model_arg() + " -p 8 -n 4 -r 1 --device vulkan", &out), 0)
+      << out;
+  EXPECT_NE(out.find("| Vulkan "), std::string::npos) << out;
+  EXPECT_NE(out.find("device: vulkan 0: "), std::string::npos) << out;
+  EXPECT_NE(out.find("tg4: "), std::string::npos) << out;
+  EXPECT_NE(out.find("GB/s (on Vulkan)"), std::string::npos) << out;
+  for (const char* ngl : {"-1", "1"}) {
+    SCOPED_TRACE(std::string("-ngl ") + ngl);
+    ASSERT_EQ(test::run_cli("bench " + model_arg() + " -p 8 -n 4 -r 1 -o json --device vulkan " +
+                                "-ngl " + ngl,
+                            &out),
+              0)
+        << out;
+    const Json json = parse_json(out);
+    ASSERT_EQ(json.array.size(), 2u);
+    const Json& tg = json.array[1];
+    EXPECT_EQ(tg.find("backends")->string, std::string(ngl) == "1" ? "CPU+Vulkan" : "Vulkan");
+    EXPECT_NE(tg.find("device")->string.find("vulkan 0"), std::string::npos);
+    EXPECT_GT(number_of(tg.find("avg_ts")), 0.0);
+    EXPECT_NEAR(number_of(tg.find("read_bytes_per_second")),
+                number_of(tg.find("bytes_per_token")) * number_of(tg.find("avg_ts")),
+                1e-6 * number_of(tg.find("read_bytes_per_second")));
+    EXPECT_EQ(tg.find("machine_read_bytes_per_second"), nullptr);
+  }
 }
 
 }  // namespace

@@ -29,6 +29,7 @@
 #include "model/decoder_model.hpp"
 #include "model/hparams.hpp"
 #include "quant/quant_recipe.hpp"
+#include "runtime/device_route.hpp"
 #include "runtime/kv_cache.hpp"
 
 namespace cortiq::cli {
@@ -138,7 +139,9 @@ uint64_t bytes_read_per_step(const Model& model) {
 // position its window reaches.
 double cache_bytes_per_step(const Model& model, int64_t depth, int64_t n) {
   const KvCacheShape shape = model.decoder().kv_cache_shape(1, 1, model.options().kv_type, 1);
-  const double element = shape.type == KvType::f16 ? 2.0 : 4.0;
+  // On a device the rows are f32 (Model::make_kv_cache).
+  const bool f16 = shape.type == KvType::f16 && model.device_route() == nullptr;
+  const double element = f16 ? 2.0 : 4.0;
   double total = 0;
   for (int64_t p = depth; p < depth + n; ++p) {
     for (const KvLayerShape& layer : shape.layers) {
@@ -182,54 +185,75 @@ double achieved_bandwidth(const TestResult& r) {
   return r.bytes_per_token * r.mean();
 }
 
-void print_markdown(const std::string& label, uint64_t bytes, uint64_t params, int threads,
-                    const std::vector<TestResult>& results, double bandwidth) {
+// What every format reports beside the results.
+struct BenchRun {
+  std::string label;  // "llama 1B Q4_0"
+  uint64_t bytes = 0;
+  uint64_t params = 0;
+  int threads = 0;
+  // "CPU", "Vulkan" or "CPU+Vulkan" (-ngl), as llama-bench's backend
+  // column, and the device's description ("" on the CPU).
+  std::string backend = "CPU";
+  std::string device;
+  // The host's read bandwidth, measured on the spot (0: not measured: no
+  // tg test, or the passes run on a device, whose peak is not measured).
+  double bandwidth = 0;
+};
+
+void print_markdown(const BenchRun& run, const std::vector<TestResult>& results) {
   std::printf("| %-30s | %10s | %10s | %-10s | %7s | %15s | %20s |\n", "model", "size", "params",
               "backend", "threads", "test", "t/s");
   std::printf(
       "| ------------------------------ | ---------: | ---------: | ---------- | ------: | "
       "--------------: | -------------------: |\n");
-  const std::string params_text = params >= 1000000000
-                                      ? strfmt("%.2f B", static_cast<double>(params) / 1e9)
-                                      : strfmt("%.2f M", static_cast<double>(params) / 1e6);
+  const std::string params_text = run.params >= 1000000000
+                                      ? strfmt("%.2f B", static_cast<double>(run.params) / 1e9)
+                                      : strfmt("%.2f M", static_cast<double>(run.params) / 1e6);
   for (const auto& r : results) {
-    std::printf("| %-30s | %10s | %10s | %-10s | %7d | %15s | %20s |\n", label.c_str(),
-                mib_or_gib(bytes).c_str(), params_text.c_str(), "CPU", threads, r.name.c_str(),
-                strfmt("%.2f ± %.2f", r.mean(), r.stddev()).c_str());
+    std::printf("| %-30s | %10s | %10s | %-10s | %7d | %15s | %20s |\n", run.label.c_str(),
+                mib_or_gib(run.bytes).c_str(), params_text.c_str(), run.backend.c_str(),
+                run.threads, r.name.c_str(), strfmt("%.2f ± %.2f", r.mean(), r.stddev()).c_str());
   }
+  if (!run.device.empty()) std::printf("\ndevice: %s\n", run.device.c_str());
   for (const auto& r : results) {
-    if (r.bytes_per_token <= 0 || bandwidth <= 0) continue;
-    std::printf(
-        "\n%s: %s read per token x %.2f t/s = %.1f GB/s, %.0f %% of the machine's read bandwidth "
-        "(%.1f GB/s measured with %d threads)\n",
-        r.name.c_str(), mib_or_gib(static_cast<uint64_t>(r.bytes_per_token)).c_str(), r.mean(),
-        achieved_bandwidth(r) / 1e9, 100.0 * achieved_bandwidth(r) / bandwidth, bandwidth / 1e9,
-        threads);
+    if (r.bytes_per_token <= 0) continue;
+    const std::string rate = strfmt("%s: %s read per token x %.2f t/s = %.1f GB/s", r.name.c_str(),
+                                    mib_or_gib(static_cast<uint64_t>(r.bytes_per_token)).c_str(),
+                                    r.mean(), achieved_bandwidth(r) / 1e9);
+    if (run.bandwidth > 0) {
+      std::printf(
+          "\n%s, %.0f %% of the machine's read bandwidth (%.1f GB/s measured with %d threads)\n",
+          rate.c_str(), 100.0 * achieved_bandwidth(r) / run.bandwidth, run.bandwidth / 1e9,
+          run.threads);
+    } else {
+      std::printf("\n%s (on %s)\n", rate.c_str(), run.backend.c_str());
+    }
   }
 }
 
-void print_json(const std::string& label, uint64_t bytes, uint64_t params, int threads,
-                const std::vector<TestResult>& results, double bandwidth) {
+void print_json(const BenchRun& run, const std::vector<TestResult>& results) {
   JsonWriter json(2);
   json.begin_array();
   for (const auto& r : results) {
     json.begin_object();
     json.key("model")
-        .value(label)
+        .value(run.label)
         .key("model_size")
-        .value(bytes)
+        .value(run.bytes)
         .key("model_n_params")
-        .value(params);
-    json.key("n_threads").value(static_cast<int64_t>(threads)).key("test").value(r.name);
+        .value(run.params);
+    json.key("backends").value(run.backend);
+    if (!run.device.empty()) json.key("device").value(run.device);
+    json.key("n_threads").value(static_cast<int64_t>(run.threads)).key("test").value(r.name);
     json.key("n_tokens").value(r.n_tokens).key("n_depth").value(r.depth);
     json.key("avg_ts").value(r.mean()).key("stddev_ts").value(r.stddev());
     json.key("samples_ts").begin_array();
     for (const double v : r.tokens_per_second) json.value(v);
     json.end_array();
-    if (r.bytes_per_token > 0 && bandwidth > 0) {
+    if (r.bytes_per_token > 0) {
       json.key("bytes_per_token").value(r.bytes_per_token);
       json.key("read_bytes_per_second").value(achieved_bandwidth(r));
-      json.key("machine_read_bytes_per_second").value(bandwidth);
+      if (run.bandwidth > 0) json.key("machine_read_bytes_per_second").value(run.bandwidth);
     }
     json.end_object();
   }
@@ -237,17 +261,19 @@ void print_json(const std::string& label, uint64_t bytes, uint64_t params, int t
   std::printf("%s\n", json.text().c_str());
 }
 
-void print_csv(const std::string& label, uint64_t bytes, uint64_t params, int threads,
-               const std::vector<TestResult>& results, double bandwidth) {
+void print_csv(const BenchRun& run, const std::vector<TestResult>& results) {
   std::printf(
-      "model,model_size,model_n_params,n_threads,test,n_depth,avg_ts,stddev_ts,bytes_per_token,"
-      "read_bytes_per_second,machine_read_bytes_per_second\n");
+      "model,model_size,model_n_params,backends,n_threads,test,n_depth,avg_ts,stddev_ts,"
+      "bytes_per_token,read_bytes_per_second,machine_read_bytes_per_second\n");
   for (const auto& r : results) {
-    std::printf("\"%s\",%llu,%llu,%d,%s,%lld,%.6f,%.6f", label.c_str(),
-                static_cast<unsigned long long>(bytes), static_cast<unsigned long long>(params),
-                threads, r.name.c_str(), static_cast<long long>(r.depth), r.mean(), r.stddev());
-    if (r.bytes_per_token > 0 && bandwidth > 0) {
-      std::printf(",%.0f,%.0f,%.0f\n", r.bytes_per_token, achieved_bandwidth(r), bandwidth);
+    std::printf("\"%s\",%llu,%llu,%s,%d,%s,%lld,%.6f,%.6f", run.label.c_str(),
+                static_cast<unsigned long long>(run.bytes),
+                static_cast<unsigned long long>(run.params), run.backend.c_str(), run.threads,
+                r.name.c_str(), static_cast<long long>(r.depth), r.mean(), r.stddev());
+    if (r.bytes_per_token > 0) {
+      std::printf(",%.0f,%.0f,", r.bytes_per_token, achieved_bandwidth(r));
+      if (run.bandwidth > 0) std::printf("%.0f", run.bandwidth);
+      std::printf("\n");
     } else {
       std::printf(",,,\n");
     }
@@ -284,17 +310,23 @@ int run_bench(std::span<const std::string> argv) {
     results.back().bytes_per_token = static_cast<double>(bytes_read_per_step(*model)) +
                                      cache_bytes_per_step(*model, depth, n_gen);
   }
-  const double bandwidth = n_gen > 0 ? kernels::measure_read_bandwidth(model->pool()) : 0.0;
-  const uint64_t params = parameter_count(model->file());
-  const std::string label = model_label(*model, params);
-  const uint64_t bytes = weight_bytes(*model);
-  const int threads = model->pool().size();
+  BenchRun run;
+  run.params = parameter_count(model->file());
+  run.label = model_label(*model, run.params);
+  run.bytes = weight_bytes(*model);
+  run.threads = model->pool().size();
+  if (const DeviceRoute* route = model->device_route()) {
+    run.backend = route->first_device_layer() > 0 ? "CPU+Vulkan" : "Vulkan";
+    run.device = route->description();
+  } else if (n_gen > 0) {
+    run.bandwidth = kernels::measure_read_bandwidth(model->pool());
+  }
   if (format == "md") {
-    print_markdown(label, bytes, params, threads, results, bandwidth);
+    print_markdown(run, results);
   } else if (format == "json") {
-    print_json(label, bytes, params, threads, results, bandwidth);
+    print_json(run, results);
   } else {
-    print_csv(label, bytes, params, threads, results, bandwidth);
+    print_csv(run, results);
   }
   return 0;
 }
