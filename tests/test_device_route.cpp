@@ -270,14 +270,7 @@ std::vector<std::vector<float>> pass_outputs(const Model& model) {
   return outputs;
 }
 
-double relative_l2(std::span<const float> a, std::span<const float> b) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    num += (static_cast<double>(a[i]) - b[i]) * (static_cast<double>(a[i]) - b[i]);
-    den += static_cast<double>(b[i]) * b[i];
-  }
-  return std::sqrt(num / std::max(den, 1e-30));
-}
+using test::relative_l2;
 
 // Per family (F32 weights, two layers): on the device when it is on the
 // list, the logits within 1e-4 (relative L2) of the CPU's at every batch of

@@ -97,6 +97,18 @@ std::vector<TokenId> run_alone(Scheduler& scheduler, GenerationJob job) {
   return collect(*stream, 1).tokens[0];
 }
 
+// The spec's model on the Vulkan device when there is one (-ngl
+// gpu_layers, f32 cache rows as the device keeps them), else the CPU.
+std::shared_ptr<const Model> load_on_device(const test::TestModelSpec& s,
+                                            int64_t gpu_layers = kAllLayers) {
+  LoadOptions options;
+  options.threads = 2;
+  options.kv_type = KvType::f32;
+  options.device = "auto";
+  options.gpu_layers = gpu_layers;
+  return Model::load(test::test_model_path(s), options);
+}
+
 // `serve --device vulkan`: the scheduler's batched passes on the device
 // (every layer, and the last one only) give a CPU session's greedy tokens
 // for sequences of different lengths batched together. In the Vulkan tests'
@@ -106,12 +118,7 @@ TEST(DeviceRoute, TheSchedulersBatchedPassesRunOnTheDevice) {
   s.n_layer = 2;
   const auto cpu_model = test::load_test_model(s);
   for (const int64_t gpu_layers : {int64_t{-1}, int64_t{1}}) {
-    LoadOptions options;
-    options.threads = 2;
-    options.kv_type = KvType::f32;
-    options.device = "auto";
-    options.gpu_layers = gpu_layers;
-    const auto model = Model::load(test::test_model_path(s), options);
+    const auto model = load_on_device(s, gpu_layers);
     if (model->device_route() == nullptr) GTEST_SKIP() << "no Vulkan device that runs llama";
     Metrics metrics;
     SchedulerOptions scheduler_options;
@@ -143,11 +150,7 @@ TEST(DeviceRoute, TheSchedulersBatchedPassesRunOnTheDevice) {
 // freed; the next request runs and gives the CPU session's tokens.
 TEST(DeviceRoute, TheSchedulerEndsItsSequencesWithADeviceFaultAndRunsOn) {
   test::TestModelSpec s = spec();
-  LoadOptions options;
-  options.threads = 2;
-  options.kv_type = KvType::f32;
-  options.device = "auto";
-  const auto model = Model::load(test::test_model_path(s), options);
+  const auto model = load_on_device(s);
   if (model->device_route() == nullptr) GTEST_SKIP() << "no Vulkan device that runs llama";
   Metrics metrics;
   Scheduler scheduler(model, SchedulerOptions{}, metrics);

@@ -1,5 +1,8 @@
 #include "test_support.hpp"
 
+#include <algorithm>
+#include <cmath>
+
 #include "base/random.hpp"
 
 #include <sys/resource.h>
@@ -96,6 +99,16 @@ std::vector<float> normal_values(uint64_t seed, size_t n, double scale) {
   std::vector<float> x(n);
   for (float& v : x) v = static_cast<float>(normal.next() * scale);
   return x;
+}
+
+double relative_l2(std::span<const float> got, std::span<const float> want) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const double d = static_cast<double>(got[i]) - want[i];
+    num += d * d;
+    den += static_cast<double>(want[i]) * want[i];
+  }
+  return std::sqrt(num / std::max(den, 1e-30));
 }
 
 }  // namespace cortiq::test

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,10 @@ std::filesystem::path shared_data_dir();
   } while (0)
 
 std::filesystem::path golden_dir();
+
+// |got - want|_2 / |want|_2, in double: how far a backend's floats are
+// from the reference's.
+double relative_l2(std::span<const float> got, std::span<const float> want);
 
 // A fresh directory under the system temp dir, removed at destruction.
 class TempDir {

@@ -89,14 +89,7 @@ double worst_relative(const std::vector<float>& a, const std::vector<float>& b, 
   return worst;
 }
 
-double relative_l2(const std::vector<float>& a, const std::vector<float>& b) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    num += (static_cast<double>(a[i]) - b[i]) * (static_cast<double>(a[i]) - b[i]);
-    den += static_cast<double>(b[i]) * b[i];
-  }
-  return std::sqrt(num / den);
-}
+using test::relative_l2;
 
 TEST(VulkanSeam, HostRowsGoUpAndComeBackThroughGrowingSlots) {
   REQUIRE_VULKAN_DEVICE(device);

@@ -261,10 +261,7 @@ void VulkanBackend::elementwise(ElementOp op, Tensor out, ConstTensor x, const V
                                 .width = width,
                                 .p0 = p0,
                                 .p1 = p1,
-                                .gelu_table = op == ElementOp::gelu || op == ElementOp::geglu ||
-                                                      op == ElementOp::geglu_halves
-                                                  ? &gelu_table()
-                                                  : nullptr});
+                                .gelu_table = reads_gelu_table(op) ? &gelu_table() : nullptr});
 }
 
 VulkanBuffer& VulkanBackend::gelu_table() {

@@ -214,8 +214,7 @@ void elementwise(CommandBatch& batch, const ElementArgs& args) {
                "x", args.x_offset);
   check_floats(*args.out, args.n, "out", args.out_offset);
   const VulkanBuffer* b = args.b != nullptr ? args.b : args.x;
-  const bool gelu = args.op == ElementOp::gelu || args.op == ElementOp::geglu ||
-                    args.op == ElementOp::geglu_halves;
+  const bool gelu = reads_gelu_table(args.op);
   if (gelu) {
     if (args.gelu_table == nullptr) throw Error("vulkan: a GELU op without its table");
     check_floats(*args.gelu_table, 65536, "the GELU table");

@@ -94,6 +94,10 @@ struct ElementArgs {
 };
 
 void elementwise(CommandBatch& batch, const ElementArgs& args);
+// Whether the op reads ElementArgs::gelu_table.
+constexpr bool reads_gelu_table(ElementOp op) {
+  return op == ElementOp::gelu || op == ElementOp::geglu || op == ElementOp::geglu_halves;
+}
 
 // RoPE in place of n_rows rows of n_heads heads (head_dim floats each) from
 // x_offset floats into x, row r with the (cos, sin) pairs at
