@@ -25,6 +25,8 @@
 #include "backends/vulkan/vulkan_ops.hpp"
 #include "backends/vulkan/vulkan_pipeline.hpp"
 #include "base/error.hpp"
+#include "base/fp16.hpp"
+#include "base/random.hpp"
 #include "kernels/cpu/norm.hpp"
 #include "quant/quantize.hpp"
 #include "test_support.hpp"
@@ -35,9 +37,10 @@ namespace {
 
 using test::normal_values;
 
-constexpr GgmlType kTypes[] = {GgmlType::F32,    GgmlType::F16,  GgmlType::BF16, GgmlType::Q8_0,
-                               GgmlType::Q4_0,   GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1,
-                               GgmlType::IQ4_NL, GgmlType::Q4_K, GgmlType::Q5_K, GgmlType::Q6_K};
+constexpr GgmlType kTypes[] = {GgmlType::F32,    GgmlType::F16,   GgmlType::BF16, GgmlType::Q8_0,
+                               GgmlType::Q4_0,   GgmlType::Q4_1,  GgmlType::Q5_0, GgmlType::Q5_1,
+                               GgmlType::IQ4_NL, GgmlType::MXFP4, GgmlType::Q2_K, GgmlType::Q3_K,
+                               GgmlType::Q4_K,   GgmlType::Q5_K,  GgmlType::Q6_K, GgmlType::IQ4_XS};
 
 // Worst error of a matmul element over the sum of |w x| of its dot (the
 // error a float sum can make scales with that, not with the dot, which may
@@ -46,8 +49,8 @@ constexpr GgmlType kTypes[] = {GgmlType::F32,    GgmlType::F16,  GgmlType::BF16,
 constexpr double kMatmulTolerance = 1.2e-7;
 // The K-quants' 256-element super-blocks: at n_cols 256 one invocation sums
 // a whole row alone (no tree), so the error is that of a 256-term float sum:
-// measured 1.8e-7 (Q4_K) and 1.9e-7 (Q6_K); at 4096, 3.0e-8 and 3.2e-8. The
-// bound is twice the worst.
+// measured 1.5e-7 (Q3_K) to 2.2e-7 (Q5_K); at 4096, 2.5e-8 to 3.2e-8. The
+// bound is about twice the worst.
 constexpr double kSuperBlockMatmulTolerance = 4e-7;
 
 double matmul_tolerance(GgmlType type) {
@@ -95,10 +98,26 @@ struct TestMatrix {
   std::vector<float> decoded;  // what dequantize_row makes of bytes
 };
 
+// IQ4_XS has no quantizer: random codes and scales, under an fp16 d that
+// keeps the values near 1.
+std::vector<std::byte> random_iq4_xs(int64_t n_rows, int64_t n_cols, uint64_t seed) {
+  std::vector<std::byte> bytes(*ggml_row_bytes(GgmlType::IQ4_XS, static_cast<uint64_t>(n_cols)) *
+                               static_cast<uint64_t>(n_rows));
+  SplitMix64 bits(seed);
+  for (std::byte& b : bytes) b = static_cast<std::byte>(bits.next() & 0xff);
+  const size_t block_bytes = ggml_type_traits(GgmlType::IQ4_XS).block_bytes;
+  for (size_t at = 0; at < bytes.size(); at += block_bytes) {
+    const uint16_t d = fp32_to_fp16(0.0005f * static_cast<float>(1 + (at / block_bytes) % 3));
+    std::memcpy(bytes.data() + at, &d, sizeof(d));
+  }
+  return bytes;
+}
+
 TestMatrix random_matrix(GgmlType type, int64_t n_rows, int64_t n_cols, uint64_t seed) {
   const std::vector<float> values = normal_values(seed, static_cast<size_t>(n_rows * n_cols));
   TestMatrix m;
-  m.bytes = quantized(type, values, n_cols);
+  m.bytes = type == GgmlType::IQ4_XS ? random_iq4_xs(n_rows, n_cols, seed)
+                                     : quantized(type, values, n_cols);
   m.decoded = dequantized(type, m.bytes, n_rows, n_cols);
   return m;
 }
@@ -220,7 +239,8 @@ TEST(VulkanMatrix, RefusesWhatTheShadersCannotRead) {
   EXPECT_THROW((VulkanMatrix{device, GgmlType::Q4_0, 3, 32, bytes}), Error);  // size
   EXPECT_THROW((VulkanMatrix{device, GgmlType::Q4_0, 2, 48, bytes}), Error);  // blocks
   // A type without a decoder yet.
-  EXPECT_THROW((VulkanMatrix{device, GgmlType::Q2_K, 1, 256, std::vector<std::byte>(84)}), Error);
+  EXPECT_THROW((VulkanMatrix{device, GgmlType::IQ2_XXS, 1, 256, std::vector<std::byte>(66)}),
+               Error);
 }
 
 // Every type against dequantize_row and a double dot, on sizes that are no

@@ -39,6 +39,10 @@ bool vulkan_matmul_supports(GgmlType type) {
     case GgmlType::Q4_K:
     case GgmlType::Q5_K:
     case GgmlType::Q6_K:
+    case GgmlType::Q2_K:
+    case GgmlType::Q3_K:
+    case GgmlType::IQ4_XS:
+    case GgmlType::MXFP4:
       return true;
     default:
       return false;

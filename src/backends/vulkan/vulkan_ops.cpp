@@ -89,6 +89,14 @@ std::string_view matmul_shader(GgmlType type) {
       return "matmul_q5_k";
     case GgmlType::Q6_K:
       return "matmul_q6_k";
+    case GgmlType::Q2_K:
+      return "matmul_q2_k";
+    case GgmlType::Q3_K:
+      return "matmul_q3_k";
+    case GgmlType::IQ4_XS:
+      return "matmul_iq4_xs";
+    case GgmlType::MXFP4:
+      return "matmul_mxfp4";
     default:
       throw Error("vulkan: matmul has no shader for " + std::string(ggml_type_name(type)));
   }
