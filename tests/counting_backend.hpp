@@ -33,6 +33,10 @@ enum class Op : uint8_t {
   copy_from_host,
   copy_to_host,
   copy_rows,
+  gather_rows,
+  scatter_rows,
+  scale_rows,
+  sum_row_groups,
   count
 };
 
@@ -66,6 +70,25 @@ class CountingBackend final : public Backend {
                  size_t n_rows) override {
     arrive(Op::copy_rows);
     cpu_.copy_rows(src, src_stride, dst, dst_stride, width, n_rows);
+  }
+
+  void gather_rows(ConstTensor src, std::span<const int32_t> rows, Tensor dst,
+                   size_t width) override {
+    arrive(Op::gather_rows);
+    cpu_.gather_rows(src, rows, dst, width);
+  }
+  void scatter_rows(ConstTensor src, Tensor dst, std::span<const int32_t> rows,
+                    size_t width) override {
+    arrive(Op::scatter_rows);
+    cpu_.scatter_rows(src, dst, rows, width);
+  }
+  void scale_rows(Tensor x, ConstTensor factors, size_t width) override {
+    arrive(Op::scale_rows);
+    cpu_.scale_rows(x, factors, width);
+  }
+  void sum_row_groups(ConstTensor x, size_t group, Tensor out, size_t width) override {
+    arrive(Op::sum_row_groups);
+    cpu_.sum_row_groups(x, group, out, width);
   }
 
   void matmul(const kernels::WeightView& w, ConstTensor x, int64_t n_rows, Tensor y,

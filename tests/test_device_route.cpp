@@ -233,15 +233,17 @@ TEST(DeviceRoute, ADeviceFaultMidPassFailsTheRequestAndLeavesTheSessionEmpty) {
 // declines at load. A family that starts (or stops) running on the device
 // fails the test until this list and the docs say so.
 constexpr std::string_view kOnTheDevice[] = {
-    "llama",     "qwen2",          "qwen3",      "gemma",     "gemma2",    "gemma3",
-    "mistral3",  "seed_oss",       "exaone",     "smollm3",   "granite",   "minicpm",
-    "olmo2",     "exaone4",        "starcoder2", "orion",     "internlm2", "xverse",
-    "baichuan",  "pangu-embedded", "plamo",      "nanbeige",  "codeshell", "phi3",
-    "phi2",      "command-r",      "cohere2",    "glm4",      "chatglm",   "arcee",
-    "nemotron",  "jais2",          "gpt2",       "starcoder", "bloom",     "jais",
-    "refact",    "falcon",         "gptneox",    "olmo",      "qwen",      "hunyuan-dense",
-    "maincoder", "openelm",        "qwen2vl",    "qwen3vl",   "deci",      "ernie4_5",
-    "plamo3",    "bitnet",         "stablelm",   "mpt",       "bert",      "nomic-bert"};
+    "llama", "qwen2", "qwen3", "gemma", "gemma2", "gemma3", "mistral3", "seed_oss", "exaone",
+    "smollm3", "granite", "minicpm", "olmo2", "exaone4", "starcoder2", "orion", "internlm2",
+    "xverse", "baichuan", "pangu-embedded", "plamo", "nanbeige", "codeshell", "phi3", "phi2",
+    "command-r", "cohere2", "glm4", "chatglm", "arcee", "nemotron", "jais2", "gpt2", "starcoder",
+    "bloom", "jais", "refact", "falcon", "gptneox", "olmo", "qwen", "hunyuan-dense", "maincoder",
+    "openelm", "qwen2vl", "qwen3vl", "deci", "ernie4_5", "plamo3", "bitnet", "stablelm", "mpt",
+    "bert", "nomic-bert",
+    // Mixtures of experts.
+    "granitemoe", "phimoe", "qwen3vlmoe", "qwen2moe", "qwen3moe", "olmoe", "ernie4_5-moe",
+    "hunyuan-moe", "minimax-m2", "smallthinker", "deepseek", "dots1", "gpt-oss", "glm4moe",
+    "bailingmoe2", "hy_v3", "arctic", "dbrx", "llama4", "mimo2", "grok", "laguna"};
 
 // Every batch of a 20-row prefill (past the test models' 16-position
 // windows) and 3 decode steps through `model`'s passes (on its route, if it

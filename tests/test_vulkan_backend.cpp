@@ -176,6 +176,32 @@ TEST(VulkanSeam, ElementWiseOpsMatchTheCpu) {
            [&](Backend& b, Tensor t, Tensor dy, std::span<const float> hy) {
              b.glu(GluOp::geglu, t, &b == &cpu ? ConstTensor(hy) : ConstTensor(dy), t);
            }},
+          {{"relu", 0},
+           [&](Backend& b, Tensor t, Tensor, std::span<const float>) {
+             b.unary(UnaryOp::relu, t);
+           }},
+          {{"silu_ratio", 4e-6},
+           [&](Backend& b, Tensor t, Tensor, std::span<const float>) {
+             b.unary(UnaryOp::silu_ratio, t);
+           }},
+          {{"reglu", 0},
+           [&](Backend& b, Tensor t, Tensor dy, std::span<const float> hy) {
+             b.glu(GluOp::reglu, t, &b == &cpu ? ConstTensor(hy) : ConstTensor(dy), t);
+           }},
+          {{"swiglu_oai", 4e-6},
+           [&](Backend& b, Tensor t, Tensor dy, std::span<const float> hy) {
+             b.glu(GluOp::swiglu_oai, t, &b == &cpu ? ConstTensor(hy) : ConstTensor(dy), t);
+           }},
+          // Rows of kWidth times y's first kN / kWidth values; and element
+          // by element.
+          {{"scale_rows", 0},
+           [&](Backend& b, Tensor t, Tensor dy, std::span<const float> hy) {
+             b.scale_rows(t, &b == &cpu ? ConstTensor(hy) : ConstTensor(dy), kWidth);
+           }},
+          {{"scale_rows 1", 0},
+           [&](Backend& b, Tensor t, Tensor dy, std::span<const float> hy) {
+             b.scale_rows(t, &b == &cpu ? ConstTensor(hy) : ConstTensor(dy), 1);
+           }},
       };
   for (const auto& [c, op] : cases) {
     SCOPED_TRACE(c.name);
@@ -198,6 +224,43 @@ TEST(VulkanSeam, ElementWiseOpsMatchTheCpu) {
   cpu.glu_halves(GluOp::geglu, x, cpu_geglu, kWidth);
   vk.glu_halves(GluOp::geglu, pair.upload(x, 5), dev_out, kWidth);
   EXPECT_TRUE(bitwise_equal(pair.download(dev_out), cpu_geglu));
+}
+
+// The experts' row ops, bitwise: gathering rows by index (one repeated),
+// scattering them back to other rows, and each group of 4 rows added in
+// order.
+TEST(VulkanSeam, RowGathersScattersAndGroupSumsMatchTheCpu) {
+  REQUIRE_VULKAN_DEVICE(device);
+  BackendPair pair(device);
+  CpuBackend& cpu = pair.cpu();
+  VulkanBackend& vk = pair.vulkan();
+  constexpr size_t kWidth = 37, kRows = 24, kGroup = 4;
+  const std::vector<float> x = normal_values(8, kRows * kWidth);
+  const std::vector<int32_t> picks = {5, 0, 23, 5, 11, 17, 2};
+  std::vector<float> cpu_gathered(picks.size() * kWidth);
+  cpu.gather_rows(x, picks, cpu_gathered, kWidth);
+  const Tensor dev_gathered = pair.empty(cpu_gathered.size());
+  vk.gather_rows(pair.upload(x, 3), picks, dev_gathered, kWidth);
+  EXPECT_TRUE(bitwise_equal(pair.download(dev_gathered), cpu_gathered));
+  EXPECT_TRUE(bitwise_equal(
+      std::vector<float>(cpu_gathered.begin() + 3 * kWidth, cpu_gathered.begin() + 4 * kWidth),
+      std::vector<float>(x.begin() + 5 * kWidth, x.begin() + 6 * kWidth)));
+
+  const std::vector<int32_t> places = {3, 9, 1, 20, 14, 0, 7};
+  std::vector<float> cpu_scattered = x;
+  cpu.scatter_rows(cpu_gathered, cpu_scattered, places, kWidth);
+  const Tensor dev_scattered = pair.upload(x, 5);
+  vk.scatter_rows(dev_gathered, dev_scattered, places, kWidth);
+  EXPECT_TRUE(bitwise_equal(pair.download(dev_scattered), cpu_scattered));
+
+  std::vector<float> cpu_sums(kRows / kGroup * kWidth);
+  cpu.sum_row_groups(x, kGroup, cpu_sums, kWidth);
+  const Tensor dev_sums = pair.empty(cpu_sums.size());
+  vk.sum_row_groups(pair.upload(x, 2), kGroup, dev_sums, kWidth);
+  EXPECT_TRUE(bitwise_equal(pair.download(dev_sums), cpu_sums));
+  // ((x0 + x1) + x2) + x3, in that order.
+  const float first = ((x[0] + x[kWidth]) + x[2 * kWidth]) + x[3 * kWidth];
+  EXPECT_EQ(cpu_sums[0], first);
 }
 
 // GELU reads the CPU's table through the shader's own rounding to fp16:
@@ -349,46 +412,53 @@ std::vector<std::vector<BatchRow>> prefill_then_decode(size_t n_prompt, size_t n
   return batches;
 }
 
-// A Llama model whose whole pass runs on the device — embedding rows, norms,
-// Q/K/V, RoPE, the KV cache on the device, attention, SwiGLU, the head —
-// against the CPU on the same F32 file: a prefill of 9 rows, then 3 decode
-// steps. Measured rel-L2 of the logits on lavapipe: see the printout (the
-// bound, 1e-4, is the 1e-3 with room to spare for F32 weights).
-TEST(VulkanSeam, ALlamaPassOnTheDeviceMatchesTheCpu) {
+// A model whose whole pass runs on the device — embedding rows, norms,
+// Q/K/V, RoPE, the KV cache on the device, attention, the FFN or the
+// experts, the head — against the CPU on the same F32 file: a prefill of 9
+// rows, then 3 decode steps. Llama, and three mixtures of experts: Qwen2-MoE
+// (a gated shared expert), GPT-OSS (clamped SwiGLU, expert biases, sinks)
+// and Llama 4 (weights before the experts). Measured rel-L2 of the logits
+// on lavapipe: see the printout (the bound, 1e-4, is the 1e-3 with
+// room to spare for F32 weights).
+TEST(VulkanSeam, APassOnTheDeviceMatchesTheCpuAndIsBatchInvariant) {
   REQUIRE_VULKAN_DEVICE(device);
-  const auto model = test::load_test_model({.arch = "llama", .n_layer = 3}, 2);
-  const DecoderModel& decoder = model->decoder();
-  const auto batches = prefill_then_decode(9, 3);
-  ForwardBuffers cpu_buffers;
-  CpuBackend cpu(model->pool(), cpu_buffers);
-  KvCache cpu_cache(decoder.kv_cache_shape(64, 1, KvType::f32));
-  const auto expected = run_batches(*model, cpu, cpu_cache, batches);
+  for (const char* arch : {"llama", "qwen2moe", "gpt-oss", "llama4"}) {
+    SCOPED_TRACE(arch);
+    const auto model = test::load_test_model({.arch = arch, .n_layer = 3}, 2);
+    const DecoderModel& decoder = model->decoder();
+    const auto batches = prefill_then_decode(9, 3);
+    ForwardBuffers cpu_buffers;
+    CpuBackend cpu(model->pool(), cpu_buffers);
+    KvCache cpu_cache(decoder.kv_cache_shape(64, 1, KvType::f32));
+    const auto expected = run_batches(*model, cpu, cpu_cache, batches);
 
-  VulkanBackend vk(device, model->pool());
-  KvCache device_cache(decoder.kv_cache_shape(64, 1, KvType::f32), vk.kv_rows());
-  const auto got = run_batches(*model, vk, device_cache, batches);
-  ASSERT_EQ(got.size(), expected.size());
-  for (size_t b = 0; b < got.size(); ++b) {
-    const double err = relative_l2(got[b], expected[b]);
-    std::printf("[ vulkan   ] llama batch %zu (%zu rows) logits rel-L2 %.2e\n", b,
-                batches[b].size(), err);
-    EXPECT_LE(err, 1e-4) << "batch " << b;
-  }
+    VulkanBackend vk(device, model->pool());
+    KvCache device_cache(decoder.kv_cache_shape(64, 1, KvType::f32), vk.kv_rows());
+    const auto got = run_batches(*model, vk, device_cache, batches);
+    ASSERT_EQ(got.size(), expected.size());
+    for (size_t b = 0; b < got.size(); ++b) {
+      const double err = relative_l2(got[b], expected[b]);
+      std::printf("[ vulkan   ] %s batch %zu (%zu rows) logits rel-L2 %.2e\n", arch, b,
+                  batches[b].size(), err);
+      EXPECT_LE(err, 1e-4) << "batch " << b;
+    }
 
-  // Within the device, a position's logits do not depend on the batch: the
-  // same 12 rows in one pass give the decode steps' bits.
-  KvCache whole_cache(decoder.kv_cache_shape(64, 1, KvType::f32), vk.kv_rows());
-  std::vector<BatchRow> all;
-  for (const auto& batch : batches) all.insert(all.end(), batch.begin(), batch.end());
-  const auto whole = run_batches(*model, vk, whole_cache, {all});
-  const auto n_vocab = static_cast<size_t>(decoder.hparams().n_vocab);
-  size_t row = 0;
-  for (const auto& logits : got) {
-    const std::vector<float> same(
-        whole[0].begin() + static_cast<std::ptrdiff_t>(row * n_vocab),
-        whole[0].begin() + static_cast<std::ptrdiff_t>(row * n_vocab + logits.size()));
-    EXPECT_TRUE(bitwise_equal(logits, same)) << "rows from " << row;
-    row += logits.size() / n_vocab;
+    // Within the device, a position's logits do not depend on the batch: the
+    // same 12 rows in one pass give the decode steps' bits (the experts'
+    // grouped rows and a decode row's products alike).
+    KvCache whole_cache(decoder.kv_cache_shape(64, 1, KvType::f32), vk.kv_rows());
+    std::vector<BatchRow> all;
+    for (const auto& batch : batches) all.insert(all.end(), batch.begin(), batch.end());
+    const auto whole = run_batches(*model, vk, whole_cache, {all});
+    const auto n_vocab = static_cast<size_t>(decoder.hparams().n_vocab);
+    size_t row = 0;
+    for (const auto& logits : got) {
+      const std::vector<float> same(
+          whole[0].begin() + static_cast<std::ptrdiff_t>(row * n_vocab),
+          whole[0].begin() + static_cast<std::ptrdiff_t>(row * n_vocab + logits.size()));
+      EXPECT_TRUE(bitwise_equal(logits, same)) << "rows from " << row;
+      row += logits.size() / n_vocab;
+    }
   }
 }
 

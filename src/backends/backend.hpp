@@ -43,8 +43,10 @@ struct MatmulProduct {
 
 // Gated activations: out = act(gate) * up, element by element.
 enum class GluOp : uint8_t {
-  swiglu,  // silu(gate) * up
-  geglu,   // gelu_tanh(gate) * up
+  swiglu,      // silu(gate) * up
+  geglu,       // gelu_tanh(gate) * up
+  reglu,       // relu(gate) * up (ggml_reglu)
+  swiglu_oai,  // GPT-OSS's clamped SwiGLU (kernels::swiglu_oai with kSwigluOai*)
 };
 
 // Activations in place, element by element.
@@ -54,6 +56,10 @@ enum class UnaryOp : uint8_t {
   relu_sqr,  // relu(x)^2
   softplus,
   sigmoid,
+  relu,
+  // silu(x) / x: Qwen2-MoE's shared-expert gate as llama.cpp computes it
+  // (a sigmoid, NaN at x = 0).
+  silu_ratio,
 };
 
 // Attention of a pass's query rows over the keys and values of their
@@ -98,6 +104,13 @@ class Backend {
   // columns into rows of their own). src and dst do not overlap.
   virtual void copy_rows(ConstTensor src, size_t src_stride, Tensor dst, size_t dst_stride,
                          size_t width, size_t n_rows) = 0;
+  // Rows of `width` floats by index (the experts' inputs and outputs):
+  // gather: dst row i = src row rows[i]; scatter: dst row rows[i] = src row
+  // i. The rows of dst are distinct and do not overlap src.
+  virtual void gather_rows(ConstTensor src, std::span<const int32_t> rows, Tensor dst,
+                           size_t width) = 0;
+  virtual void scatter_rows(ConstTensor src, Tensor dst, std::span<const int32_t> rows,
+                            size_t width) = 0;
   // Where an op writes what the caller wants in host memory (logits): that
   // memory itself when the backend computes on the host, else a tensor in
   // `slot` that copy_to_host then delivers to it.
@@ -130,6 +143,13 @@ class Backend {
   // Each row of `rows` (as wide as bias) += bias; nothing for an empty bias.
   virtual void add_bias_rows(Tensor rows, std::span<const float> bias) = 0;
   virtual void scale(Tensor x, float s) = 0;
+  // Row r of x (rows of `width`) times factors[r]; width 1 multiplies
+  // element by element.
+  virtual void scale_rows(Tensor x, ConstTensor factors, size_t width) = 0;
+  // out row r = the rows r * group .. r * group + group - 1 of x added in
+  // that order, ((x0 + x1) + x2) + ... (the experts' slots as llama.cpp
+  // folds them).
+  virtual void sum_row_groups(ConstTensor x, size_t group, Tensor out, size_t width) = 0;
   virtual void clamp(Tensor x, float lo, float hi) = 0;
   // x = tanh(x / cap) * cap (a final logit softcap).
   virtual void softcap(Tensor x, float cap) = 0;

@@ -29,11 +29,15 @@ struct ForwardBuffers {
   std::vector<float> proj;      // [rows][n_embd]: a block's output before the residual add
   std::vector<float> parallel;  // [rows][n_embd]: the FFN branch of a parallel-residual layer
   std::vector<float> gate, up;  // [rows][n_ff]
-  // Mixture of experts (blocks/moe.cpp): router scores [rows][n_expert],
-  // routing weights and chosen experts [rows][k], the weighted outputs of
-  // every slot [rows][k][n_embd], one expert's gathered rows and outputs,
-  // and the slots that chose the expert at hand.
-  std::vector<float> moe_scores, moe_weights, moe_slots, moe_in, moe_out;
+  // Mixture of experts (blocks/moe.cpp): router scores [rows][n_expert]
+  // (where the backend computes them) and their host copy that routing
+  // reads, routing weights (host, and where the backend scales by them)
+  // and chosen experts [rows][k], the weighted outputs of every slot
+  // [rows][k][n_embd], one expert's gathered rows and outputs, the slots
+  // that chose the expert at hand and the input rows they read, and the
+  // shared expert's gates [rows].
+  std::vector<float> moe_scores, moe_probs, moe_weights, moe_slot_weights, moe_slots, moe_in,
+      moe_out, moe_shared_gate;
   std::vector<float> attn_gate;  // [rows][q width]: a gated query's gate (Qwen3-Next)
   // A recurrent block's many rows of intermediates (RWKV's time mix: the
   // mixed inputs, projections and low-rank products, carved from one).
@@ -41,7 +45,7 @@ struct ForwardBuffers {
   std::vector<float> value_first;  // [rows][n_embd]: RWKV-7's first layer's values
   std::vector<float> moe_latent_in, moe_latent_out;  // [rows][latent width] (MoeTensors::latent)
   std::vector<float> moe_weighted_in;  // [rows * k][n_embd]: Llama 4's weighted inputs
-  std::vector<int32_t> moe_chosen, moe_members;
+  std::vector<int32_t> moe_chosen, moe_members, moe_rows;
   // A decode row's products that each read their own input: its experts'
   // (moe.cpp), latent attention's per-head matrices (latent_attention.cpp).
   std::vector<MatmulProduct> moe_products;

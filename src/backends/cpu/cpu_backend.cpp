@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <vector>
 
 #include "base/error.hpp"
@@ -44,6 +45,12 @@ void apply_glu(GluOp op, std::span<const float> gate, std::span<const float> up,
       return;
     case GluOp::geglu:
       kernels::geglu(gate, up, out);
+      return;
+    case GluOp::reglu:
+      for (size_t i = 0; i < out.size(); ++i) out[i] = (gate[i] > 0.0f ? gate[i] : 0.0f) * up[i];
+      return;
+    case GluOp::swiglu_oai:
+      kernels::swiglu_oai(gate, up, out, kernels::kSwigluOaiAlpha, kernels::kSwigluOaiLimit);
       return;
   }
 }
@@ -105,6 +112,26 @@ void CpuBackend::copy_rows(ConstTensor src, size_t src_stride, Tensor dst, size_
   }
 }
 
+void CpuBackend::gather_rows(ConstTensor src, std::span<const int32_t> rows, Tensor dst,
+                             size_t width) {
+  const std::span<const float> from = src;
+  const std::span<float> to = dst;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    std::copy_n(from.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(rows[i]) * width),
+                width, to.begin() + static_cast<std::ptrdiff_t>(i * width));
+  }
+}
+
+void CpuBackend::scatter_rows(ConstTensor src, Tensor dst, std::span<const int32_t> rows,
+                              size_t width) {
+  const std::span<const float> from = src;
+  const std::span<float> to = dst;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    std::copy_n(from.begin() + static_cast<std::ptrdiff_t>(i * width), width,
+                to.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(rows[i]) * width));
+  }
+}
+
 Tensor CpuBackend::output_tensor(std::span<float> host, std::vector<float>& /*slot*/) {
   return host;
 }
@@ -154,6 +181,30 @@ void CpuBackend::scale(Tensor x, float s) {
   kernels::scale_inplace(x.host(), s);
 }
 
+void CpuBackend::scale_rows(Tensor x, ConstTensor factors, size_t width) {
+  const std::span<float> all = x.host();
+  const std::span<const float> f = factors.host();
+  if (width == 1) {  // an element-wise product
+    for (size_t i = 0; i < all.size(); ++i) all[i] *= f[i];
+    return;
+  }
+  for (size_t r = 0; r < all.size() / width; ++r) {
+    kernels::scale_inplace(all.subspan(r * width, width), f[r]);
+  }
+}
+
+void CpuBackend::sum_row_groups(ConstTensor x, size_t group, Tensor out, size_t width) {
+  const std::span<const float> in = x.host();
+  const std::span<float> o = out.host();
+  for (size_t r = 0; r < o.size() / width; ++r) {
+    const auto sum = o.subspan(r * width, width);
+    std::ranges::copy(in.subspan(r * group * width, width), sum.begin());
+    for (size_t j = 1; j < group; ++j) {
+      kernels::add_inplace(sum, in.subspan((r * group + j) * width, width));
+    }
+  }
+}
+
 void CpuBackend::clamp(Tensor x, float lo, float hi) {
   kernels::clamp_inplace(x.host(), lo, hi);
 }
@@ -190,6 +241,12 @@ void CpuBackend::unary(UnaryOp op, Tensor x) {
         return;
       case UnaryOp::sigmoid:
         for (float& v : part) v = kernels::sigmoid(v);
+        return;
+      case UnaryOp::relu:
+        for (float& v : part) v = v > 0.0f ? v : 0.0f;
+        return;
+      case UnaryOp::silu_ratio:
+        for (float& v : part) v = v / (1.0f + std::exp(-v)) / v;
         return;
     }
   });

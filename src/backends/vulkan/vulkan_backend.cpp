@@ -127,6 +127,34 @@ void VulkanBackend::copy_rows(ConstTensor src, size_t src_stride, Tensor dst, si
   batch().copy_regions(buffer_of(src, "copy_rows"), buffer_of(dst, "copy_rows"), regions);
 }
 
+void VulkanBackend::gather_rows(ConstTensor src, std::span<const int32_t> rows, Tensor dst,
+                                size_t width) {
+  if (width == 0 || rows.empty()) return;
+  auto& regions = copy_regions_;
+  regions.resize(rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    regions[i] = {
+        .srcOffset = (src.region().offset + static_cast<size_t>(rows[i]) * width) * kFloat,
+        .dstOffset = (dst.region().offset + i * width) * kFloat,
+        .size = width * kFloat};
+  }
+  batch().copy_regions(buffer_of(src, "gather_rows"), buffer_of(dst, "gather_rows"), regions);
+}
+
+void VulkanBackend::scatter_rows(ConstTensor src, Tensor dst, std::span<const int32_t> rows,
+                                 size_t width) {
+  if (width == 0 || rows.empty()) return;
+  auto& regions = copy_regions_;
+  regions.resize(rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    regions[i] = {
+        .srcOffset = (src.region().offset + i * width) * kFloat,
+        .dstOffset = (dst.region().offset + static_cast<size_t>(rows[i]) * width) * kFloat,
+        .size = width * kFloat};
+  }
+  batch().copy_regions(buffer_of(src, "scatter_rows"), buffer_of(dst, "scatter_rows"), regions);
+}
+
 KvRowStorage::Factory VulkanBackend::kv_rows() const {
   return VulkanKvRows::on(device_);
 }
@@ -287,6 +315,23 @@ void VulkanBackend::scale(Tensor x, float s) {
   elementwise(ElementOp::scale, x, x, nullptr, 0, 0, s, 0, "scale");
 }
 
+void VulkanBackend::scale_rows(Tensor x, ConstTensor factors, size_t width) {
+  elementwise(ElementOp::scale_rows, x, x, &buffer_of(factors, "scale_rows"),
+              factors.region().offset, static_cast<uint32_t>(width), 0, 0, "scale_rows");
+}
+
+void VulkanBackend::sum_row_groups(ConstTensor x, size_t group, Tensor out, size_t width) {
+  if (out.empty()) return;
+  vulkan::elementwise(batch(), {.op = ElementOp::sum_row_groups,
+                                .n = static_cast<int64_t>(out.size()),
+                                .x = &buffer_of(x, "sum_row_groups"),
+                                .x_offset = x.region().offset,
+                                .out = &buffer_of(out, "sum_row_groups"),
+                                .out_offset = out.region().offset,
+                                .width = static_cast<uint32_t>(width),
+                                .group = static_cast<uint32_t>(group)});
+}
+
 void VulkanBackend::clamp(Tensor x, float lo, float hi) {
   elementwise(ElementOp::clamp, x, x, nullptr, 0, 0, lo, hi, "clamp");
 }
@@ -313,16 +358,40 @@ void VulkanBackend::unary(UnaryOp op, Tensor x) {
     case UnaryOp::sigmoid:
       code = ElementOp::sigmoid;
       break;
+    case UnaryOp::relu:
+      code = ElementOp::relu;
+      break;
+    case UnaryOp::silu_ratio:
+      code = ElementOp::silu_ratio;
+      break;
   }
   elementwise(code, x, x, nullptr, 0, 0, 0, 0, "unary");
 }
 
 void VulkanBackend::glu(GluOp op, ConstTensor gate, ConstTensor up, Tensor out) {
-  const ElementOp code = op == GluOp::swiglu ? ElementOp::swiglu : ElementOp::geglu;
-  elementwise(code, out, gate, &buffer_of(up, "glu"), up.region().offset, 0, 0, 0, "glu");
+  ElementOp code = ElementOp::swiglu;
+  float p0 = 0, p1 = 0;
+  switch (op) {
+    case GluOp::swiglu:
+      code = ElementOp::swiglu;
+      break;
+    case GluOp::geglu:
+      code = ElementOp::geglu;
+      break;
+    case GluOp::reglu:
+      code = ElementOp::reglu;
+      break;
+    case GluOp::swiglu_oai:
+      code = ElementOp::swiglu_oai;
+      p0 = kernels::kSwigluOaiAlpha;
+      p1 = kernels::kSwigluOaiLimit;
+      break;
+  }
+  elementwise(code, out, gate, &buffer_of(up, "glu"), up.region().offset, 0, p0, p1, "glu");
 }
 
 void VulkanBackend::glu_halves(GluOp op, ConstTensor both, Tensor out, size_t width) {
+  if (op != GluOp::swiglu && op != GluOp::geglu) not_yet("glu_halves of this activation");
   const ElementOp code = op == GluOp::swiglu ? ElementOp::swiglu_halves : ElementOp::geglu_halves;
   elementwise(code, out, both, nullptr, 0, static_cast<uint32_t>(width), 0, 0, "glu_halves");
 }

@@ -52,6 +52,10 @@ class VulkanBackend final : public Backend {
   void copy_from_host(std::span<const float> src, Tensor dst) override;
   void copy_to_host(ConstTensor src, std::span<float> dst) override;
   void abandon_pass() override;
+  void gather_rows(ConstTensor src, std::span<const int32_t> rows, Tensor dst,
+                   size_t width) override;
+  void scatter_rows(ConstTensor src, Tensor dst, std::span<const int32_t> rows,
+                    size_t width) override;
   void copy_rows(ConstTensor src, size_t src_stride, Tensor dst, size_t dst_stride, size_t width,
                  size_t n_rows) override;
   Tensor output_tensor(std::span<float> host, std::vector<float>& slot) override;
@@ -73,6 +77,8 @@ class VulkanBackend final : public Backend {
   void add(Tensor x, ConstTensor b) override;
   void add_bias_rows(Tensor rows, std::span<const float> bias) override;
   void scale(Tensor x, float s) override;
+  void scale_rows(Tensor x, ConstTensor factors, size_t width) override;
+  void sum_row_groups(ConstTensor x, size_t group, Tensor out, size_t width) override;
   void clamp(Tensor x, float lo, float hi) override;
   void softcap(Tensor x, float cap) override;
   void unary(UnaryOp op, Tensor x) override;

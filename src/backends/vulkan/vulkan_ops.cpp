@@ -58,6 +58,7 @@ struct ElementPush {
   uint32_t width;
   float p0;
   float p1;
+  uint32_t group;
 };
 
 // Invocations per element-wise workgroup (local_size_x of elementwise.comp).
@@ -215,11 +216,11 @@ void layer_norm_rows(CommandBatch& batch, const LayerNormArgs& args) {
 
 void elementwise(CommandBatch& batch, const ElementArgs& args) {
   if (args.n <= 0) return;
-  check_floats(*args.x,
-               args.op == ElementOp::swiglu_halves || args.op == ElementOp::geglu_halves
-                   ? 2 * args.n
-                   : args.n,
-               "x", args.x_offset);
+  const bool halves = args.op == ElementOp::swiglu_halves || args.op == ElementOp::geglu_halves;
+  const int64_t x_floats = halves                                 ? 2 * args.n
+                           : args.op == ElementOp::sum_row_groups ? args.n * args.group
+                                                                  : args.n;
+  check_floats(*args.x, x_floats, "x", args.x_offset);
   check_floats(*args.out, args.n, "out", args.out_offset);
   const VulkanBuffer* b = args.b != nullptr ? args.b : args.x;
   const bool gelu = reads_gelu_table(args.op);
@@ -236,7 +237,8 @@ void elementwise(CommandBatch& batch, const ElementArgs& args) {
                          static_cast<uint32_t>(args.out_offset),
                          args.width,
                          args.p0,
-                         args.p1};
+                         args.p1,
+                         args.group};
   // The other ops never read binding 3: x stands in for it.
   const std::array<const VulkanBuffer*, 4> buffers{args.x, b, args.out,
                                                    gelu ? args.gelu_table : args.x};

@@ -75,6 +75,12 @@ enum class ElementOp : uint32_t {
   geglu,          // gelu(x) * b
   swiglu_halves,  // rows of x [gate | up], width each: silu(gate) * up
   geglu_halves,
+  relu,
+  silu_ratio,      // silu(x) / x
+  reglu,           // relu(x) * b
+  swiglu_oai,      // kernels::swiglu_oai(x, b) with alpha p0, limit p1
+  scale_rows,      // x * b[i / width]
+  sum_row_groups,  // out row r = x rows r * group .. + group - 1, added in order
 };
 
 struct ElementArgs {
@@ -88,6 +94,7 @@ struct ElementArgs {
   uint64_t out_offset = 0;
   uint32_t width = 0;
   float p0 = 0, p1 = 0;
+  uint32_t group = 0;  // sum_row_groups
   // The GELU ops' table: 65536 floats, kernels::gelu_fp16_table() read as
   // floats (null for the other ops).
   const VulkanBuffer* gelu_table = nullptr;

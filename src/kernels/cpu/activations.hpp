@@ -43,6 +43,10 @@ void gelu_inplace(std::span<float> x);
 // out[i] = gelu_tanh(gate[i]) * up[i] (GeGLU). out may alias gate or up.
 void geglu(std::span<const float> gate, std::span<const float> up, std::span<float> out);
 
+// GPT-OSS's constants for it (llama.cpp's build_moe_ffn).
+inline constexpr float kSwigluOaiAlpha = 1.702f;
+inline constexpr float kSwigluOaiLimit = 7.0f;
+
 // GPT-OSS's clamped SwiGLU (ggml_swiglu_oai), operation for operation:
 // g = min(gate, limit), u = clamp(up, -limit, limit),
 // out = g / (1 + expf(alpha * -g)) * (u + 1). out may alias gate or up.

@@ -87,7 +87,7 @@ class GrokModel final : public FamilyModel<GrokWeights> {
     const auto& h = hparams_;
     const auto n = static_cast<int64_t>(rows.size());
     const auto [x, normed, branch, pass] = start_layers(h, rows, cells, ctx, w_.embedding, w_.rope);
-    const auto dense_out = ForwardBuffers::take(ctx.buffers.parallel, x.size());
+    const Tensor dense_out = ctx.backend.scratch(ctx.buffers.parallel, x.size());
     // ggml_scale's float of llama.cpp's std::sqrt(2) / 2.
     const auto half_sqrt2 = static_cast<float>(std::sqrt(2.0) / 2.0);
     for (const int64_t il : ctx.stage.layers()) {
@@ -100,10 +100,8 @@ class GrokModel final : public FamilyModel<GrokWeights> {
       moe_ffn(layer.moe, h, il, n, ctx, normed, branch);
       if (layer.has_dense) {
         ffn(layer.dense, FfnActivation::geglu, h, il, n, ctx, normed, dense_out);
-        const std::span<float> moe_out = branch;
-        for (size_t i = 0; i < moe_out.size(); ++i) {
-          moe_out[i] = (dense_out[i] + moe_out[i]) * half_sqrt2;
-        }
+        ctx.backend.add(branch, dense_out);  // (dense + moe) * sqrt(2) / 2
+        ctx.backend.scale(branch, half_sqrt2);
       }
       rms_norm(ctx, h, branch, layer.post_norm, branch);
       ctx.backend.add(x, branch);

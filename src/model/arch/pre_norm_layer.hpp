@@ -79,10 +79,10 @@ struct PreNormMoeLayer {
   void run(const ModelHParams& hp, int64_t il, const LayerStream& s, KvCache& cache,
            ForwardContext& ctx) const {
     const auto n_rows = static_cast<int64_t>(s.pass.rows.size());
-    std::span<const float> router_in;  // the layer's input, when the router reads it
+    ConstTensor router_in;  // the layer's input, when the router reads it
     if (hp.layer_has_experts(il) && moe.router_input == RouterInput::layer_input) {
-      const auto copy = ForwardBuffers::take(ctx.buffers.parallel, s.x.size());
-      std::ranges::copy(s.x.host(), copy.begin());
+      const Tensor copy = ctx.backend.scratch(ctx.buffers.parallel, s.x.size());
+      ctx.backend.copy_rows(s.x, 0, copy, 0, s.x.size(), 1);
       router_in = copy;
     }
     rms_norm(ctx, hp, s.x, attn_norm, s.normed);

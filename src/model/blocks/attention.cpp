@@ -318,16 +318,17 @@ namespace {
 // attn[r] *= softplus(gate · in[r]), broadcast over each head's values when
 // the gate has one row per head (llama.cpp's ggml_mul after ggml_softplus).
 void apply_softplus_gate(const AttentionWeights& w, const ModelHParams& hp, const LayerSpec& spec,
-                         ForwardContext& ctx, std::span<const float> in, std::span<float> attn) {
+                         ForwardContext& ctx, ConstTensor in, Tensor attn) {
   const size_t width = static_cast<size_t>(spec.attn_out_width());
   const size_t rows = attn.size() / width;
   const int64_t n_gate = w.gate_per_head ? spec.n_head : spec.attn_out_width();
-  const auto gate = ForwardBuffers::take(ctx.buffers.gate, rows * static_cast<size_t>(n_gate));
+  const Tensor gate = ctx.backend.scratch(ctx.buffers.gate, rows * static_cast<size_t>(n_gate));
   ctx.backend.matmul(w.gate, in.first(rows * static_cast<size_t>(hp.n_embd)),
                      static_cast<int64_t>(rows), gate, n_gate);
-  kernels::softplus_inplace(gate);
+  ctx.backend.unary(UnaryOp::softplus, gate);
+  // Each head's values (or each value) times its gate.
   const size_t per_gate = w.gate_per_head ? static_cast<size_t>(spec.head_dim_v) : 1;
-  for (size_t i = 0; i < attn.size(); ++i) attn[i] *= gate[i / per_gate];
+  ctx.backend.scale_rows(attn, gate, per_gate);
 }
 
 }  // namespace

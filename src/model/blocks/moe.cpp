@@ -18,10 +18,6 @@ namespace {
 // llama.cpp's LLAMA_MAX_EXPERTS.
 constexpr int64_t kMaxExperts = 1024;
 
-// GPT-OSS's clamped SwiGLU (llama.cpp's build_moe_ffn constants).
-constexpr float kSwigluOaiAlpha = 1.702f;
-constexpr float kSwigluOaiLimit = 7.0f;
-
 // ggml_soft_max of one row: the exponentials of x - max, their sum in
 // double, then each times the float reciprocal of the sum. A row of -inf
 // only (where ggml gives NaN) gives zeros.
@@ -82,12 +78,6 @@ void keep_best_groups(std::span<float> selection, const RouterSpec& spec) {
   }
 }
 
-// The shared expert's gate as llama.cpp's qwen2moe graph computes it:
-// silu(g) / g (a sigmoid; NaN at g = 0 exactly, as there).
-float shared_expert_gate(float g) {
-  return g / (1.0f + std::exp(-g)) / g;
-}
-
 // The rows of `experts` (slots r * k + j) that chose expert e.
 void members_of(std::span<const int32_t> chosen, int32_t e, std::vector<int32_t>& members) {
   members.clear();
@@ -102,69 +92,75 @@ std::span<const float> expert_bias(const std::vector<float>& table, size_t e, si
   return std::span(table).subspan(e * n, n);
 }
 
-// An expert's activation in place: act(gate, up) into gate, or silu(up)
-// for a gateless expert; returns the span holding it.
+// The gated activations as backend ops; relu_sqr experts have no gate.
+GluOp glu_of(ExpertActivation activation) {
+  switch (activation) {
+    case ExpertActivation::swiglu_oai:
+      return GluOp::swiglu_oai;
+    case ExpertActivation::reglu:
+      return GluOp::reglu;
+    case ExpertActivation::geglu:
+      return GluOp::geglu;
+    case ExpertActivation::swiglu:
+    case ExpertActivation::relu_sqr:
+      break;
+  }
+  return GluOp::swiglu;
+}
 
-std::span<float> expert_activation(const MoeWeights& w, size_t e, std::span<float> gate,
-                                   std::span<float> up, size_t n_ff) {
+// A gateless expert's activation of its up product.
+UnaryOp gateless_op(ExpertActivation activation) {
+  switch (activation) {
+    case ExpertActivation::reglu:
+      return UnaryOp::relu;
+    case ExpertActivation::relu_sqr:
+      return UnaryOp::relu_sqr;
+    case ExpertActivation::geglu:
+      return UnaryOp::gelu;
+    case ExpertActivation::swiglu:
+    case ExpertActivation::swiglu_oai:
+      break;
+  }
+  return UnaryOp::silu;
+}
+
+// An expert's activation in place: act(gate, up) into gate, or act(up)
+// for a gateless expert; returns the tensor holding it.
+ConstTensor expert_activation(const MoeWeights& w, size_t e, Tensor gate, Tensor up, size_t n_ff,
+                              Backend& backend) {
   // llama.cpp's build_lora_mm_id: each expert's scale times its product,
   // then its bias (ggml_add_id).
-  if (!w.up_scale.empty()) kernels::scale_inplace(up, w.up_scale[e]);
-  kernels::add_bias_rows(up, expert_bias(w.up_b, e, n_ff));
+  if (!w.up_scale.empty()) backend.scale(up, w.up_scale[e]);
+  backend.add_bias_rows(up, expert_bias(w.up_b, e, n_ff));
   if (w.gate.empty()) {
-    if (w.activation == ExpertActivation::reglu) {
-      for (float& v : up) v = v > 0.0f ? v : 0.0f;
-    } else if (w.activation == ExpertActivation::relu_sqr) {
-      kernels::relu_sqr_inplace(up);
-    } else if (w.activation == ExpertActivation::geglu) {
-      kernels::gelu_inplace(up);
-    } else {
-      kernels::silu_inplace(up);
-    }
+    backend.unary(gateless_op(w.activation), up);
     return up;
   }
-  if (!w.gate_scale.empty()) kernels::scale_inplace(gate, w.gate_scale[e]);
-  kernels::add_bias_rows(gate, expert_bias(w.gate_b, e, n_ff));
-  switch (w.activation) {
-    case ExpertActivation::swiglu:
-      kernels::swiglu(gate, up, gate);
-      break;
-    case ExpertActivation::swiglu_oai:
-      kernels::swiglu_oai(gate, up, gate, kSwigluOaiAlpha, kSwigluOaiLimit);
-      break;
-    case ExpertActivation::reglu:
-      // ggml_reglu: relu(gate) * up.
-      for (size_t i = 0; i < gate.size(); ++i) gate[i] = (gate[i] > 0.0f ? gate[i] : 0.0f) * up[i];
-      break;
-    case ExpertActivation::geglu:
-      kernels::geglu(gate, up, gate);
-      break;
-    case ExpertActivation::relu_sqr:
-      break;  // gateless only (MoeWeights::visit)
-  }
+  if (!w.gate_scale.empty()) backend.scale(gate, w.gate_scale[e]);
+  backend.add_bias_rows(gate, expert_bias(w.gate_b, e, n_ff));
+  backend.glu(glu_of(w.activation), gate, up, gate);
   return gate;
 }
 
 // Expert e's down product times its scale (ffn_down_exps.scale), when the
 // family applies one, plus its bias.
-void scale_down(const MoeWeights& w, size_t e, std::span<float> y, size_t n_embd) {
-  if (!w.down_scale.empty()) kernels::scale_inplace(y, w.down_scale[e]);
-  kernels::add_bias_rows(y, expert_bias(w.down_b, e, n_embd));
+void scale_down(const MoeWeights& w, size_t e, Tensor y, size_t n_embd, Backend& backend) {
+  if (!w.down_scale.empty()) backend.scale(y, w.down_scale[e]);
+  backend.add_bias_rows(y, expert_bias(w.down_b, e, n_embd));
 }
 
 // A decode row: every chosen expert reads the same input, so all their gate
 // and up products come from one matmul call (the input quantized once, one
-// fork/join; each product the bits of its own call). slots[j] gets
-// weights[j] times expert chosen[j]'s output.
+// fork/join; each product the bits of its own call). slots[j] gets expert
+// chosen[j]'s output, not yet weighed.
 void one_row_experts(const MoeWeights& w, const ModelHParams& hp, ForwardContext& ctx,
-                     std::span<const int32_t> chosen, std::span<const float> weights,
-                     std::span<const float> in, std::span<float> slots) {
+                     std::span<const int32_t> chosen, ConstTensor in, Tensor slots) {
   auto& buf = ctx.buffers;
   const size_t k = chosen.size();
   const auto n_ff = static_cast<size_t>(hp.n_ff_expert);
   const auto n_embd = static_cast<size_t>(w.width);
-  const auto gate = ForwardBuffers::take(buf.gate, k * n_ff);
-  const auto up = ForwardBuffers::take(buf.up, k * n_ff);
+  const Tensor gate = ctx.backend.scratch(buf.gate, k * n_ff);
+  const Tensor up = ctx.backend.scratch(buf.up, k * n_ff);
   std::vector<MatmulProduct>& products = buf.moe_products;
   products.clear();
   for (size_t j = 0; j < k; ++j) {
@@ -180,45 +176,42 @@ void one_row_experts(const MoeWeights& w, const ModelHParams& hp, ForwardContext
   products.clear();
   for (size_t j = 0; j < k; ++j) {
     const auto e = static_cast<size_t>(chosen[j]);
-    acts.push_back(
-        expert_activation(w, e, gate.subspan(j * n_ff, n_ff), up.subspan(j * n_ff, n_ff), n_ff));
+    acts.push_back(expert_activation(w, e, gate.subspan(j * n_ff, n_ff), up.subspan(j * n_ff, n_ff),
+                                     n_ff, ctx.backend));
     products.push_back({&w.down[e], slots.subspan(j * n_embd, n_embd), w.width});
   }
   ctx.backend.matmul_each_input(products, acts);
   for (size_t j = 0; j < k; ++j) {
-    const auto e = static_cast<size_t>(chosen[j]);
-    const auto slot = slots.subspan(j * n_embd, n_embd);
-    scale_down(w, e, slot, n_embd);
-    for (float& v : slot) v *= weights[j];
+    scale_down(w, static_cast<size_t>(chosen[j]), slots.subspan(j * n_embd, n_embd), n_embd,
+               ctx.backend);
   }
 }
 
 // Several rows: each expert over the rows that chose it (gathered, one
-// matmul per expert), slot r * k + j of `slots` getting weights[r * k + j]
-// times row r's output of its j-th expert. With `input_per_slot`, `in`
-// holds one input row per slot (Llama 4's weighted inputs) instead of one
-// per row.
+// matmul per expert), slot r * k + j of `slots` getting row r's output of
+// its j-th expert, not yet weighed. With `input_per_slot`, `in` holds one
+// input row per slot (Llama 4's weighted inputs) instead of one per row.
 void grouped_experts(const MoeWeights& w, const ModelHParams& hp, ForwardContext& ctx,
-                     std::span<const int32_t> chosen, std::span<const float> weights,
-                     std::span<const float> in, std::span<float> slots, bool input_per_slot) {
+                     std::span<const int32_t> chosen, ConstTensor in, Tensor slots,
+                     bool input_per_slot) {
   auto& buf = ctx.buffers;
   const auto k = static_cast<size_t>(hp.n_expert_used);
   const auto n_embd = static_cast<size_t>(w.width);
   const auto n_ff = static_cast<size_t>(hp.n_ff_expert);
   auto& members = buf.moe_members;
+  auto& input_rows = buf.moe_rows;
   for (size_t e = 0; e < static_cast<size_t>(hp.n_expert); ++e) {
     members_of(chosen, static_cast<int32_t>(e), members);
     if (members.empty()) continue;
     const size_t m = members.size();
-    const auto x = ForwardBuffers::take(buf.moe_in, m * n_embd);
+    input_rows.resize(m);
     for (size_t i = 0; i < m; ++i) {
-      const auto slot = static_cast<size_t>(members[i]);
-      const size_t r = input_per_slot ? slot : slot / k;
-      std::copy_n(in.begin() + static_cast<std::ptrdiff_t>(r * n_embd), n_embd,
-                  x.begin() + static_cast<std::ptrdiff_t>(i * n_embd));
+      input_rows[i] = input_per_slot ? members[i] : members[i] / static_cast<int32_t>(k);
     }
-    const auto gate = ForwardBuffers::take(buf.gate, m * n_ff);
-    const auto up = ForwardBuffers::take(buf.up, m * n_ff);
+    const Tensor x = ctx.backend.scratch(buf.moe_in, m * n_embd);
+    ctx.backend.gather_rows(in, input_rows, x, n_embd);
+    const Tensor gate = ctx.backend.scratch(buf.gate, m * n_ff);
+    const Tensor up = ctx.backend.scratch(buf.up, m * n_ff);
     const auto n = static_cast<int64_t>(m);
     if (!w.gate.empty()) {
       const MatmulProduct gate_up[] = {{&w.gate[e], gate, hp.n_ff_expert},
@@ -227,18 +220,32 @@ void grouped_experts(const MoeWeights& w, const ModelHParams& hp, ForwardContext
     } else {
       ctx.backend.matmul(w.up[e], x, n, up, hp.n_ff_expert);
     }
-    const auto act = expert_activation(w, e, gate, up, n_ff);
-    const auto y = ForwardBuffers::take(buf.moe_out, m * n_embd);
+    const ConstTensor act = expert_activation(w, e, gate, up, n_ff, ctx.backend);
+    const Tensor y = ctx.backend.scratch(buf.moe_out, m * n_embd);
     ctx.backend.matmul(w.down[e], act, n, y, w.width);
-    scale_down(w, e, y, n_embd);
-    for (size_t i = 0; i < m; ++i) {
-      const auto slot = static_cast<size_t>(members[i]);
-      const float weight = weights[slot];
-      float* dst = slots.data() + slot * n_embd;
-      const float* src = y.data() + i * n_embd;
-      for (size_t c = 0; c < n_embd; ++c) dst[c] = src[c] * weight;
-    }
+    scale_down(w, e, y, n_embd, ctx.backend);
+    ctx.backend.scatter_rows(y, slots, members, n_embd);
   }
+}
+
+// Qwen2-MoE's shared expert gate, sigmoid(shared_router . x) per row, as
+// llama.cpp's graph computes it: the product, then silu(g) / g.
+Tensor shared_expert_gates(const MoeWeights& w, const ModelHParams& hp, int64_t n_rows,
+                           ForwardContext& ctx, ConstTensor in) {
+  // The router's one row as a matrix (its floats stay where the weights
+  // keep them, so a device uploads it once).
+  const kernels::WeightView router{
+      .type = GgmlType::F32,
+      .n_rows = 1,
+      .n_cols = hp.n_embd,
+      .row_bytes = static_cast<size_t>(hp.n_embd) * sizeof(float),
+      .data = reinterpret_cast<const std::byte*>(w.shared_router.data()),
+      .name = "ffn_gate_inp_shexp.weight"};
+  const Tensor gates =
+      ctx.backend.scratch(ctx.buffers.moe_shared_gate, static_cast<size_t>(n_rows));
+  ctx.backend.matmul(router, in, n_rows, gates, 1);
+  ctx.backend.unary(UnaryOp::silu_ratio, gates);
+  return gates;
 }
 
 }  // namespace
@@ -446,83 +453,77 @@ void MoeWeights::visit(TensorVisitor& v, const ModelHParams& hp, int64_t layer, 
 }
 
 void moe_ffn(const MoeWeights& w, const ModelHParams& hp, int64_t layer, int64_t n_rows,
-             ForwardContext& ctx, std::span<const float> in, std::span<float> out,
-             std::span<const float> router_in) {
+             ForwardContext& ctx, ConstTensor in, Tensor out, ConstTensor router_in) {
   auto& buf = ctx.buffers;
+  Backend& backend = ctx.backend;
   const auto rows = static_cast<size_t>(n_rows);
   const auto n_expert = static_cast<size_t>(hp.n_expert);
   const auto k = static_cast<size_t>(hp.n_expert_used);
   const auto n_embd = static_cast<size_t>(hp.n_embd);
 
-  const auto scores = ForwardBuffers::take(buf.moe_scores, rows * n_expert);
-  ctx.backend.matmul(w.router, router_in.empty() ? in : router_in, n_rows, scores, hp.n_expert);
-  ctx.backend.add_bias_rows(scores, w.router_bias);
+  // The router's scores come to the host, which routes: a device waits
+  // here for the layer's work so far, once per MoE layer.
+  const Tensor scores = backend.scratch(buf.moe_scores, rows * n_expert);
+  backend.matmul(w.router, router_in.empty() ? in : router_in, n_rows, scores, hp.n_expert);
+  backend.add_bias_rows(scores, w.router_bias);
+  const auto probs = ForwardBuffers::take(buf.moe_probs, rows * n_expert);
+  backend.copy_to_host(scores, probs);
   auto& chosen = buf.moe_chosen;
   chosen.resize(rows * k);
   const auto weights = ForwardBuffers::take(buf.moe_weights, rows * k);
   for (size_t r = 0; r < rows; ++r) {
-    route(scores.subspan(r * n_expert, n_expert), hp.router, std::span(chosen).subspan(r * k, k),
+    route(probs.subspan(r * n_expert, n_expert), hp.router, std::span(chosen).subspan(r * k, k),
           weights.subspan(r * k, k), w.selection_bias);
   }
+  const Tensor slot_weights = backend.scratch(buf.moe_slot_weights, rows * k);
+  backend.copy_from_host(weights, slot_weights);
 
   // Nemotron 3 Super's experts read and sum in a latent width.
   const bool latent = !w.latent_down.empty();
   const auto width = static_cast<size_t>(w.width);
-  std::span<const float> expert_in = in;
+  ConstTensor expert_in = in;
   if (latent) {
-    const auto down = ForwardBuffers::take(buf.moe_latent_in, rows * width);
-    ctx.backend.matmul(w.latent_down, in, n_rows, down, w.width);
+    const Tensor down = backend.scratch(buf.moe_latent_in, rows * width);
+    backend.matmul(w.latent_down, in, n_rows, down, w.width);
     expert_in = down;
   }
-  // Slot r * k + j gets weight r * k + j times row r's output of its j-th
-  // expert.
-  const auto slots = ForwardBuffers::take(buf.moe_slots, rows * k * width);
+  // Slot r * k + j gets row r's output of its j-th expert times weight
+  // r * k + j.
+  const Tensor slots = backend.scratch(buf.moe_slots, rows * k * width);
   if (w.weights_before_experts) {
     // Llama 4 (llama.cpp's weight_before_ffn): each slot's expert reads
     // its row times its weight, and its output is not weighed again.
-    const auto inputs = ForwardBuffers::take(buf.moe_weighted_in, rows * k * width);
-    for (size_t slot = 0; slot < rows * k; ++slot) {
-      const float* src = expert_in.data() + (slot / k) * width;
-      float* dst = inputs.data() + slot * width;
-      for (size_t c = 0; c < width; ++c) dst[c] = src[c] * weights[slot];
-    }
-    std::fill(weights.begin(), weights.end(), 1.0f);
-    grouped_experts(w, hp, ctx, chosen, weights, inputs, slots, /*input_per_slot=*/true);
-  } else if (rows == 1) {
-    one_row_experts(w, hp, ctx, chosen, weights, expert_in, slots);
+    const Tensor inputs = backend.scratch(buf.moe_weighted_in, rows * k * width);
+    auto& slot_rows = buf.moe_rows;
+    slot_rows.resize(rows * k);
+    for (size_t slot = 0; slot < rows * k; ++slot) slot_rows[slot] = static_cast<int32_t>(slot / k);
+    backend.gather_rows(expert_in, slot_rows, inputs, width);
+    backend.scale_rows(inputs, slot_weights, width);
+    grouped_experts(w, hp, ctx, chosen, inputs, slots, /*input_per_slot=*/true);
   } else {
-    grouped_experts(w, hp, ctx, chosen, weights, expert_in, slots, /*input_per_slot=*/false);
+    if (rows == 1) {
+      one_row_experts(w, hp, ctx, chosen, expert_in, slots);
+    } else {
+      grouped_experts(w, hp, ctx, chosen, expert_in, slots, /*input_per_slot=*/false);
+    }
+    backend.scale_rows(slots, slot_weights, width);
   }
   // The slots in order, as llama.cpp folds them: ((s0 + s1) + s2) + ...
-  const auto sums =
-      latent ? ForwardBuffers::take(buf.moe_latent_out, rows * width) : out.first(rows * n_embd);
-  for (size_t r = 0; r < rows; ++r) {
-    const auto o = sums.subspan(r * width, width);
-    const float* first = slots.data() + r * k * width;
-    for (size_t c = 0; c < width; ++c) o[c] = first[c];
-    for (size_t j = 1; j < k; ++j) {
-      ctx.backend.add(o, slots.subspan((r * k + j) * width, width));
-    }
-  }
-  if (latent) ctx.backend.matmul(w.latent_up, sums, n_rows, out, hp.n_embd);
+  const Tensor sums =
+      latent ? backend.scratch(buf.moe_latent_out, rows * width) : out.first(rows * n_embd);
+  backend.sum_row_groups(slots, k, sums, width);
+  if (latent) backend.matmul(w.latent_up, sums, n_rows, out, hp.n_embd);
 
   if (w.shared_expert == SharedExpert::none) return;
   // out += shared_ffn(x), gated (Qwen2-MoE) by sigmoid(shared_router . x).
-  const auto shared = ForwardBuffers::take(buf.moe_out, rows * n_embd);
+  const Tensor shared = backend.scratch(buf.moe_out, rows * n_embd);
   const FfnActivation shared_activation =
       w.activation == ExpertActivation::relu_sqr ? FfnActivation::relu_sqr : FfnActivation::swiglu;
   ffn(w.shared, shared_activation, hp, layer, n_rows, ctx, in, shared);
-  for (size_t r = 0; r < rows; ++r) {
-    float* o = out.data() + r * n_embd;
-    const float* s = shared.data() + r * n_embd;
-    if (w.shared_expert == SharedExpert::always) {
-      ctx.backend.add(out.subspan(r * n_embd, n_embd), shared.subspan(r * n_embd, n_embd));
-      continue;
-    }
-    const float gate = shared_expert_gate(
-        kernels::dot_f32(w.shared_router.data(), in.data() + r * n_embd, hp.n_embd));
-    for (size_t c = 0; c < n_embd; ++c) o[c] += s[c] * gate;
+  if (w.shared_expert == SharedExpert::gated) {
+    backend.scale_rows(shared, shared_expert_gates(w, hp, n_rows, ctx, in), n_embd);
   }
+  backend.add(out.first(rows * n_embd), shared);
 }
 
 }  // namespace cortiq

@@ -144,7 +144,6 @@ RouterGating read_expert_gating(const HParamReader& keys, std::optional<RouterGa
 // routed as hp.router says; the router scores `router_in` (the layer's
 // input rows, RouterInput::layer_input) or, when empty, `in`.
 void moe_ffn(const MoeWeights& w, const ModelHParams& hp, int64_t layer, int64_t n_rows,
-             ForwardContext& ctx, std::span<const float> in, std::span<float> out,
-             std::span<const float> router_in = {});
+             ForwardContext& ctx, ConstTensor in, Tensor out, ConstTensor router_in = {});
 
 }  // namespace cortiq

@@ -29,6 +29,12 @@ layout(std430, binding = 3) readonly buffer GeluTable { float gelu_table[]; };  
 #define OP_GEGLU 11u
 #define OP_SWIGLU_HALVES 12u
 #define OP_GEGLU_HALVES 13u
+#define OP_RELU 14u
+#define OP_SILU_RATIO 15u
+#define OP_REGLU 16u
+#define OP_SWIGLU_OAI 17u
+#define OP_SCALE_ROWS 18u
+#define OP_SUM_ROW_GROUPS 19u
 
 layout(push_constant) uniform Params {
   uint op;
@@ -36,9 +42,10 @@ layout(push_constant) uniform Params {
   uint x_offset;
   uint b_offset;
   uint out_offset;
-  uint width;  // bias rows: the bias's length; halves: the output row's width
-  float p0;    // scale; clamp's lo; softcap's cap
-  float p1;    // clamp's hi
+  uint width;  // bias rows: the bias's length; halves, rows: the row's width
+  float p0;    // scale; clamp's lo; softcap's cap; swiglu_oai's alpha
+  float p1;    // clamp's hi; swiglu_oai's limit
+  uint group;  // sum_row_groups: rows of x per output row
 } p;
 
 float silu(float v) { return v / (1.0 + exp(-v)); }
@@ -78,6 +85,15 @@ float gelu(float v) {
 // ggml_vec_geglu_f32: +0 below -10 (not 0 times up, which may be -0).
 float geglu(float g, float u) { return g <= -10.0 ? 0.0 : gelu(g) * u; }
 
+// kernels::swiglu_oai: ggml's min, clamp and expf, operation for operation.
+float swiglu_oai(float gate, float up, float alpha, float limit) {
+  const float g = gate < limit ? gate : limit;
+  float u = up < -limit ? -limit : up;
+  u = limit < u ? limit : u;
+  const float glu = g / (1.0 + exp(alpha * -g));
+  return glu * (u + 1.0);
+}
+
 void main() {
   const uint i = gl_GlobalInvocationID.x + gl_GlobalInvocationID.y * gl_NumWorkGroups.x * 256u;
   if (i >= p.n) return;
@@ -86,6 +102,15 @@ void main() {
     const float g = x[p.x_offset + row * 2u * p.width + col];
     const float u = x[p.x_offset + row * 2u * p.width + p.width + col];
     o[p.out_offset + i] = p.op == OP_SWIGLU_HALVES ? silu(g) * u : geglu(g, u);
+    return;
+  }
+  if (p.op == OP_SUM_ROW_GROUPS) {
+    // The group's rows in order, as the CPU adds them.
+    const uint row = i / p.width, col = i % p.width;
+    const uint first = p.x_offset + row * p.group * p.width + col;
+    float sum = x[first];
+    for (uint j = 1u; j < p.group; ++j) sum += x[first + j * p.width];
+    o[p.out_offset + i] = sum;
     return;
   }
   const float v = x[p.x_offset + i];
@@ -104,6 +129,11 @@ void main() {
     case OP_SIGMOID: r = 1.0 / (1.0 + exp(-v)); break;
     case OP_SWIGLU: r = silu(v) * b[p.b_offset + i]; break;
     case OP_GEGLU: r = geglu(v, b[p.b_offset + i]); break;
+    case OP_RELU: r = v > 0.0 ? v : 0.0; break;
+    case OP_SILU_RATIO: r = silu(v) / v; break;
+    case OP_REGLU: r = (v > 0.0 ? v : 0.0) * b[p.b_offset + i]; break;
+    case OP_SWIGLU_OAI: r = swiglu_oai(v, b[p.b_offset + i], p.p0, p.p1); break;
+    case OP_SCALE_ROWS: r = v * b[p.b_offset + i / p.width]; break;
   }
   o[p.out_offset + i] = r;
 }
