@@ -52,6 +52,7 @@ class CountingBackend final : public Backend {
 
   std::string_view name() const override { return "counting"; }
   ThreadPool& host_pool() const override { return cpu_.host_pool(); }
+  bool computes_on_host() const override { return true; }
 
   Tensor scratch(std::vector<float>& slot, size_t n) override { return cpu_.scratch(slot, n); }
   Tensor output_tensor(std::span<float> host, std::vector<float>& slot) override {

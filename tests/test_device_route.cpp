@@ -164,6 +164,16 @@ TEST(DeviceRoute, RunTakesTheDeviceOption) {
   EXPECT_EQ(device_out, cpu_out);
   ASSERT_EQ(test::run_cli(run + " --device vulkan -ngl 1", &device_out), 0) << device_out;
   EXPECT_EQ(device_out, cpu_out);
+  // A family the device declines runs on the CPU, and the warning names
+  // the block that kept it there.
+  const std::string mamba = "run -m " + test::test_model_path({.arch = "mamba"}).string() +
+                            " -p 'Hello there' -n 2 --temp 0 --device vulkan";
+  std::string declined;
+  ASSERT_EQ(test::run_cli(mamba, &declined), 0) << declined;
+  EXPECT_NE(declined.find("declines mamba, which runs on the CPU: the vulkan backend has no ops "
+                          "for Mamba's selective scan yet (host code only)"),
+            std::string::npos)
+      << declined;
 }
 
 // Device faults (base/fault_injection.hpp's device sites) before any state

@@ -86,6 +86,9 @@ class Backend {
   // Threads for the work that stays on the host (token bookkeeping, and the
   // blocks a backend runs no ops for).
   virtual ThreadPool& host_pool() const = 0;
+  // Whether the backend's tensors are host memory, which the blocks not on
+  // the op layer yet can read (ForwardContext::host_only).
+  virtual bool computes_on_host() const { return false; }
   // After a pass failed partway: drops what it recorded and has not run, so
   // the next pass starts clean (a device queues ops; the CPU has nothing).
   virtual void abandon_pass() {}

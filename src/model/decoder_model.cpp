@@ -12,6 +12,11 @@
 
 namespace cortiq {
 
+void throw_host_only(std::string_view block, std::string_view backend) {
+  throw Error("the " + std::string(backend) + " backend has no ops for " + std::string(block) +
+              " yet (host code only)");
+}
+
 namespace {
 
 // ARCH.vocab_size and the tokenizer's list are both optional: the token

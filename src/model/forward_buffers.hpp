@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string_view>
 #include <vector>
 
 #include "backends/backend.hpp"
@@ -86,6 +87,8 @@ struct BackendSplit {
 
 // What a forward pass runs with: the backend its blocks' ops go to and the
 // buffers of its caller.
+[[noreturn]] void throw_host_only(std::string_view block, std::string_view backend);
+
 struct ForwardContext {
   Backend& backend;
   ForwardBuffers& buffers;
@@ -104,6 +107,12 @@ struct ForwardContext {
 
   // The threads for the pass's host work.
   ThreadPool& host_pool() const { return backend.host_pool(); }
+  // The first thing a block not on the op layer yet does: on a backend
+  // whose tensors are not host memory it throws, naming the block (what a
+  // device's probe reports when it declines the family).
+  void host_only(std::string_view block) const {
+    if (!backend.computes_on_host()) throw_host_only(block, backend.name());
+  }
   // This context with its ops going to `other` instead (no split).
   ForwardContext on(Backend& other) const {
     ForwardContext ctx{other, buffers, output, all_hidden, prompt_rows, generated_rows, stage};

@@ -21,6 +21,7 @@ class CpuBackend final : public Backend {
 
   std::string_view name() const override { return "cpu"; }
   ThreadPool& host_pool() const override { return pool_; }
+  bool computes_on_host() const override { return true; }
 
   Tensor scratch(std::vector<float>& slot, size_t n) override;
   void copy_from_host(std::span<const float> src, Tensor dst) override;

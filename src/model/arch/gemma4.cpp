@@ -207,8 +207,8 @@ class Gemma4Model final : public FamilyModel<Gemma4Weights> {
   // The rows' scaled token embeddings: x itself, or, in a stage that starts
   // from hidden states, the embeddings made again in `scratch` (when the
   // per-layer inputs need them).
-  std::span<const float> token_embeddings(std::span<const BatchRow> rows, std::span<const float> x,
-                                          std::span<float> scratch, ForwardContext& ctx) const {
+  ConstTensor token_embeddings(std::span<const BatchRow> rows, ConstTensor x, Tensor scratch,
+                               ForwardContext& ctx) const {
     if (ctx.stage.from_tokens() || hparams_.per_layer_embd == 0) return x;
     w_.embedding.embed(hparams_, rows, scratch, ctx);
     return scratch;
@@ -216,11 +216,13 @@ class Gemma4Model final : public FamilyModel<Gemma4Weights> {
 
   // The per-layer inputs of every row, [rows][n_layer][P] (empty without
   // per-layer embeddings), from the scaled token embeddings x.
-  std::span<const float> per_layer_inputs(std::span<const BatchRow> rows, std::span<const float> x,
+  std::span<const float> per_layer_inputs(std::span<const BatchRow> rows, ConstTensor x_tensor,
                                           ForwardContext& ctx) const {
     const auto& h = hparams_;
     const int64_t pl = h.per_layer_embd;
     if (pl == 0) return {};
+    ctx.host_only("Gemma 4's per-layer inputs");
+    const std::span<const float> x = x_tensor;
     auto& buf = ctx.buffers;
     const auto n = static_cast<int64_t>(rows.size());
     const auto width = static_cast<size_t>(pl * h.n_layer);

@@ -39,13 +39,13 @@ void visit_mixer(Mamba2Weights& w, TensorVisitor& v, const ModelHParams& hp, int
   w.visit(v, hp, il);
 }
 void run_mixer(const MambaWeights& w, const ModelHParams& hp, int64_t il,
-               std::span<const BatchRow> rows, KvCache& cache, ForwardContext& ctx,
-               std::span<const float> in, std::span<float> out) {
+               std::span<const BatchRow> rows, KvCache& cache, ForwardContext& ctx, ConstTensor in,
+               Tensor out) {
   mamba(w, hp, il, rows, cache, ctx, in, out);
 }
 void run_mixer(const Mamba2Weights& w, const ModelHParams& hp, int64_t il,
-               std::span<const BatchRow> rows, KvCache& cache, ForwardContext& ctx,
-               std::span<const float> in, std::span<float> out) {
+               std::span<const BatchRow> rows, KvCache& cache, ForwardContext& ctx, ConstTensor in,
+               Tensor out) {
   mamba2(w, hp, il, rows, cache, ctx, in, out);
 }
 

@@ -29,6 +29,7 @@ void ungated_ffn(const FfnWeights& w, FfnActivation activation, const ModelHPara
   apply_scale(ctx, up, w.up_scale);
   if (activation == FfnActivation::xielu) {
     // Apertus's xIELU has parameters no backend op takes: host only.
+    ctx.host_only("xIELU");
     const std::span<float> values = up;
     ctx.host_pool().parallel_for(
         static_cast<int64_t>(values.size()),

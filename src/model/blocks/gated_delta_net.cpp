@@ -179,7 +179,10 @@ void beta_and_gate(const GatedDeltaNetWeights& w, const ModelHParams& hp, std::s
 
 void gated_delta_net(const GatedDeltaNetWeights& w, const ModelHParams& hp, int64_t layer,
                      std::span<const BatchRow> rows, KvCache& cache, ForwardContext& ctx,
-                     std::span<const float> in, std::span<float> out) {
+                     ConstTensor in_tensor, Tensor out_tensor) {
+  ctx.host_only("the Gated DeltaNet");
+  const std::span<const float> in = in_tensor;
+  const std::span<float> out = out_tensor;
   auto& buf = ctx.buffers;
   const auto& s = hp.ssm;
   const size_t n_rows = rows.size();

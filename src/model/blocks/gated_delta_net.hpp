@@ -85,6 +85,6 @@ inline int64_t gated_delta_net_state_width(const ModelHParams& hp) {
 // state advanced row by row: in and out [rows][n_embd].
 void gated_delta_net(const GatedDeltaNetWeights& w, const ModelHParams& hp, int64_t layer,
                      std::span<const BatchRow> rows, KvCache& cache, ForwardContext& ctx,
-                     std::span<const float> in, std::span<float> out);
+                     ConstTensor in, Tensor out);
 
 }  // namespace cortiq

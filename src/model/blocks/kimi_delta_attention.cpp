@@ -93,7 +93,10 @@ void delta_rule_rows(const ModelHParams& hp, std::span<const BatchRow> rows, int
 
 void kimi_delta_attention(const KimiDeltaAttentionWeights& w, const ModelHParams& hp, int64_t layer,
                           std::span<const BatchRow> rows, KvCache& cache, ForwardContext& ctx,
-                          std::span<const float> in, std::span<float> out) {
+                          ConstTensor in_tensor, Tensor out_tensor) {
+  ctx.host_only("Kimi Delta Attention");
+  const std::span<const float> in = in_tensor;
+  const std::span<float> out = out_tensor;
   auto& buf = ctx.buffers;
   const auto& s = hp.ssm;
   const size_t n_rows = rows.size();

@@ -62,6 +62,6 @@ inline int64_t kimi_delta_attention_state_width(const ModelHParams& hp) {
 // sequence's state advanced row by row: in and out [rows][n_embd].
 void kimi_delta_attention(const KimiDeltaAttentionWeights& w, const ModelHParams& hp, int64_t layer,
                           std::span<const BatchRow> rows, KvCache& cache, ForwardContext& ctx,
-                          std::span<const float> in, std::span<float> out);
+                          ConstTensor in, Tensor out);
 
 }  // namespace cortiq

@@ -202,7 +202,10 @@ void LatentAttentionWeights::visit(TensorVisitor& v, const ModelHParams& hp, int
 
 void latent_attention(const LatentAttentionWeights& w, const ModelHParams& hp, int64_t layer,
                       const AttentionPass& pass, KvCache& cache, ForwardContext& ctx,
-                      std::span<const float> in, std::span<float> out) {
+                      ConstTensor in_tensor, Tensor out_tensor) {
+  ctx.host_only("latent attention");
+  const std::span<const float> in = in_tensor;
+  const std::span<float> out = out_tensor;
   auto& buf = ctx.buffers;
   const LayerSpec& l = hp.layer(layer);
   const auto rows = pass.rows.size();

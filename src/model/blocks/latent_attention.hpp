@@ -61,6 +61,6 @@ struct LatentAttentionWeights {
 // `layer`: `in` the normed input [rows][n_embd], `out` [rows][n_embd].
 void latent_attention(const LatentAttentionWeights& w, const ModelHParams& hp, int64_t layer,
                       const AttentionPass& pass, KvCache& cache, ForwardContext& ctx,
-                      std::span<const float> in, std::span<float> out);
+                      ConstTensor in, Tensor out);
 
 }  // namespace cortiq

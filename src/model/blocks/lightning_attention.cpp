@@ -64,7 +64,10 @@ void lightning_step(float* state, const float* q, const float* k, const float* v
 
 void lightning_attention(const LightningAttentionWeights& w, const ModelHParams& hp, int64_t layer,
                          std::span<const BatchRow> rows, KvCache& cache, ForwardContext& ctx,
-                         std::span<const float> in, std::span<float> out) {
+                         ConstTensor in_tensor, Tensor out_tensor) {
+  ctx.host_only("lightning attention");
+  const std::span<const float> in = in_tensor;
+  const std::span<float> out = out_tensor;
   auto& buf = ctx.buffers;
   const size_t n_rows = rows.size();
   const auto n = static_cast<int64_t>(n_rows);

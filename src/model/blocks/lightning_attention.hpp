@@ -51,6 +51,6 @@ inline int64_t lightning_attention_state_width(const ModelHParams& hp) {
 // sequence's matrices advanced row by row: in and out [rows][n_embd].
 void lightning_attention(const LightningAttentionWeights& w, const ModelHParams& hp, int64_t layer,
                          std::span<const BatchRow> rows, KvCache& cache, ForwardContext& ctx,
-                         std::span<const float> in, std::span<float> out);
+                         ConstTensor in, Tensor out);
 
 }  // namespace cortiq

@@ -88,7 +88,10 @@ void scan(const MambaWeights& w, const ModelHParams::Ssm& s, const float* x, con
 
 void mamba(const MambaWeights& w, const ModelHParams& hp, int64_t layer,
            std::span<const BatchRow> rows, KvCache& cache, ForwardContext& ctx,
-           std::span<const float> in, std::span<float> out) {
+           ConstTensor in_tensor, Tensor out_tensor) {
+  ctx.host_only("Mamba's selective scan");
+  const std::span<const float> in = in_tensor;
+  const std::span<float> out = out_tensor;
   auto& buf = ctx.buffers;
   const auto& s = hp.ssm;
   const size_t n_rows = rows.size();

@@ -58,7 +58,7 @@ inline int64_t mamba_state_width(const ModelHParams& hp) {
 // out[r] = mamba(in[r]) for the rows in order, each sequence's state
 // advanced row by row: in and out [rows][n_embd].
 void mamba(const MambaWeights& w, const ModelHParams& hp, int64_t layer,
-           std::span<const BatchRow> rows, KvCache& cache, ForwardContext& ctx,
-           std::span<const float> in, std::span<float> out);
+           std::span<const BatchRow> rows, KvCache& cache, ForwardContext& ctx, ConstTensor in,
+           Tensor out);
 
 }  // namespace cortiq

@@ -110,7 +110,10 @@ void scan_rows(const Mamba2Weights& w, const ModelHParams::Ssm& s, std::span<con
 
 void mamba2(const Mamba2Weights& w, const ModelHParams& hp, int64_t layer,
             std::span<const BatchRow> rows, KvCache& cache, ForwardContext& ctx,
-            std::span<const float> in, std::span<float> out) {
+            ConstTensor in_tensor, Tensor out_tensor) {
+  ctx.host_only("Mamba-2's selective scan");
+  const std::span<const float> in = in_tensor;
+  const std::span<float> out = out_tensor;
   auto& buf = ctx.buffers;
   const auto& s = hp.ssm;
   const size_t n_rows = rows.size();

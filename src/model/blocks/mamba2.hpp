@@ -77,7 +77,7 @@ inline int64_t mamba2_state_width(const ModelHParams& hp) {
 // out[r] = mamba2(in[r]) for the rows in order, each sequence's state
 // advanced row by row: in and out [rows][n_embd].
 void mamba2(const Mamba2Weights& w, const ModelHParams& hp, int64_t layer,
-            std::span<const BatchRow> rows, KvCache& cache, ForwardContext& ctx,
-            std::span<const float> in, std::span<float> out);
+            std::span<const BatchRow> rows, KvCache& cache, ForwardContext& ctx, ConstTensor in,
+            Tensor out);
 
 }  // namespace cortiq

@@ -48,7 +48,10 @@ void rms_norm_in_place(std::span<float> x, const std::vector<float>& weight, flo
 
 void plamo2_mamba(const Plamo2MambaWeights& w, const ModelHParams& hp, int64_t layer,
                   std::span<const BatchRow> rows, KvCache& cache, ForwardContext& ctx,
-                  std::span<const float> in, std::span<float> out) {
+                  ConstTensor in_tensor, Tensor out_tensor) {
+  ctx.host_only("PLaMo-2's Mamba mixer");
+  const std::span<const float> in = in_tensor;
+  const std::span<float> out = out_tensor;
   auto& buf = ctx.buffers;
   const auto& s = hp.ssm;
   const size_t n_rows = rows.size();

@@ -57,6 +57,6 @@ inline int64_t plamo2_mamba_state_width(const ModelHParams& hp) {
 // advanced row by row: in and out [rows][n_embd].
 void plamo2_mamba(const Plamo2MambaWeights& w, const ModelHParams& hp, int64_t layer,
                   std::span<const BatchRow> rows, KvCache& cache, ForwardContext& ctx,
-                  std::span<const float> in, std::span<float> out);
+                  ConstTensor in, Tensor out);
 
 }  // namespace cortiq

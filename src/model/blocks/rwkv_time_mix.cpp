@@ -135,7 +135,10 @@ void rwkv_lerp_rows(std::span<const float> sx, std::span<const float> lerp,
 
 void rwkv6_time_mix(const Rwkv6TimeMixWeights& w, const ModelHParams& hp, int64_t layer,
                     std::span<const BatchRow> rows, KvCache& cache, ForwardContext& ctx,
-                    std::span<const float> x_all, std::span<float> out) {
+                    ConstTensor x_all_tensor, Tensor out_tensor) {
+  ctx.host_only("RWKV-6's time mix");
+  const std::span<const float> x_all = x_all_tensor;
+  const std::span<float> out = out_tensor;
   auto& buf = ctx.buffers;
   const size_t n_rows = rows.size();
   const auto n = static_cast<int64_t>(n_rows);
@@ -200,7 +203,11 @@ void rwkv6_time_mix(const Rwkv6TimeMixWeights& w, const ModelHParams& hp, int64_
 
 void rwkv7_time_mix(const Rwkv7TimeMixWeights& w, const ModelHParams& hp, int64_t layer,
                     std::span<const BatchRow> rows, KvCache& cache, ForwardContext& ctx,
-                    std::span<const float> x_all, std::span<float> v_first, std::span<float> out) {
+                    ConstTensor x_all_tensor, Tensor v_first_tensor, Tensor out_tensor) {
+  ctx.host_only("RWKV-7's time mix");
+  const std::span<const float> x_all = x_all_tensor;
+  const std::span<float> v_first = v_first_tensor;
+  const std::span<float> out = out_tensor;
   auto& buf = ctx.buffers;
   const auto& rk = hp.rwkv;
   const size_t n_rows = rows.size();

@@ -95,11 +95,11 @@ void rwkv_lerp_rows(std::span<const float> sx, std::span<const float> lerp,
 // out = time_mix(x) for the rows in order: x and out [rows][n_embd].
 void rwkv6_time_mix(const Rwkv6TimeMixWeights& w, const ModelHParams& hp, int64_t layer,
                     std::span<const BatchRow> rows, KvCache& cache, ForwardContext& ctx,
-                    std::span<const float> x, std::span<float> out);
+                    ConstTensor x, Tensor out);
 // v_first [rows][n_embd]: the first layer's values, written by layer 0 and
 // mixed into every later layer's.
 void rwkv7_time_mix(const Rwkv7TimeMixWeights& w, const ModelHParams& hp, int64_t layer,
                     std::span<const BatchRow> rows, KvCache& cache, ForwardContext& ctx,
-                    std::span<const float> x, std::span<float> v_first, std::span<float> out);
+                    ConstTensor x, Tensor v_first, Tensor out);
 
 }  // namespace cortiq

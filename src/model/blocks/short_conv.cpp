@@ -40,7 +40,10 @@ void convolve_row(std::span<const float> kernel, size_t taps, std::span<const fl
 
 void short_conv(const ShortConvWeights& w, const ModelHParams& hp, int64_t layer,
                 std::span<const BatchRow> rows, KvCache& cache, ForwardContext& ctx,
-                std::span<const float> in, std::span<float> out) {
+                ConstTensor in_tensor, Tensor out_tensor) {
+  ctx.host_only("the short convolution");
+  const std::span<const float> in = in_tensor;
+  const std::span<float> out = out_tensor;
   auto& buf = ctx.buffers;
   const size_t n_rows = rows.size();
   const auto n_embd = static_cast<size_t>(hp.n_embd);

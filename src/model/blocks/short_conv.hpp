@@ -42,7 +42,7 @@ inline int64_t short_conv_state_width(const ModelHParams& hp) {
 // out[r] = short_conv(in[r]) for the rows in order, each sequence's state
 // advanced row by row: in and out [rows][n_embd].
 void short_conv(const ShortConvWeights& w, const ModelHParams& hp, int64_t layer,
-                std::span<const BatchRow> rows, KvCache& cache, ForwardContext& ctx,
-                std::span<const float> in, std::span<float> out);
+                std::span<const BatchRow> rows, KvCache& cache, ForwardContext& ctx, ConstTensor in,
+                Tensor out);
 
 }  // namespace cortiq
