@@ -420,45 +420,68 @@ std::vector<std::vector<BatchRow>> prefill_then_decode(size_t n_prompt, size_t n
 // and Llama 4 (weights before the experts). Measured rel-L2 of the logits
 // on lavapipe: see the printout (the bound, 1e-4, is the 1e-3 with
 // room to spare for F32 weights).
+// `arch` (3 layers, F32 weights) with a `kv` cache on each backend: the
+// device's logits of every batch within `bound` of the CPU's, and a whole
+// pass's rows bitwise its decode steps'.
+void check_pass_on_device(VulkanDevice& device, const char* arch, KvType kv, double bound) {
+  const auto model = test::load_test_model({.arch = arch, .n_layer = 3}, 2);
+  const DecoderModel& decoder = model->decoder();
+  const auto batches = prefill_then_decode(9, 3);
+  ForwardBuffers cpu_buffers;
+  CpuBackend cpu(model->pool(), cpu_buffers);
+  KvCache cpu_cache(decoder.kv_cache_shape(64, 1, kv));
+  const auto expected = run_batches(*model, cpu, cpu_cache, batches);
+
+  VulkanBackend vk(device, model->pool());
+  KvCache device_cache(decoder.kv_cache_shape(64, 1, kv), vk.kv_rows());
+  const auto got = run_batches(*model, vk, device_cache, batches);
+  ASSERT_EQ(got.size(), expected.size());
+  for (size_t b = 0; b < got.size(); ++b) {
+    const double err = relative_l2(got[b], expected[b]);
+    std::printf("[ vulkan   ] %s, %s cache, batch %zu (%zu rows) logits rel-L2 %.2e\n", arch,
+                kv == KvType::f16 ? "f16" : "f32", b, batches[b].size(), err);
+    EXPECT_LE(err, bound) << "batch " << b;
+  }
+
+  // Within the device, a position's logits do not depend on the batch: the
+  // same 12 rows in one pass give the decode steps' bits (the experts'
+  // grouped rows and a decode row's products alike).
+  KvCache whole_cache(decoder.kv_cache_shape(64, 1, kv), vk.kv_rows());
+  std::vector<BatchRow> all;
+  for (const auto& batch : batches) all.insert(all.end(), batch.begin(), batch.end());
+  const auto whole = run_batches(*model, vk, whole_cache, {all});
+  const auto n_vocab = static_cast<size_t>(decoder.hparams().n_vocab);
+  size_t row = 0;
+  for (const auto& logits : got) {
+    const std::vector<float> same(
+        whole[0].begin() + static_cast<std::ptrdiff_t>(row * n_vocab),
+        whole[0].begin() + static_cast<std::ptrdiff_t>(row * n_vocab + logits.size()));
+    EXPECT_TRUE(bitwise_equal(logits, same)) << "rows from " << row;
+    row += logits.size() / n_vocab;
+  }
+}
+
 TEST(VulkanSeam, APassOnTheDeviceMatchesTheCpuAndIsBatchInvariant) {
   REQUIRE_VULKAN_DEVICE(device);
   for (const char* arch : {"llama", "qwen2moe", "gpt-oss", "llama4"}) {
     SCOPED_TRACE(arch);
-    const auto model = test::load_test_model({.arch = arch, .n_layer = 3}, 2);
-    const DecoderModel& decoder = model->decoder();
-    const auto batches = prefill_then_decode(9, 3);
-    ForwardBuffers cpu_buffers;
-    CpuBackend cpu(model->pool(), cpu_buffers);
-    KvCache cpu_cache(decoder.kv_cache_shape(64, 1, KvType::f32));
-    const auto expected = run_batches(*model, cpu, cpu_cache, batches);
+    check_pass_on_device(device, arch, KvType::f32, 1e-4);
+  }
+}
 
-    VulkanBackend vk(device, model->pool());
-    KvCache device_cache(decoder.kv_cache_shape(64, 1, KvType::f32), vk.kv_rows());
-    const auto got = run_batches(*model, vk, device_cache, batches);
-    ASSERT_EQ(got.size(), expected.size());
-    for (size_t b = 0; b < got.size(); ++b) {
-      const double err = relative_l2(got[b], expected[b]);
-      std::printf("[ vulkan   ] %s batch %zu (%zu rows) logits rel-L2 %.2e\n", arch, b,
-                  batches[b].size(), err);
-      EXPECT_LE(err, 1e-4) << "batch " << b;
-    }
-
-    // Within the device, a position's logits do not depend on the batch: the
-    // same 12 rows in one pass give the decode steps' bits (the experts'
-    // grouped rows and a decode row's products alike).
-    KvCache whole_cache(decoder.kv_cache_shape(64, 1, KvType::f32), vk.kv_rows());
-    std::vector<BatchRow> all;
-    for (const auto& batch : batches) all.insert(all.end(), batch.begin(), batch.end());
-    const auto whole = run_batches(*model, vk, whole_cache, {all});
-    const auto n_vocab = static_cast<size_t>(decoder.hparams().n_vocab);
-    size_t row = 0;
-    for (const auto& logits : got) {
-      const std::vector<float> same(
-          whole[0].begin() + static_cast<std::ptrdiff_t>(row * n_vocab),
-          whole[0].begin() + static_cast<std::ptrdiff_t>(row * n_vocab + logits.size()));
-      EXPECT_TRUE(bitwise_equal(logits, same)) << "rows from " << row;
-      row += logits.size() / n_vocab;
-    }
+// An f16 cache on the device: rows rounded to halves as the CPU rounds
+// them, the query and the probabilities rounded to f16 as the CPU's f16
+// attention does (so the device follows the CPU's f16 results, not its
+// f32 ones); with sinks (GPT-OSS) and windows (Gemma 2's sliding layers).
+// The device's last-bit differences move a few values across an f16
+// rounding step (each a relative 2^-11 apart), so the bound is the
+// issue's 1e-3; measured at most 1.1e-4 on lavapipe, where the same model
+// with f16 against f32 rows on the CPU differs by 5e-4.
+TEST(VulkanSeam, AnF16CacheOnTheDeviceMatchesTheCpusF16Cache) {
+  REQUIRE_VULKAN_DEVICE(device);
+  for (const char* arch : {"llama", "gpt-oss", "gemma2"}) {
+    SCOPED_TRACE(arch);
+    check_pass_on_device(device, arch, KvType::f16, 1e-3);
   }
 }
 
@@ -517,9 +540,11 @@ TEST(VulkanSeam, WhatIsNotOnTheDeviceYetIsRefusedByName) {
   AttentionOp op{.rows = std::span(&row, 1), .shape = {1, 1, 64, 64, 0.125f}};
   EXPECT_NE(message([&] { vk.attention(op, host_cache, t, t); }).find("on the device"),
             std::string::npos);
-  KvCache f16_cache(KvCacheShape::uniform(1, 64, 64, 32, 1, KvType::f16), vk.kv_rows());
-  const int32_t cell[] = {0};
-  EXPECT_NE(message([&] { vk.store_kv(f16_cache, 0, cell, t, t, 64, 64); }).find("f16"),
+  // f16 rows are packed two halves to a word: an odd width is refused
+  // (Model::make_kv_cache keeps such a cache in f32).
+  KvCache odd_cache(KvCacheShape::uniform(1, 63, 63, 32, 1, KvType::f16), vk.kv_rows());
+  const int32_t cell[] = {1};
+  EXPECT_NE(message([&] { vk.store_kv(odd_cache, 0, cell, t, t, 63, 63); }).find("odd number"),
             std::string::npos);
   const std::vector<float> ragged(16, 1.0f);  // no whole number of rows of 64
   EXPECT_NE(message([&] { vk.rms_norm_rows(t, ragged, 1e-5f, t, 64); }).find("whole number"),

@@ -1,4 +1,5 @@
 // Model::load: the file, its tokenizer, the bound weights and the threads.
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <optional>
@@ -163,8 +164,16 @@ std::shared_ptr<const Model> Model::load(const std::filesystem::path& path,
 
 std::unique_ptr<KvCache> Model::make_kv_cache(KvCacheShape shape) const {
   if (device_route_ == nullptr) return std::make_unique<KvCache>(shape);
-  // The device keeps f32 rows (its attention reads no f16 yet).
-  shape.type = KvType::f32;
+  // The device packs f16 rows two halves to a word: a layer whose rows are
+  // an odd number of halves wide keeps f32 rows instead (no real model has
+  // one).
+  const bool odd = std::ranges::any_of(shape.layers, [](const KvLayerShape& layer) {
+    return layer.k_width % 2 != 0 || layer.v_width % 2 != 0;
+  });
+  if (shape.type == KvType::f16 && odd) {
+    LOG_INFO("the device keeps f32 KV rows: a layer's rows are an odd number of halves wide");
+    shape.type = KvType::f32;
+  }
   return std::make_unique<KvCache>(shape, device_route_->kv_parts());
 }
 

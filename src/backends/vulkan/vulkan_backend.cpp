@@ -429,7 +429,11 @@ const VulkanKvRows& device_rows(const KvCache& cache, int64_t layer, std::string
 void VulkanBackend::store_kv(KvCache& cache, int64_t layer, std::span<const int32_t> cells,
                              ConstTensor k, ConstTensor v, size_t k_width, size_t v_width) {
   const VulkanKvRows& rows = device_rows(cache, layer, "store_kv");
-  if (cache.shape().type != KvType::f32) not_yet("store_kv into an f16 cache");
+  if (cache.shape().type == KvType::f16) {
+    store_kv_f16(cache, layer, cells, KvSide::keys, k, k_width);
+    if (v_width != 0) store_kv_f16(cache, layer, cells, KvSide::values, v, v_width);
+    return;
+  }
   const VulkanBuffer& keys = buffer_of(k, "store_kv");
   const VulkanBuffer& values = buffer_of(v, "store_kv");
   for (size_t r = 0; r < cells.size(); ++r) {
@@ -439,6 +443,31 @@ void VulkanBackend::store_kv(KvCache& cache, int64_t layer, std::span<const int3
     batch().copy(values, (v.region().offset + r * v_width) * kFloat, rows.buffer(KvSide::values),
                  cache.row_offset(KvSide::values, layer, cells[r]), v_width * kFloat);
   }
+}
+
+// One side's rows into an f16 cache: rounded and packed on the device, each
+// row from the word its cell's offset names.
+void VulkanBackend::store_kv_f16(KvCache& cache, int64_t layer, std::span<const int32_t> cells,
+                                 KvSide side, ConstTensor rows, size_t width) {
+  auto& offsets = kv_store_rows_;
+  offsets.resize(cells.size());
+  for (size_t r = 0; r < cells.size(); ++r) {
+    const size_t bytes = cache.row_offset(side, layer, cells[r]);
+    if (bytes % 4 != 0 || width % 2 != 0) {
+      not_yet("an f16 KV cache whose rows are an odd number of halves wide");
+    }
+    offsets[r] = static_cast<uint32_t>(bytes / 4);
+  }
+  const Tensor on_device = scratch(kv_store_rows_slot_, offsets.size());
+  stage(std::as_bytes(std::span(offsets)), buffer_of(on_device, "store_kv"),
+        on_device.region().offset * kFloat);
+  const VulkanKvRows& storage = device_rows(cache, layer, "store_kv");
+  vulkan::kv_store_f16(batch(), {.src = &buffer_of(rows, "store_kv"),
+                                 .src_offset = rows.region().offset,
+                                 .dst = &storage.buffer(side),
+                                 .dst_rows = &buffer_of(on_device, "store_kv"),
+                                 .n_rows = static_cast<int64_t>(cells.size()),
+                                 .width = static_cast<int64_t>(width)});
 }
 
 // The row table of attention.comp: per query row its positions, then per
@@ -452,6 +481,8 @@ void VulkanBackend::attention(const AttentionOp& op, const KvCache& cache, Const
   if (n == 0) return;
   const bool values_in_keys = cache.shape().layers[static_cast<size_t>(op.layer)].values_in_keys;
   const KvSide value_side = values_in_keys ? KvSide::keys : KvSide::values;
+  const bool f16 = cache.shape().type == KvType::f16;
+  const size_t element = f16 ? sizeof(uint16_t) : kFloat;  // the table's offsets count these
   // Bidirectional rows read every position their sequence has.
   auto& seq_end = attention_seq_end_;
   seq_end.clear();
@@ -480,9 +511,9 @@ void VulkanBackend::attention(const AttentionOp& op, const KvCache& cache, Const
         // in the buffer, and never read (the row's start is past it).
         const int32_t cell = cells[static_cast<size_t>(j)];
         table.push_back(
-            static_cast<uint32_t>(cache.row_offset(KvSide::keys, op.layer, cell) / kFloat));
+            static_cast<uint32_t>(cache.row_offset(KvSide::keys, op.layer, cell) / element));
         table.push_back(
-            static_cast<uint32_t>(cache.row_offset(value_side, op.layer, cell) / kFloat));
+            static_cast<uint32_t>(cache.row_offset(value_side, op.layer, cell) / element));
       }
     }
     table[3 * r] = static_cast<uint32_t>(start);
@@ -496,7 +527,8 @@ void VulkanBackend::attention(const AttentionOp& op, const KvCache& cache, Const
   const Tensor scores = scratch(scores_slot_, n_scores);
   const bool softcap = shape.softcap > 0.0f;
   vulkan::attention(batch(),
-                    {.q = &buffer_of(q, "attention"),
+                    {.f16 = f16,
+                     .q = &buffer_of(q, "attention"),
                      .q_offset = q.region().offset,
                      .keys = &storage.buffer(KvSide::keys),
                      .values = &storage.buffer(value_side),

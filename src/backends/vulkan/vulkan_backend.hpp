@@ -115,6 +115,8 @@ class VulkanBackend final : public Backend {
   void elementwise(ElementOp op, Tensor out, ConstTensor x, const VulkanBuffer* b,
                    uint64_t b_offset, uint32_t width, float p0, float p1, std::string_view name);
   [[noreturn]] static void not_yet(std::string_view op);
+  void store_kv_f16(KvCache& cache, int64_t layer, std::span<const int32_t> cells, KvSide side,
+                    ConstTensor rows, size_t width);
   // Host bytes into `dst` at dst_offset bytes, through the upload arena.
   void stage(std::span<const std::byte> bytes, const VulkanBuffer& dst, uint64_t dst_offset);
 
@@ -134,6 +136,8 @@ class VulkanBackend final : public Backend {
   // Slots of the backend's own: RoPE tables, attention's row tables and scores.
   std::vector<float> rope_table_slot_, attention_rows_slot_, scores_slot_;
   std::vector<uint32_t> attention_rows_;
+  std::vector<float> kv_store_rows_slot_;  // store_kv_f16's word offsets, on the device
+  std::vector<uint32_t> kv_store_rows_;
   std::vector<VkBufferCopy> copy_regions_;  // copy_rows's, kept between calls
   std::map<std::pair<float, int64_t>, std::vector<float>> alibi_slopes_;
   std::vector<float> gelu_values_;

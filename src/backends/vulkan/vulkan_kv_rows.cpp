@@ -1,9 +1,12 @@
 #include "backends/vulkan/vulkan_kv_rows.hpp"
 
 #include <algorithm>
+#include <cstdint>
+#include <vector>
 
 #include "backends/vulkan/vulkan_commands.hpp"
 #include "base/error.hpp"
+#include "base/fp16.hpp"
 
 namespace cortiq::vulkan {
 
@@ -19,8 +22,11 @@ KvRowStorage::Factory VulkanKvRows::on(VulkanDevice& device) {
 }
 
 void VulkanKvRows::store_row(KvSide side, size_t offset, std::span<const float> row, KvType type) {
-  if (type != KvType::f32) throw Error("the Vulkan backend keeps f32 KV rows only (-ctk f32)");
-  (side == KvSide::keys ? keys_ : values_).upload(row, offset);
+  VulkanBuffer& to = side == KvSide::keys ? keys_ : values_;
+  if (type == KvType::f32) return to.upload(row, offset);
+  std::vector<uint16_t> halves(row.size());
+  std::ranges::transform(row, halves.begin(), fp32_to_fp16);
+  to.upload(std::as_bytes(std::span(halves)), offset);
 }
 
 void VulkanKvRows::copy(KvSide side, size_t from_offset, size_t to_offset, size_t bytes) {

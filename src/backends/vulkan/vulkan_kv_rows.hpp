@@ -1,5 +1,5 @@
 // A KV cache's rows on a Vulkan device (runtime/kv_row_storage.hpp): the
-// keys and values of every layer in two device buffers, f32, at the byte
+// keys and values of every layer in two device buffers, f32 or f16, at the byte
 // offsets the cache lays out. The backend's store_kv copies rows in and its
 // attention reads them there; nothing of them is in host memory.
 #pragma once
@@ -23,7 +23,8 @@ class VulkanKvRows final : public KvRowStorage {
 
   const VulkanBuffer& buffer(KvSide side) const { return side == KvSide::keys ? keys_ : values_; }
 
-  // A row from the host (f32 only), and a block copied on write: each in a
+  // A row from the host (rounded to f16 for an f16 cache), and a block
+  // copied on write: each in a
   // submit of its own, outside any pass.
   void store_row(KvSide side, size_t offset, std::span<const float> row, KvType type) override;
   void copy(KvSide side, size_t from_offset, size_t to_offset, size_t bytes) override;

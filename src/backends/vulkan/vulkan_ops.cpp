@@ -294,7 +294,8 @@ void attention(CommandBatch& batch, const AttentionArgs& args) {
   check_floats(*args.out, args.n_rows * args.n_head * args.dv, "out", args.out_offset);
   check_floats(*args.scores, args.n_rows * args.n_head * std::max<int64_t>(args.max_kv, 1),
                "the scores");
-  const PipelineSpec spec{"attention", 8, sizeof(AttentionPush), (1u << 5) | (1u << 6)};
+  const PipelineSpec spec{args.f16 ? "attention_f16" : "attention", 8, sizeof(AttentionPush),
+                          (1u << 5) | (1u << 6)};
   const ComputePipeline& pipeline = batch.device().pipelines().get(spec);
   const AttentionPush push{static_cast<uint32_t>(args.n_rows),
                            static_cast<uint32_t>(args.n_head),
@@ -321,6 +322,30 @@ void attention(CommandBatch& batch, const AttentionArgs& args) {
                                                    args.slopes != nullptr ? args.slopes : args.q};
   batch.dispatch(pipeline, buffers, push_bytes(push),
                  {static_cast<uint32_t>(args.n_head), static_cast<uint32_t>(args.n_rows), 1u});
+}
+
+namespace {
+
+struct KvStorePush {
+  uint32_t n_rows, width, src_offset;
+};
+
+}  // namespace
+
+void kv_store_f16(CommandBatch& batch, const KvStoreF16Args& args) {
+  if (args.n_rows <= 0) return;
+  if (args.width % 2 != 0) throw Error("vulkan: f16 KV rows must have an even width");
+  check_floats(*args.src, args.n_rows * args.width, "the rows", args.src_offset);
+  check_addressable(*args.dst, "the f16 KV buffer");
+  const PipelineSpec spec{"kv_store_f16", 3, sizeof(KvStorePush), 1u << 1};
+  const ComputePipeline& pipeline = batch.device().pipelines().get(spec);
+  const KvStorePush push{static_cast<uint32_t>(args.n_rows), static_cast<uint32_t>(args.width),
+                         static_cast<uint32_t>(args.src_offset)};
+  const std::array<const VulkanBuffer*, 3> buffers{args.src, args.dst, args.dst_rows};
+  constexpr int64_t kGroup = 64;  // local_size_x of kv_store_f16.comp
+  const int64_t words = args.n_rows * args.width / 2;
+  batch.dispatch(pipeline, buffers, push_bytes(push),
+                 row_grid(batch.device(), (words + kGroup - 1) / kGroup, 1));
 }
 
 }  // namespace cortiq::vulkan

@@ -122,8 +122,10 @@ void rope_rows(CommandBatch& batch, const RopeArgs& args);
 // Attention of n_rows query rows over cached rows (shaders/attention.comp).
 // `rows` holds, per query row, its first position, position count and the
 // offset (in words of `rows`) of its positions' entries, then per position
-// the float offsets of its key and value rows in `keys` / `values`.
+// the offsets (in elements: floats, or halves with `f16`) of its key and
+// value rows in `keys` / `values`.
 struct AttentionArgs {
+  bool f16 = false;  // an f16 cache (shaders/attention_f16.comp)
   const VulkanBuffer* q = nullptr;
   uint64_t q_offset = 0;
   const VulkanBuffer* keys = nullptr;
@@ -138,5 +140,17 @@ struct AttentionArgs {
   float scale = 1, dot_scale = 1, softcap = 0;
 };
 void attention(CommandBatch& batch, const AttentionArgs& args);
+
+// n_rows rows of `width` floats (even) from src_offset floats into src,
+// rounded to f16, row r from word dst_rows[r] of `dst` (an f16 KV cache's
+// buffer); dst_rows holds n_rows word offsets (shaders/kv_store_f16.comp).
+struct KvStoreF16Args {
+  const VulkanBuffer* src = nullptr;
+  uint64_t src_offset = 0;
+  const VulkanBuffer* dst = nullptr;  // written: the cache's buffer
+  const VulkanBuffer* dst_rows = nullptr;
+  int64_t n_rows = 0, width = 0;
+};
+void kv_store_f16(CommandBatch& batch, const KvStoreF16Args& args);
 
 }  // namespace cortiq::vulkan
