@@ -488,35 +488,38 @@ TEST(VulkanSeam, AnF16CacheOnTheDeviceMatchesTheCpusF16Cache) {
 // What -ngl will run: layers [0, k) on the CPU, [k, n) and the head on the
 // device, the hidden rows handed across, at every k; within the tolerance
 // of the CPU's whole pass.
-TEST(VulkanSeam, ALlamaSplitBetweenTheCpuAndTheDeviceAtEveryLayerMatchesTheCpu) {
+TEST(VulkanSeam, ASplitBetweenTheCpuAndTheDeviceAtEveryLayerMatchesTheCpu) {
   REQUIRE_VULKAN_DEVICE(device);
   constexpr int64_t kLayers = 4;
-  const auto model = test::load_test_model({.arch = "llama", .n_layer = kLayers}, 2);
-  const DecoderModel& decoder = model->decoder();
-  const auto batches = prefill_then_decode(6, 2);
-  ForwardBuffers cpu_buffers;
-  CpuBackend cpu(model->pool(), cpu_buffers);
-  KvCache whole_cache(decoder.kv_cache_shape(64, 1, KvType::f32));
-  const auto expected = run_batches(*model, cpu, whole_cache, batches);
-  const auto n_embd = static_cast<size_t>(decoder.hparams().n_embd);
-  const auto n_vocab = static_cast<size_t>(decoder.hparams().n_vocab);
-  VulkanBackend vk(device, model->pool());
-  for (int64_t k = 1; k < kLayers; ++k) {
-    SCOPED_TRACE("split at layer " + std::to_string(k));
-    KvCache host_cache(decoder.kv_cache_shape(64, 1, KvType::f32));
-    KvCache device_cache(decoder.kv_cache_shape(64, 1, KvType::f32), vk.kv_rows());
-    ForwardBuffers host_buffers, device_buffers;
-    for (size_t b = 0; b < batches.size(); ++b) {
-      const auto& batch = batches[b];
-      std::vector<float> hidden(batch.size() * n_embd);
-      ForwardContext first{cpu, host_buffers};
-      first.stage = {.first = 0, .last = k};
-      decoder.forward(batch, host_cache, first, hidden);
-      ForwardContext second{vk, device_buffers};
-      second.stage = {.first = k, .last = -1, .input = hidden};
-      std::vector<float> logits(batch.size() * n_vocab);
-      decoder.forward(batch, device_cache, second, logits);
-      EXPECT_LE(relative_l2(logits, expected[b]), 1e-4) << "batch " << b;
+  for (const char* arch : {"llama", "qwen3moe", "gpt-oss"}) {
+    SCOPED_TRACE(arch);
+    const auto model = test::load_test_model({.arch = arch, .n_layer = kLayers}, 2);
+    const DecoderModel& decoder = model->decoder();
+    const auto batches = prefill_then_decode(6, 2);
+    ForwardBuffers cpu_buffers;
+    CpuBackend cpu(model->pool(), cpu_buffers);
+    KvCache whole_cache(decoder.kv_cache_shape(64, 1, KvType::f32));
+    const auto expected = run_batches(*model, cpu, whole_cache, batches);
+    const auto n_embd = static_cast<size_t>(decoder.hparams().n_embd);
+    const auto n_vocab = static_cast<size_t>(decoder.hparams().n_vocab);
+    VulkanBackend vk(device, model->pool());
+    for (int64_t k = 1; k < kLayers; ++k) {
+      SCOPED_TRACE("split at layer " + std::to_string(k));
+      KvCache host_cache(decoder.kv_cache_shape(64, 1, KvType::f32));
+      KvCache device_cache(decoder.kv_cache_shape(64, 1, KvType::f32), vk.kv_rows());
+      ForwardBuffers host_buffers, device_buffers;
+      for (size_t b = 0; b < batches.size(); ++b) {
+        const auto& batch = batches[b];
+        std::vector<float> hidden(batch.size() * n_embd);
+        ForwardContext first{cpu, host_buffers};
+        first.stage = {.first = 0, .last = k};
+        decoder.forward(batch, host_cache, first, hidden);
+        ForwardContext second{vk, device_buffers};
+        second.stage = {.first = k, .last = -1, .input = hidden};
+        std::vector<float> logits(batch.size() * n_vocab);
+        decoder.forward(batch, device_cache, second, logits);
+        EXPECT_LE(relative_l2(logits, expected[b]), 1e-4) << "batch " << b;
+      }
     }
   }
 }
