@@ -116,8 +116,11 @@ class Model {
   const DeviceRoute* device_route() const { return device_route_.get(); }
   // A KV cache of `shape` for this model's forward passes, its rows where
   // the passes read them: host memory, or with a device route the device's
-  // layers on the device, in f32 whatever the shape's type.
+  // layers on the device, of kv_type_for(shape).
   std::unique_ptr<KvCache> make_kv_cache(KvCacheShape shape) const;
+  // The type make_kv_cache keeps `shape`'s rows in: the shape's, except f32
+  // for a device whose f16 rows would be an odd number of halves wide.
+  KvType kv_type_for(const KvCacheShape& shape) const;
   // Runs fn with the context of one forward pass on `buffers`: its ops on
   // the device route (after the CPU's layers when -ngl splits it), taking
   // turns with other passes there, or on the CPU.

@@ -139,8 +139,7 @@ uint64_t bytes_read_per_step(const Model& model) {
 // position its window reaches.
 double cache_bytes_per_step(const Model& model, int64_t depth, int64_t n) {
   const KvCacheShape shape = model.decoder().kv_cache_shape(1, 1, model.options().kv_type, 1);
-  // The rows as the cache keeps them (a device may keep f32, Model::make_kv_cache).
-  const bool f16 = model.make_kv_cache(shape)->shape().type == KvType::f16;
+  const bool f16 = model.kv_type_for(shape) == KvType::f16;  // as the cache keeps them
   const double element = f16 ? 2.0 : 4.0;
   double total = 0;
   for (int64_t p = depth; p < depth + n; ++p) {

@@ -162,17 +162,22 @@ std::shared_ptr<const Model> Model::load(const std::filesystem::path& path,
   return model;
 }
 
-std::unique_ptr<KvCache> Model::make_kv_cache(KvCacheShape shape) const {
-  if (device_route_ == nullptr) return std::make_unique<KvCache>(shape);
+KvType Model::kv_type_for(const KvCacheShape& shape) const {
+  if (device_route_ == nullptr || shape.type != KvType::f16) return shape.type;
   // The device packs f16 rows two halves to a word: a layer whose rows are
   // an odd number of halves wide keeps f32 rows instead (no real model has
   // one).
   const bool odd = std::ranges::any_of(shape.layers, [](const KvLayerShape& layer) {
     return layer.k_width % 2 != 0 || layer.v_width % 2 != 0;
   });
-  if (shape.type == KvType::f16 && odd) {
+  return odd ? KvType::f32 : KvType::f16;
+}
+
+std::unique_ptr<KvCache> Model::make_kv_cache(KvCacheShape shape) const {
+  if (device_route_ == nullptr) return std::make_unique<KvCache>(shape);
+  if (const KvType type = kv_type_for(shape); type != shape.type) {
     LOG_INFO("the device keeps f32 KV rows: a layer's rows are an odd number of halves wide");
-    shape.type = KvType::f32;
+    shape.type = type;
   }
   return std::make_unique<KvCache>(shape, device_route_->kv_parts());
 }

@@ -112,23 +112,28 @@ void CpuBackend::copy_rows(ConstTensor src, size_t src_stride, Tensor dst, size_
   }
 }
 
+namespace {
+
+// Row `from_row` of `from` into row `to_row` of `to`, rows of `width`.
+void copy_row(std::span<const float> from, size_t from_row, std::span<float> to, size_t to_row,
+              size_t width) {
+  std::ranges::copy(from.subspan(from_row * width, width),
+                    to.begin() + static_cast<std::ptrdiff_t>(to_row * width));
+}
+
+}  // namespace
+
 void CpuBackend::gather_rows(ConstTensor src, std::span<const int32_t> rows, Tensor dst,
                              size_t width) {
-  const std::span<const float> from = src;
-  const std::span<float> to = dst;
   for (size_t i = 0; i < rows.size(); ++i) {
-    std::copy_n(from.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(rows[i]) * width),
-                width, to.begin() + static_cast<std::ptrdiff_t>(i * width));
+    copy_row(src, static_cast<size_t>(rows[i]), dst, i, width);
   }
 }
 
 void CpuBackend::scatter_rows(ConstTensor src, Tensor dst, std::span<const int32_t> rows,
                               size_t width) {
-  const std::span<const float> from = src;
-  const std::span<float> to = dst;
   for (size_t i = 0; i < rows.size(); ++i) {
-    std::copy_n(from.begin() + static_cast<std::ptrdiff_t>(i * width), width,
-                to.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(rows[i]) * width));
+    copy_row(src, i, dst, static_cast<size_t>(rows[i]), width);
   }
 }
 

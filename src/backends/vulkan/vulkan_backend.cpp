@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <string>
+#include <utility>
 
 #include "backends/vulkan/vulkan_buffer.hpp"
 #include "backends/vulkan/vulkan_commands.hpp"
@@ -114,45 +115,42 @@ void VulkanBackend::copy_from_host(std::span<const float> src, Tensor dst) {
   stage(std::as_bytes(src), buffer_of(dst, "copy_from_host"), dst.region().offset * kFloat);
 }
 
-void VulkanBackend::copy_rows(ConstTensor src, size_t src_stride, Tensor dst, size_t dst_stride,
-                              size_t width, size_t n_rows) {
-  if (width == 0 || n_rows == 0) return;
+// n row copies of `width` floats in one command: copy i from float
+// offsets at(i) = {into src, into dst} past each tensor's start.
+template <class RowOffsets>
+void VulkanBackend::copy_row_list(ConstTensor src, Tensor dst, size_t n, size_t width,
+                                  std::string_view op, RowOffsets at) {
+  if (width == 0 || n == 0) return;
   auto& regions = copy_regions_;
-  regions.resize(n_rows);
-  for (size_t r = 0; r < n_rows; ++r) {
-    regions[r] = {.srcOffset = (src.region().offset + r * src_stride) * kFloat,
-                  .dstOffset = (dst.region().offset + r * dst_stride) * kFloat,
+  regions.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    const auto [from, to] = at(i);
+    regions[i] = {.srcOffset = (src.region().offset + from) * kFloat,
+                  .dstOffset = (dst.region().offset + to) * kFloat,
                   .size = width * kFloat};
   }
-  batch().copy_regions(buffer_of(src, "copy_rows"), buffer_of(dst, "copy_rows"), regions);
+  batch().copy_regions(buffer_of(src, op), buffer_of(dst, op), regions);
+}
+
+void VulkanBackend::copy_rows(ConstTensor src, size_t src_stride, Tensor dst, size_t dst_stride,
+                              size_t width, size_t n_rows) {
+  copy_row_list(src, dst, n_rows, width, "copy_rows", [&](size_t r) {
+    return std::pair{r * src_stride, r * dst_stride};
+  });
 }
 
 void VulkanBackend::gather_rows(ConstTensor src, std::span<const int32_t> rows, Tensor dst,
                                 size_t width) {
-  if (width == 0 || rows.empty()) return;
-  auto& regions = copy_regions_;
-  regions.resize(rows.size());
-  for (size_t i = 0; i < rows.size(); ++i) {
-    regions[i] = {
-        .srcOffset = (src.region().offset + static_cast<size_t>(rows[i]) * width) * kFloat,
-        .dstOffset = (dst.region().offset + i * width) * kFloat,
-        .size = width * kFloat};
-  }
-  batch().copy_regions(buffer_of(src, "gather_rows"), buffer_of(dst, "gather_rows"), regions);
+  copy_row_list(src, dst, rows.size(), width, "gather_rows", [&](size_t i) {
+    return std::pair{static_cast<size_t>(rows[i]) * width, i * width};
+  });
 }
 
 void VulkanBackend::scatter_rows(ConstTensor src, Tensor dst, std::span<const int32_t> rows,
                                  size_t width) {
-  if (width == 0 || rows.empty()) return;
-  auto& regions = copy_regions_;
-  regions.resize(rows.size());
-  for (size_t i = 0; i < rows.size(); ++i) {
-    regions[i] = {
-        .srcOffset = (src.region().offset + i * width) * kFloat,
-        .dstOffset = (dst.region().offset + static_cast<size_t>(rows[i]) * width) * kFloat,
-        .size = width * kFloat};
-  }
-  batch().copy_regions(buffer_of(src, "scatter_rows"), buffer_of(dst, "scatter_rows"), regions);
+  copy_row_list(src, dst, rows.size(), width, "scatter_rows", [&](size_t i) {
+    return std::pair{i * width, static_cast<size_t>(rows[i]) * width};
+  });
 }
 
 KvRowStorage::Factory VulkanBackend::kv_rows() const {
@@ -430,8 +428,8 @@ void VulkanBackend::store_kv(KvCache& cache, int64_t layer, std::span<const int3
                              ConstTensor k, ConstTensor v, size_t k_width, size_t v_width) {
   const VulkanKvRows& rows = device_rows(cache, layer, "store_kv");
   if (cache.shape().type == KvType::f16) {
-    store_kv_f16(cache, layer, cells, KvSide::keys, k, k_width);
-    if (v_width != 0) store_kv_f16(cache, layer, cells, KvSide::values, v, v_width);
+    store_kv_f16(cache, rows, layer, cells, KvSide::keys, k, k_width);
+    if (v_width != 0) store_kv_f16(cache, rows, layer, cells, KvSide::values, v, v_width);
     return;
   }
   const VulkanBuffer& keys = buffer_of(k, "store_kv");
@@ -447,21 +445,22 @@ void VulkanBackend::store_kv(KvCache& cache, int64_t layer, std::span<const int3
 
 // One side's rows into an f16 cache: rounded and packed on the device, each
 // row from the word its cell's offset names.
-void VulkanBackend::store_kv_f16(KvCache& cache, int64_t layer, std::span<const int32_t> cells,
-                                 KvSide side, ConstTensor rows, size_t width) {
+void VulkanBackend::store_kv_f16(const KvCache& cache, const VulkanKvRows& storage, int64_t layer,
+                                 std::span<const int32_t> cells, KvSide side, ConstTensor rows,
+                                 size_t width) {
+  constexpr std::string_view kOdd = "an f16 KV cache whose rows are an odd number of halves wide";
+  if (width % 2 != 0) not_yet(kOdd);
   auto& offsets = kv_store_rows_;
   offsets.resize(cells.size());
   for (size_t r = 0; r < cells.size(); ++r) {
+    // Another layer's odd rows may leave this one's off a whole word.
     const size_t bytes = cache.row_offset(side, layer, cells[r]);
-    if (bytes % 4 != 0 || width % 2 != 0) {
-      not_yet("an f16 KV cache whose rows are an odd number of halves wide");
-    }
+    if (bytes % 4 != 0) not_yet(kOdd);
     offsets[r] = static_cast<uint32_t>(bytes / 4);
   }
   const Tensor on_device = scratch(kv_store_rows_slot_, offsets.size());
   stage(std::as_bytes(std::span(offsets)), buffer_of(on_device, "store_kv"),
         on_device.region().offset * kFloat);
-  const VulkanKvRows& storage = device_rows(cache, layer, "store_kv");
   vulkan::kv_store_f16(batch(), {.src = &buffer_of(rows, "store_kv"),
                                  .src_offset = rows.region().offset,
                                  .dst = &storage.buffer(side),

@@ -35,6 +35,7 @@ namespace cortiq::vulkan {
 class CommandBatch;
 class VulkanBuffer;
 class VulkanDevice;
+class VulkanKvRows;
 class VulkanMatrix;
 
 class VulkanBackend final : public Backend {
@@ -115,8 +116,11 @@ class VulkanBackend final : public Backend {
   void elementwise(ElementOp op, Tensor out, ConstTensor x, const VulkanBuffer* b,
                    uint64_t b_offset, uint32_t width, float p0, float p1, std::string_view name);
   [[noreturn]] static void not_yet(std::string_view op);
-  void store_kv_f16(KvCache& cache, int64_t layer, std::span<const int32_t> cells, KvSide side,
-                    ConstTensor rows, size_t width);
+  void store_kv_f16(const KvCache& cache, const VulkanKvRows& storage, int64_t layer,
+                    std::span<const int32_t> cells, KvSide side, ConstTensor rows, size_t width);
+  template <class RowOffsets>
+  void copy_row_list(ConstTensor src, Tensor dst, size_t n, size_t width, std::string_view op,
+                     RowOffsets at);
   // Host bytes into `dst` at dst_offset bytes, through the upload arena.
   void stage(std::span<const std::byte> bytes, const VulkanBuffer& dst, uint64_t dst_offset);
 
