@@ -37,6 +37,8 @@ enum class Op : uint8_t {
   scatter_rows,
   scale_rows,
   sum_row_groups,
+  divide_rows,
+  xielu,
   count
 };
 
@@ -90,6 +92,14 @@ class CountingBackend final : public Backend {
   void sum_row_groups(ConstTensor x, size_t group, Tensor out, size_t width) override {
     arrive(Op::sum_row_groups);
     cpu_.sum_row_groups(x, group, out, width);
+  }
+  void divide_rows(Tensor rows, std::span<const float> divisor) override {
+    arrive(Op::divide_rows);
+    cpu_.divide_rows(rows, divisor);
+  }
+  void xielu(Tensor x, const kernels::XieluParams& params) override {
+    arrive(Op::xielu);
+    cpu_.xielu(x, params);
   }
 
   void matmul(const kernels::WeightView& w, ConstTensor x, int64_t n_rows, Tensor y,

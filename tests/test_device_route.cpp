@@ -249,7 +249,7 @@ constexpr std::string_view kOnTheDevice[] = {
     "command-r", "cohere2", "glm4", "chatglm", "arcee", "nemotron", "jais2", "gpt2", "starcoder",
     "bloom", "jais", "refact", "falcon", "gptneox", "olmo", "qwen", "hunyuan-dense", "maincoder",
     "openelm", "qwen2vl", "qwen3vl", "deci", "ernie4_5", "plamo3", "bitnet", "stablelm", "mpt",
-    "bert", "nomic-bert",
+    "apertus", "gemma4", "bert", "nomic-bert",
     // Mixtures of experts.
     "granitemoe", "phimoe", "qwen3vlmoe", "qwen2moe", "qwen3moe", "olmoe", "ernie4_5-moe",
     "hunyuan-moe", "minimax-m2", "smallthinker", "deepseek", "dots1", "gpt-oss", "glm4moe",

@@ -144,6 +144,17 @@ TEST(VulkanSeam, ElementWiseOpsMatchTheCpu) {
            [&](Backend& b, Tensor t, Tensor, std::span<const float>) { b.add_bias_rows(t, bias); }},
           {{"scale", 0},
            [&](Backend& b, Tensor t, Tensor, std::span<const float>) { b.scale(t, 0.37f); }},
+          // Vulkan's division is good to 2.5 ulp, not correctly rounded
+          // (lavapipe's is exact).
+          {{"divide_rows", 1e-6},
+           [&](Backend& b, Tensor t, Tensor, std::span<const float>) { b.divide_rows(t, bias); }},
+          // Apertus's raw parameters: the series near 0 and exp beyond. The
+          // worst is where the two terms cancel (v near -0.75): 2e-7 off
+          // outputs near 1e-3, the GPU's exp being within its 3 ulp.
+          {{"xielu", 2.5e-4},
+           [&](Backend& b, Tensor t, Tensor, std::span<const float>) {
+             b.xielu(t, kernels::xielu_params(0.8f, 0.8f, 0.5f, -1e-6f));
+           }},
           {{"clamp", 0},
            [&](Backend& b, Tensor t, Tensor, std::span<const float>) { b.clamp(t, -1.5f, 2.0f); }},
           {{"relu_sqr", 0},

@@ -145,6 +145,9 @@ class Backend {
   virtual void add(Tensor x, ConstTensor b) = 0;  // x += b
   // Each row of `rows` (as wide as bias) += bias; nothing for an empty bias.
   virtual void add_bias_rows(Tensor rows, std::span<const float> bias) = 0;
+  // Each row of `rows` (as wide as divisor) /= divisor, element by element
+  // (MPT's ffn_act scales, llama.cpp's ggml_div).
+  virtual void divide_rows(Tensor rows, std::span<const float> divisor) = 0;
   virtual void scale(Tensor x, float s) = 0;
   // Row r of x (rows of `width`) times factors[r]; width 1 multiplies
   // element by element.
@@ -157,6 +160,8 @@ class Backend {
   // x = tanh(x / cap) * cap (a final logit softcap).
   virtual void softcap(Tensor x, float cap) = 0;
   virtual void unary(UnaryOp op, Tensor x) = 0;
+  // x = xIELU(x) with a layer's parameters (kernels::xielu_inplace; Apertus).
+  virtual void xielu(Tensor x, const kernels::XieluParams& params) = 0;
   // out = act(gate) * up; out may be gate.
   virtual void glu(GluOp op, ConstTensor gate, ConstTensor up, Tensor out) = 0;
   // glu of each row of `both` split in halves [gate | up] of `width`.
@@ -170,7 +175,8 @@ class Backend {
                          const kernels::RopeParams& params, std::span<const float> table) = 0;
 
   // --- The KV cache ---
-  // Row r of k and v (k_width, v_width floats) into cell cells[r] of the layer.
+  // Row r of k and v (k_width, v_width floats) into cell cells[r] of the layer;
+  // v_width 0 stores keys only (a layer whose values are in its keys).
   virtual void store_kv(KvCache& cache, int64_t layer, std::span<const int32_t> cells,
                         ConstTensor k, ConstTensor v, size_t k_width, size_t v_width) = 0;
   // out [rows][n_head * head_dim_v] = attention of q [rows][n_head * head_dim_k].

@@ -182,6 +182,10 @@ void CpuBackend::add_bias_rows(Tensor rows, std::span<const float> bias) {
   kernels::add_bias_rows(rows.host(), bias);
 }
 
+void CpuBackend::divide_rows(Tensor rows, std::span<const float> divisor) {
+  kernels::divide_rows(rows.host(), divisor);
+}
+
 void CpuBackend::scale(Tensor x, float s) {
   kernels::scale_inplace(x.host(), s);
 }
@@ -257,6 +261,13 @@ void CpuBackend::unary(UnaryOp op, Tensor x) {
   });
 }
 
+void CpuBackend::xielu(Tensor x, const kernels::XieluParams& params) {
+  const std::span<float> all = x.host();
+  for_each_share(pool_, all.size(), [&](size_t begin, size_t count) {
+    kernels::xielu_inplace(all.subspan(begin, count), params);
+  });
+}
+
 void CpuBackend::glu(GluOp op, ConstTensor gate, ConstTensor up, Tensor out) {
   const std::span<const float> g = gate.host(), u = up.host();
   const std::span<float> o = out.host();
@@ -295,7 +306,7 @@ void CpuBackend::store_kv(KvCache& cache, int64_t layer, std::span<const int32_t
   const std::span<const float> keys = k.host(), values = v.host();
   for (size_t r = 0; r < cells.size(); ++r) {
     cache.store_k(layer, cells[r], keys.subspan(r * k_width, k_width));
-    cache.store_v(layer, cells[r], values.subspan(r * v_width, v_width));
+    if (v_width != 0) cache.store_v(layer, cells[r], values.subspan(r * v_width, v_width));
   }
 }
 

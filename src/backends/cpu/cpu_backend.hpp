@@ -50,12 +50,14 @@ class CpuBackend final : public Backend {
 
   void add(Tensor x, ConstTensor b) override;
   void add_bias_rows(Tensor rows, std::span<const float> bias) override;
+  void divide_rows(Tensor rows, std::span<const float> divisor) override;
   void scale(Tensor x, float s) override;
   void scale_rows(Tensor x, ConstTensor factors, size_t width) override;
   void sum_row_groups(ConstTensor x, size_t group, Tensor out, size_t width) override;
   void clamp(Tensor x, float lo, float hi) override;
   void softcap(Tensor x, float cap) override;
   void unary(UnaryOp op, Tensor x) override;
+  void xielu(Tensor x, const kernels::XieluParams& params) override;
   void glu(GluOp op, ConstTensor gate, ConstTensor up, Tensor out) override;
   void glu_halves(GluOp op, ConstTensor both, Tensor out, size_t width) override;
 

@@ -309,6 +309,12 @@ void VulkanBackend::add_bias_rows(Tensor rows, std::span<const float> bias) {
               static_cast<uint32_t>(bias.size()), 0, 0, "add_bias_rows");
 }
 
+void VulkanBackend::divide_rows(Tensor rows, std::span<const float> divisor) {
+  if (divisor.empty() || rows.empty()) return;
+  elementwise(ElementOp::divide_rows, rows, rows, &constant_of(divisor), 0,
+              static_cast<uint32_t>(divisor.size()), 0, 0, "divide_rows");
+}
+
 void VulkanBackend::scale(Tensor x, float s) {
   elementwise(ElementOp::scale, x, x, nullptr, 0, 0, s, 0, "scale");
 }
@@ -364,6 +370,21 @@ void VulkanBackend::unary(UnaryOp op, Tensor x) {
       break;
   }
   elementwise(code, x, x, nullptr, 0, 0, 0, 0, "unary");
+}
+
+void VulkanBackend::xielu(Tensor x, const kernels::XieluParams& params) {
+  if (x.empty()) return;
+  VulkanBuffer& buffer = buffer_of(x, "xielu");
+  vulkan::elementwise(batch(), {.op = ElementOp::xielu,
+                                .n = static_cast<int64_t>(x.size()),
+                                .x = &buffer,
+                                .x_offset = x.region().offset,
+                                .out = &buffer,
+                                .out_offset = x.region().offset,
+                                .p0 = params.alpha_n,
+                                .p1 = params.alpha_p,
+                                .p2 = params.beta,
+                                .p3 = params.eps});
 }
 
 void VulkanBackend::glu(GluOp op, ConstTensor gate, ConstTensor up, Tensor out) {
@@ -433,12 +454,12 @@ void VulkanBackend::store_kv(KvCache& cache, int64_t layer, std::span<const int3
     return;
   }
   const VulkanBuffer& keys = buffer_of(k, "store_kv");
-  const VulkanBuffer& values = buffer_of(v, "store_kv");
+  const VulkanBuffer* values = v_width == 0 ? nullptr : &buffer_of(v, "store_kv");
   for (size_t r = 0; r < cells.size(); ++r) {
     batch().copy(keys, (k.region().offset + r * k_width) * kFloat, rows.buffer(KvSide::keys),
                  cache.row_offset(KvSide::keys, layer, cells[r]), k_width * kFloat);
-    if (v_width == 0) continue;
-    batch().copy(values, (v.region().offset + r * v_width) * kFloat, rows.buffer(KvSide::values),
+    if (values == nullptr) continue;
+    batch().copy(*values, (v.region().offset + r * v_width) * kFloat, rows.buffer(KvSide::values),
                  cache.row_offset(KvSide::values, layer, cells[r]), v_width * kFloat);
   }
 }

@@ -59,6 +59,8 @@ struct ElementPush {
   float p0;
   float p1;
   uint32_t group;
+  float p2;
+  float p3;
 };
 
 // Invocations per element-wise workgroup (local_size_x of elementwise.comp).
@@ -238,7 +240,9 @@ void elementwise(CommandBatch& batch, const ElementArgs& args) {
                          args.width,
                          args.p0,
                          args.p1,
-                         args.group};
+                         args.group,
+                         args.p2,
+                         args.p3};
   // The other ops never read binding 3: x stands in for it.
   const std::array<const VulkanBuffer*, 4> buffers{args.x, b, args.out,
                                                    gelu ? args.gelu_table : args.x};

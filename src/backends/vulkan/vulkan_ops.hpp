@@ -81,6 +81,8 @@ enum class ElementOp : uint32_t {
   swiglu_oai,      // kernels::swiglu_oai(x, b) with alpha p0, limit p1
   scale_rows,      // x * b[i / width]
   sum_row_groups,  // out row r = x rows r * group .. + group - 1, added in order
+  divide_rows,     // x / b[i % width]
+  xielu,           // kernels::xielu_inplace with alpha_n p0, alpha_p p1, beta p2, eps p3
 };
 
 struct ElementArgs {
@@ -93,7 +95,7 @@ struct ElementArgs {
   VulkanBuffer* out = nullptr;  // may be x
   uint64_t out_offset = 0;
   uint32_t width = 0;
-  float p0 = 0, p1 = 0;
+  float p0 = 0, p1 = 0, p2 = 0, p3 = 0;
   uint32_t group = 0;  // sum_row_groups
   // The GELU ops' table: 65536 floats, kernels::gelu_fp16_table() read as
   // floats (null for the other ops).

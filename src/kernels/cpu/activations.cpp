@@ -180,4 +180,10 @@ void add_bias_rows(std::span<float> rows, std::span<const float> bias) {
   }
 }
 
+void divide_rows(std::span<float> rows, std::span<const float> divisor) {
+  if (divisor.empty()) return;
+  assert(rows.size() % divisor.size() == 0);
+  for (size_t i = 0; i < rows.size(); ++i) rows[i] /= divisor[i % divisor.size()];
+}
+
 }  // namespace cortiq::kernels

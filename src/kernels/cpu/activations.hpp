@@ -86,6 +86,10 @@ void xielu_inplace(std::span<float> x, const XieluParams& p);
 // x[i] += b[i]. Sizes must agree.
 void add_inplace(std::span<float> x, std::span<const float> b);
 
+// Each row of `rows` (as wide as divisor) /= divisor, element by element
+// (ggml_div by a row); nothing for an empty divisor.
+void divide_rows(std::span<float> rows, std::span<const float> divisor);
+
 // x[i] *= s (ggml_mul by a one-element tensor, ggml_scale).
 void scale_inplace(std::span<float> x, float s);
 

@@ -39,9 +39,6 @@
 
 #include "base/error.hpp"
 #include "formats/gguf/gguf_file.hpp"
-#include "kernels/cpu/activations.hpp"
-#include "kernels/cpu/matmul.hpp"
-#include "kernels/cpu/norm.hpp"
 #include "model/arch/arch.hpp"
 #include "model/arch/family_support.hpp"
 #include "model/arch_spec.hpp"
@@ -216,55 +213,56 @@ class Gemma4Model final : public FamilyModel<Gemma4Weights> {
 
   // The per-layer inputs of every row, [rows][n_layer][P] (empty without
   // per-layer embeddings), from the scaled token embeddings x.
-  std::span<const float> per_layer_inputs(std::span<const BatchRow> rows, ConstTensor x_tensor,
-                                          ForwardContext& ctx) const {
+  ConstTensor per_layer_inputs(std::span<const BatchRow> rows, ConstTensor x,
+                               ForwardContext& ctx) const {
     const auto& h = hparams_;
     const int64_t pl = h.per_layer_embd;
     if (pl == 0) return {};
-    ctx.host_only("Gemma 4's per-layer inputs");
-    const std::span<const float> x = x_tensor;
     auto& buf = ctx.buffers;
+    auto& backend = ctx.backend;
     const auto n = static_cast<int64_t>(rows.size());
     const auto width = static_cast<size_t>(pl * h.n_layer);
     const auto rows_n = rows.size();
-    auto inputs = ForwardBuffers::take(buf.latent_a, rows_n * width);
-    ctx.backend.matmul(w_.per_layer_model_proj, x.first(rows_n * static_cast<size_t>(h.n_embd)), n,
-                       inputs, static_cast<int64_t>(width));
-    ctx.backend.scale(inputs, 1.0f / std::sqrt(static_cast<float>(h.n_embd)));
-    ctx.backend.rms_norm_rows(inputs, w_.per_layer_proj_norm, h.rms_eps, inputs,
-                              static_cast<size_t>(pl));
+    const Tensor inputs = backend.scratch(buf.latent_a, rows_n * width);
+    backend.matmul(w_.per_layer_model_proj, x.first(rows_n * static_cast<size_t>(h.n_embd)), n,
+                   inputs, static_cast<int64_t>(width));
+    backend.scale(inputs, 1.0f / std::sqrt(static_cast<float>(h.n_embd)));
+    backend.rms_norm_rows(inputs, w_.per_layer_proj_norm, h.rms_eps, inputs,
+                          static_cast<size_t>(pl));
     auto& ids = buf.token_ids;
     ids.clear();
     for (const auto& row : rows) ids.push_back(row.token);
-    auto embedded = ForwardBuffers::take(buf.latent_b, rows_n * width);
-    ctx.backend.get_rows(w_.per_layer_token_embd, ids, embedded);
-    ctx.backend.scale(embedded, std::sqrt(static_cast<float>(pl)));
-    ctx.backend.add(inputs, embedded);
-    ctx.backend.scale(inputs, 1.0f / std::sqrt(2.0f));
+    const Tensor embedded = backend.scratch(buf.latent_b, rows_n * width);
+    backend.get_rows(w_.per_layer_token_embd, ids, embedded);
+    backend.scale(embedded, std::sqrt(static_cast<float>(pl)));
+    backend.add(inputs, embedded);
+    backend.scale(inputs, 1.0f / std::sqrt(2.0f));
     return inputs;
   }
 
   // x += rms_norm(proj · (gelu(inp_gate · x) * per_layer[l])) * post_norm.
-  void add_per_layer_input(const Gemma4Layer& layer, int64_t il, std::span<const float> per_layer,
-                           std::span<float> x, std::span<float> scratch,
-                           ForwardContext& ctx) const {
+  // Runs after the layer's FFN, whose scratch (ForwardBuffers::up) holds
+  // the layer's slice of the per-layer inputs.
+  void add_per_layer_input(const Gemma4Layer& layer, int64_t il, ConstTensor per_layer, Tensor x,
+                           Tensor scratch, ForwardContext& ctx) const {
     const auto& h = hparams_;
     auto& buf = ctx.buffers;
+    auto& backend = ctx.backend;
     const auto pl = static_cast<size_t>(h.per_layer_embd);
     const auto rows = x.size() / static_cast<size_t>(h.n_embd);
     const auto n = static_cast<int64_t>(rows);
-    auto gate = ForwardBuffers::take(buf.latent_b, rows * pl);
-    ctx.backend.matmul(layer.inp_gate, x, n, gate, static_cast<int64_t>(pl));
-    kernels::gelu_inplace(gate);
+    const Tensor gate = backend.scratch(buf.latent_b, rows * pl);
+    backend.matmul(layer.inp_gate, x, n, gate, static_cast<int64_t>(pl));
+    backend.unary(UnaryOp::gelu, gate);
     const auto width = pl * static_cast<size_t>(h.n_layer);
-    for (size_t r = 0; r < rows; ++r) {
-      const float* in = per_layer.data() + r * width + static_cast<size_t>(il) * pl;
-      float* g = gate.data() + r * pl;
-      for (size_t i = 0; i < pl; ++i) g[i] *= in[i];
-    }
-    ctx.backend.matmul(layer.proj, gate, n, scratch, h.n_embd);
+    const Tensor inputs = backend.scratch(buf.up, rows * pl);
+    backend.copy_rows(per_layer.subspan(static_cast<size_t>(il) * pl,
+                                        per_layer.size() - static_cast<size_t>(il) * pl),
+                      width, inputs, pl, pl, rows);
+    backend.scale_rows(gate, inputs, 1);
+    backend.matmul(layer.proj, gate, n, scratch, h.n_embd);
     rms_norm(ctx, h, scratch, layer.post_norm, scratch);
-    ctx.backend.add(x, scratch);
+    backend.add(x, scratch);
   }
 
   // The attention branch: Q/K/V with their norms (V's without weight, K's
@@ -272,54 +270,49 @@ class Gemma4Model final : public FamilyModel<Gemma4Weights> {
   // layer's cache (a KV-shared layer has none), attention over the cache of
   // layer.kv_source, the output projection. out: [rows][n_embd].
   void attention(const Gemma4Layer& layer, int64_t il, const AttentionPass& pass, KvCache& cache,
-                 ForwardContext& ctx, std::span<const float> in, std::span<float> out) const {
+                 ForwardContext& ctx, ConstTensor in, Tensor out) const {
     const auto& h = hparams_;
     auto& buf = ctx.buffers;
+    auto& backend = ctx.backend;
     const LayerSpec& spec = h.layer(il);
     const auto rows = pass.rows.size();
     const auto n = static_cast<int64_t>(rows);
     const auto qw = static_cast<size_t>(spec.q_width());
     const RopeTable* rope =
         spec.rope == RopeSlot::none ? nullptr : &pass.rope[static_cast<size_t>(spec.rope)];
-    const auto rope_row = [&](std::span<float> heads, int64_t n_heads, size_t r) {
+    const auto rotate = [&](Tensor heads, int64_t n_heads) {
       if (rope == nullptr) return;
-      const auto dims = static_cast<size_t>(rope->params->n_dims);
-      kernels::rope_apply(heads, n_heads, spec.head_dim_k, *rope->params,
-                          rope->cache.subspan(r * dims, dims));
+      backend.rope_rows(heads, rows, n_heads, spec.head_dim_k, *rope->params, rope->cache);
     };
-    auto q = ForwardBuffers::take(buf.q, rows * qw);
-    ctx.backend.matmul(layer.wq, in, n, q, static_cast<int64_t>(qw));
+    const Tensor q = backend.scratch(buf.q, rows * qw);
+    backend.matmul(layer.wq, in, n, q, static_cast<int64_t>(qw));
     scale_by(ctx, q, layer.q_scale);
-    ctx.backend.rms_norm_rows(q, layer.q_norm, h.rms_eps, q, layer.q_norm.size());
-    for (size_t r = 0; r < rows; ++r) rope_row(q.subspan(r * qw, qw), spec.n_head, r);
+    backend.rms_norm_rows(q, layer.q_norm, h.rms_eps, q, layer.q_norm.size());
+    rotate(q, spec.n_head);
 
     if (layer.kv_source == il) {
       const auto kw = static_cast<size_t>(spec.k_width());
       const auto vw = static_cast<size_t>(spec.v_width());
-      auto k = ForwardBuffers::take(buf.k, rows * kw);
-      auto v = ForwardBuffers::take(buf.v, rows * vw);
-      ctx.backend.matmul(layer.wk, in, n, k, static_cast<int64_t>(kw));
+      const Tensor k = backend.scratch(buf.k, rows * kw);
+      const Tensor v = backend.scratch(buf.v, rows * vw);
+      backend.matmul(layer.wk, in, n, k, static_cast<int64_t>(kw));
       scale_by(ctx, k, layer.k_scale);
       if (layer.wv.data != nullptr) {
-        ctx.backend.matmul(layer.wv, in, n, v, static_cast<int64_t>(vw));
+        backend.matmul(layer.wv, in, n, v, static_cast<int64_t>(vw));
         scale_by(ctx, v, layer.v_scale);
       } else {
-        std::ranges::copy(k, v.begin());  // key and value heads have one size
+        backend.copy_rows(k, kw, v, vw, kw, rows);  // key and value heads have one size
       }
-      ctx.backend.rms_norm_rows(k, layer.k_norm, h.rms_eps, k, layer.k_norm.size());
-      ctx.backend.rms_norm_rows(v, {}, h.rms_eps, v, static_cast<size_t>(spec.head_dim_v));
-      for (size_t r = 0; r < rows; ++r) {
-        auto k_row = k.subspan(r * kw, kw);
-        rope_row(k_row, spec.n_head_kv, r);
-        cache.store_k(il, pass.cells[r], k_row);
-        cache.store_v(il, pass.cells[r], v.subspan(r * vw, vw));
-      }
+      backend.rms_norm_rows(k, layer.k_norm, h.rms_eps, k, layer.k_norm.size());
+      backend.rms_norm_rows(v, {}, h.rms_eps, v, static_cast<size_t>(spec.head_dim_v));
+      rotate(k, spec.n_head_kv);
+      backend.store_kv(cache, il, pass.cells, k, v, kw, vw);
     }
-    auto attn =
-        ForwardBuffers::take(buf.attn_out, rows * static_cast<size_t>(spec.attn_out_width()));
+    const Tensor attn =
+        backend.scratch(buf.attn_out, rows * static_cast<size_t>(spec.attn_out_width()));
     attend_over_cache(h, layer.kv_source, pass, cache, ctx, q, attn);
     const auto out_rows = out.first(rows * static_cast<size_t>(h.n_embd));
-    ctx.backend.matmul(layer.wo, attn, n, out_rows, h.n_embd);
+    backend.matmul(layer.wo, attn, n, out_rows, h.n_embd);
     scale_by(ctx, out_rows, layer.o_scale);
   }
 };

@@ -334,8 +334,7 @@ void apply_softplus_gate(const AttentionWeights& w, const ModelHParams& hp, cons
 }  // namespace
 
 void attend_over_cache(const ModelHParams& hp, int64_t layer, const AttentionPass& pass,
-                       const KvCache& cache, ForwardContext& ctx, std::span<const float> q,
-                       std::span<float> out) {
+                       const KvCache& cache, ForwardContext& ctx, ConstTensor q, Tensor out) {
   attend(hp, hp.layer(layer), layer, pass, cache, ctx, q, out);
 }
 

@@ -160,7 +160,6 @@ float attention_temperature(const ModelHParams& hp, int32_t pos);
 // [rows][attn_out width] (before the output projection). For other
 // attention blocks (latent attention).
 void attend_over_cache(const ModelHParams& hp, int64_t layer, const AttentionPass& pass,
-                       const KvCache& cache, ForwardContext& ctx, std::span<const float> q,
-                       std::span<float> out);
+                       const KvCache& cache, ForwardContext& ctx, ConstTensor q, Tensor out);
 
 }  // namespace cortiq

@@ -1,17 +1,10 @@
 #include "model/blocks/ffn.hpp"
 
-#include "base/thread_pool.hpp"
-#include "kernels/cpu/activations.hpp"
-#include "kernels/cpu/matmul.hpp"
-#include "kernels/cpu/norm.hpp"
 #include "model/tensor_table.hpp"
 
 namespace cortiq {
 
 namespace {
-
-// Elements per share of the activation: below this one thread does it all.
-constexpr int64_t kActivationGrain = 2048;
 
 void apply_scale(ForwardContext& ctx, Tensor rows, float scale) {
   if (scale != 1.0f) ctx.backend.scale(rows, scale);
@@ -28,27 +21,13 @@ void ungated_ffn(const FfnWeights& w, FfnActivation activation, const ModelHPara
   ctx.backend.add_bias_rows(up, w.up_b);
   apply_scale(ctx, up, w.up_scale);
   if (activation == FfnActivation::xielu) {
-    // Apertus's xIELU has parameters no backend op takes: host only.
-    ctx.host_only("xIELU");
-    const std::span<float> values = up;
-    ctx.host_pool().parallel_for(
-        static_cast<int64_t>(values.size()),
-        [&](int64_t begin, int64_t end) {
-          kernels::xielu_inplace(
-              values.subspan(static_cast<size_t>(begin), static_cast<size_t>(end - begin)),
-              w.xielu);
-        },
-        kActivationGrain);
+    ctx.backend.xielu(up, w.xielu);
   } else {
     ctx.backend.unary(activation == FfnActivation::relu_sqr ? UnaryOp::relu_sqr : UnaryOp::gelu,
                       up);
   }
-  if (!w.act_scales.empty()) {
-    // build_ffn's ggml_div of the activation by ffn_act, row by row.
-    const auto n = static_cast<size_t>(n_ff);
-    const std::span<float> values = up;
-    for (size_t i = 0; i < values.size(); ++i) values[i] /= w.act_scales[i % n];
-  }
+  // build_ffn's ggml_div of the activation by ffn_act (MPT), row by row.
+  if (!w.act_scales.empty()) ctx.backend.divide_rows(up, w.act_scales);
   const auto out_rows = out.first(rows * static_cast<size_t>(hp.n_embd));
   ctx.backend.matmul(w.down, up, n_rows, out_rows, hp.n_embd);
   ctx.backend.add_bias_rows(out_rows, w.down_b);

@@ -36,6 +36,8 @@ layout(std430, binding = 3) readonly buffer GeluTable { float gelu_table[]; };  
 #define OP_SWIGLU_OAI 17u
 #define OP_SCALE_ROWS 18u
 #define OP_SUM_ROW_GROUPS 19u
+#define OP_DIVIDE_ROWS 20u
+#define OP_XIELU 21u
 
 layout(push_constant) uniform Params {
   uint op;
@@ -44,9 +46,11 @@ layout(push_constant) uniform Params {
   uint b_offset;
   uint out_offset;
   uint width;  // bias rows: the bias's length; halves, rows: the row's width
-  float p0;    // scale; clamp's lo; softcap's cap; swiglu_oai's alpha
-  float p1;    // clamp's hi; swiglu_oai's limit
+  float p0;    // scale; clamp's lo; softcap's cap; swiglu_oai's alpha; xielu's alpha_n
+  float p1;    // clamp's hi; swiglu_oai's limit; xielu's alpha_p
   uint group;  // sum_row_groups: rows of x per output row
+  float p2;    // xielu's beta
+  float p3;    // xielu's eps
 } p;
 
 float silu(float v) { return v / (1.0 + exp(-v)); }
@@ -69,6 +73,29 @@ float swiglu_oai(float gate, float up, float alpha, float limit) {
   u = limit < u ? limit : u;
   const float glu = g / (1.0 + exp(alpha * -g));
   return glu * (u + 1.0);
+}
+
+// GLSL has no expm1, and exp(v) - 1 loses v's digits near 0, where xIELU's
+// (expm1(v) - v) cancels them further: the Taylor series there (its first
+// dropped term, v^9 / 9!, is below 1e-11 for |v| <= 0.25).
+float expm1_series(float v) {
+  if (abs(v) > 0.25) return exp(v) - 1.0;
+  float s = 1.0 / 40320.0;
+  s = s * v + 1.0 / 5040.0;
+  s = s * v + 1.0 / 720.0;
+  s = s * v + 1.0 / 120.0;
+  s = s * v + 1.0 / 24.0;
+  s = s * v + 1.0 / 6.0;
+  s = s * v + 0.5;
+  s = s * v + 1.0;
+  return s * v;
+}
+
+// kernels::xielu_inplace: alpha_p v² + beta v above 0, else
+// (expm1(min(v, eps)) - v) alpha_n + beta v.
+float xielu(float v) {
+  if (v > 0.0) return p.p1 * v * v + p.p2 * v;
+  return (expm1_series(min(v, p.p3)) - v) * p.p0 + p.p2 * v;
 }
 
 void main() {
@@ -111,6 +138,8 @@ void main() {
     case OP_REGLU: r = (v > 0.0 ? v : 0.0) * b[p.b_offset + i]; break;
     case OP_SWIGLU_OAI: r = swiglu_oai(v, b[p.b_offset + i], p.p0, p.p1); break;
     case OP_SCALE_ROWS: r = v * b[p.b_offset + i / p.width]; break;
+    case OP_DIVIDE_ROWS: r = v / b[p.b_offset + i % p.width]; break;
+    case OP_XIELU: r = xielu(v); break;
   }
   o[p.out_offset + i] = r;
 }
