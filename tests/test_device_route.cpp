@@ -250,6 +250,8 @@ constexpr std::string_view kOnTheDevice[] = {
     "bloom", "jais", "refact", "falcon", "gptneox", "olmo", "qwen", "hunyuan-dense", "maincoder",
     "openelm", "qwen2vl", "qwen3vl", "deci", "ernie4_5", "plamo3", "bitnet", "stablelm", "mpt",
     "apertus", "gemma4", "bert", "nomic-bert",
+    // Latent attention (dense, and DeepSeek's experts).
+    "minicpm3", "deepseek2", "mistral4",
     // Mixtures of experts.
     "granitemoe", "phimoe", "qwen3vlmoe", "qwen2moe", "qwen3moe", "olmoe", "ernie4_5-moe",
     "hunyuan-moe", "minimax-m2", "smallthinker", "deepseek", "dots1", "gpt-oss", "glm4moe",

@@ -474,7 +474,7 @@ void check_pass_on_device(VulkanDevice& device, const char* arch, KvType kv, dou
 
 TEST(VulkanSeam, APassOnTheDeviceMatchesTheCpuAndIsBatchInvariant) {
   REQUIRE_VULKAN_DEVICE(device);
-  for (const char* arch : {"llama", "qwen2moe", "gpt-oss", "llama4"}) {
+  for (const char* arch : {"llama", "qwen2moe", "gpt-oss", "llama4", "deepseek2"}) {
     SCOPED_TRACE(arch);
     check_pass_on_device(device, arch, KvType::f32, 1e-4);
   }
@@ -490,7 +490,7 @@ TEST(VulkanSeam, APassOnTheDeviceMatchesTheCpuAndIsBatchInvariant) {
 // with f16 against f32 rows on the CPU differs by 5e-4.
 TEST(VulkanSeam, AnF16CacheOnTheDeviceMatchesTheCpusF16Cache) {
   REQUIRE_VULKAN_DEVICE(device);
-  for (const char* arch : {"llama", "gpt-oss", "gemma2"}) {
+  for (const char* arch : {"llama", "gpt-oss", "gemma2", "deepseek2"}) {
     SCOPED_TRACE(arch);
     check_pass_on_device(device, arch, KvType::f16, 1e-3);
   }

@@ -27,6 +27,9 @@ struct ForwardBuffers {
   std::vector<float> attn_out;  // [rows][q width]
   // Latent attention's low-rank rows (compressed queries, latents, expansions).
   std::vector<float> latent_a, latent_b;
+  // [rows][parts][rope dims]: parts of heads gathered to be rotated
+  // (latent attention's rope dims, which trail each head).
+  std::vector<float> rope_parts;
   std::vector<float> proj;      // [rows][n_embd]: a block's output before the residual add
   std::vector<float> parallel;  // [rows][n_embd]: the FFN branch of a parallel-residual layer
   std::vector<float> gate, up;  // [rows][n_ff]

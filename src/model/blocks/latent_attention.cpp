@@ -1,11 +1,5 @@
 #include "model/blocks/latent_attention.hpp"
 
-#include <algorithm>
-
-#include "kernels/cpu/activations.hpp"
-#include "kernels/cpu/matmul.hpp"
-#include "kernels/cpu/norm.hpp"
-#include "kernels/cpu/rope.hpp"
 #include "model/tensor_table.hpp"
 #include "runtime/kv_cache.hpp"
 
@@ -27,20 +21,39 @@ int64_t head_v(const ModelHParams& hp, const LayerSpec& l) {
 
 // q [rows][n_head * qk]: through the query LoRA, or attn_q.
 void project_queries(const LatentAttentionWeights& w, const ModelHParams& hp, int64_t q_width,
-                     int64_t n, ForwardContext& ctx, std::span<const float> in,
-                     std::span<float> q) {
-  auto& buf = ctx.buffers;
+                     int64_t n, ForwardContext& ctx, ConstTensor in, Tensor q) {
+  auto& backend = ctx.backend;
   const auto rows = static_cast<size_t>(n);
-  const auto x = in.first(rows * static_cast<size_t>(hp.n_embd));
+  const ConstTensor x = in.first(rows * static_cast<size_t>(hp.n_embd));
   if (hp.q_lora_rank == 0) {
-    ctx.backend.matmul(w.wq, x, n, q, q_width);
+    backend.matmul(w.wq, x, n, q, q_width);
     return;
   }
   const auto q_rank = static_cast<size_t>(hp.q_lora_rank);
-  auto q_a = ForwardBuffers::take(buf.latent_a, rows * q_rank);
-  ctx.backend.matmul(w.wq_a, x, n, q_a, hp.q_lora_rank);
-  ctx.backend.rms_norm_rows(q_a, w.q_a_norm, hp.rms_eps, q_a, q_rank);
-  ctx.backend.matmul(w.wq_b, q_a, n, q, q_width);
+  const Tensor q_a = backend.scratch(ctx.buffers.latent_a, rows * q_rank);
+  backend.matmul(w.wq_a, x, n, q_a, hp.q_lora_rank);
+  backend.rms_norm_rows(q_a, w.q_a_norm, hp.rms_eps, q_a, q_rank);
+  backend.matmul(w.wq_b, q_a, n, q, q_width);
+}
+
+// The tail of a tensor from `offset` on (where a strided copy starts).
+template <typename T>
+T from(T x, size_t offset) {
+  return x.subspan(offset, x.size() - offset);
+}
+
+// RoPE of one part of each head: rows of n_parts parts `stride` apart,
+// each rotating the `rope` values at `offset` into the part, with row r's
+// position (table row r). The parts go through a contiguous copy
+// (ForwardBuffers::rope_parts), since rope_rows rotates whole heads.
+void rope_parts(ForwardContext& ctx, const RopeTable& table, Tensor x, size_t rows, size_t n_parts,
+                size_t stride, size_t offset, size_t rope) {
+  auto& backend = ctx.backend;
+  const Tensor parts = backend.scratch(ctx.buffers.rope_parts, rows * n_parts * rope);
+  backend.copy_rows(from(x, offset), stride, parts, rope, rope, rows * n_parts);
+  backend.rope_rows(parts, rows, static_cast<int64_t>(n_parts), static_cast<int64_t>(rope),
+                    *table.params, table.cache);
+  backend.copy_rows(parts, rope, from(x, offset), stride, rope, rows * n_parts);
 }
 
 // One matrix per head: out[r][h][0, n_out) = w[h] · in[r][h][0, width),
@@ -48,9 +61,10 @@ void project_queries(const LatentAttentionWeights& w, const ModelHParams& hp, in
 // `out` n_head parts of out_step. A single row runs every head in one
 // dispatch; more rows run a head at a time over its gathered inputs.
 void per_head_matmul(std::span<const kernels::WeightView> w, size_t rows, size_t width,
-                     size_t in_step, std::span<const float> in, size_t out_step,
-                     std::span<float> out, ForwardContext& ctx) {
+                     size_t in_step, ConstTensor in, size_t out_step, Tensor out,
+                     ForwardContext& ctx) {
   auto& buf = ctx.buffers;
+  auto& backend = ctx.backend;
   const size_t n_head = w.size();
   if (rows == 1) {
     auto& products = buf.moe_products;
@@ -62,27 +76,24 @@ void per_head_matmul(std::span<const kernels::WeightView> w, size_t rows, size_t
       products.push_back({&w[h], out.subspan(h * out_step, static_cast<size_t>(n_out)), n_out});
       inputs.push_back(in.subspan(h * in_step, width));
     }
-    ctx.backend.matmul_each_input(products, inputs);
+    backend.matmul_each_input(products, inputs);
     return;
   }
-  const auto x = ForwardBuffers::take(buf.latent_b, rows * width);
+  const Tensor x = backend.scratch(buf.latent_b, rows * width);
   for (size_t h = 0; h < n_head; ++h) {
-    for (size_t r = 0; r < rows; ++r) {
-      std::copy_n(in.begin() + static_cast<std::ptrdiff_t>(r * n_head * in_step + h * in_step),
-                  width, x.begin() + static_cast<std::ptrdiff_t>(r * width));
-    }
-    ctx.backend.matmul(w[h], x, static_cast<int64_t>(rows), out.subspan(h * out_step),
-                       static_cast<int64_t>(n_head * out_step));
+    backend.copy_rows(from(in, h * in_step), n_head * in_step, x, width, width, rows);
+    backend.matmul(w[h], x, static_cast<int64_t>(rows), from(out, h * out_step),
+                   static_cast<int64_t>(n_head * out_step));
   }
 }
 
 // The expanded form: every head's key and value built from the latent and
 // cached.
 void expanded_keys_values(const LatentAttentionWeights& w, const ModelHParams& hp, int64_t layer,
-                          const AttentionPass& pass, KvCache& cache, ForwardContext& ctx,
-                          std::span<float> q, std::span<float> kv_a,
-                          std::span<const float> latent) {
+                          const AttentionPass& pass, KvCache& cache, ForwardContext& ctx, Tensor q,
+                          Tensor kv_a, ConstTensor latent) {
   auto& buf = ctx.buffers;
+  auto& backend = ctx.backend;
   const LayerSpec& l = hp.layer(layer);
   const auto rows = pass.rows.size();
   const auto n_head = static_cast<size_t>(l.n_head);
@@ -90,43 +101,34 @@ void expanded_keys_values(const LatentAttentionWeights& w, const ModelHParams& h
   const auto rope = static_cast<size_t>(hp.rope.n_dims), nope = dk - rope;
   const auto kv_rank = static_cast<size_t>(hp.kv_lora_rank);
   const size_t kv_a_width = kv_rank + rope;
-  const size_t kv_b_width = n_head * (nope + dv);
-  auto kv = ForwardBuffers::take(buf.latent_b, rows * kv_b_width);
-  ctx.backend.matmul(w.wkv_b, latent, static_cast<int64_t>(rows), kv,
-                     static_cast<int64_t>(kv_b_width));
+  const size_t head_kv = nope + dv;  // a head's [key nope | value] in kv_b's product
+  const Tensor kv = backend.scratch(buf.latent_b, rows * n_head * head_kv);
+  backend.matmul(w.wkv_b, latent, static_cast<int64_t>(rows), kv,
+                 static_cast<int64_t>(n_head * head_kv));
 
   // RoPE on each query head's trailing rope dims and on the shared key part;
   // each head's key is its nope part and that rotated part.
-  auto k = ForwardBuffers::take(buf.k, rows * n_head * dk);
-  auto v = ForwardBuffers::take(buf.v, rows * n_head * dv);
   const RopeTable& table = pass.rope[static_cast<size_t>(RopeSlot::global)];
-  for (size_t r = 0; r < rows; ++r) {
-    const auto cos_sin = table.cache.subspan(r * rope, rope);
-    auto k_rope = kv_a.subspan(r * kv_a_width + kv_rank, rope);
-    kernels::rope_apply(k_rope, 1, static_cast<int64_t>(rope), *table.params, cos_sin);
-    for (size_t h = 0; h < n_head; ++h) {
-      auto q_head = q.subspan((r * n_head + h) * dk, dk);
-      kernels::rope_apply(q_head.subspan(nope, rope), 1, static_cast<int64_t>(rope), *table.params,
-                          cos_sin);
-      const auto kv_head = kv.subspan(r * kv_b_width + h * (nope + dv), nope + dv);
-      auto k_head = k.subspan((r * n_head + h) * dk, dk);
-      std::ranges::copy(kv_head.first(nope), k_head.begin());
-      std::ranges::copy(k_rope, k_head.begin() + static_cast<std::ptrdiff_t>(nope));
-      std::ranges::copy(kv_head.subspan(nope, dv), v.subspan((r * n_head + h) * dv, dv).begin());
-    }
+  rope_parts(ctx, table, kv_a, rows, 1, kv_a_width, kv_rank, rope);
+  rope_parts(ctx, table, q, rows, n_head, dk, nope, rope);
+  const Tensor k = backend.scratch(buf.k, rows * n_head * dk);
+  const Tensor v = backend.scratch(buf.v, rows * n_head * dv);
+  backend.copy_rows(kv, head_kv, k, dk, nope, rows * n_head);
+  backend.copy_rows(from(kv, nope), head_kv, v, dv, dv, rows * n_head);
+  for (size_t h = 0; h < n_head; ++h) {
+    backend.copy_rows(from(kv_a, kv_rank), kv_a_width, from(k, h * dk + nope), n_head * dk, rope,
+                      rows);
   }
-  for (size_t r = 0; r < rows; ++r) {
-    cache.store_k(layer, pass.cells[r], k.subspan(r * n_head * dk, n_head * dk));
-    cache.store_v(layer, pass.cells[r], v.subspan(r * n_head * dv, n_head * dv));
-  }
+  backend.store_kv(cache, layer, pass.cells, k, v, n_head * dk, n_head * dv);
 }
 
 // The absorbed form: the cached row is the latent and the rotated shared
 // key; the queries come in latent space, qa [rows][n_head][kv_rank + rope].
 void absorbed_queries_and_cache(const LatentAttentionWeights& w, const ModelHParams& hp,
                                 int64_t layer, const AttentionPass& pass, KvCache& cache,
-                                ForwardContext& ctx, std::span<float> q, std::span<float> kv_a,
-                                std::span<const float> latent, std::span<float> qa) {
+                                ForwardContext& ctx, Tensor q, Tensor kv_a, ConstTensor latent,
+                                Tensor qa) {
+  auto& backend = ctx.backend;
   const LayerSpec& l = hp.layer(layer);
   const auto rows = pass.rows.size();
   const auto n_head = static_cast<size_t>(l.n_head);
@@ -136,37 +138,24 @@ void absorbed_queries_and_cache(const LatentAttentionWeights& w, const ModelHPar
   const size_t row = kv_rank + rope;  // a cached row, a latent query head
   per_head_matmul(w.wk_b, rows, nope, qk, q, row, qa, ctx);
   // Kimi Linear's layers leave the "rope" part unrotated (LayerSpec::rope none).
-  const bool rotated = l.rope != RopeSlot::none;
-  const RopeTable& table = pass.rope[static_cast<size_t>(RopeSlot::global)];
-  for (size_t r = 0; r < rows; ++r) {
-    const auto cos_sin = rotated ? table.cache.subspan(r * rope, rope) : std::span<const float>{};
-    auto k_row = kv_a.subspan(r * row, row);
-    if (rotated) {
-      kernels::rope_apply(k_row.subspan(kv_rank, rope), 1, static_cast<int64_t>(rope),
-                          *table.params, cos_sin);
-    }
-    std::ranges::copy(latent.subspan(r * kv_rank, kv_rank), k_row.begin());
-    cache.store_k(layer, pass.cells[r], k_row);
-    for (size_t h = 0; h < n_head; ++h) {
-      auto q_rope = q.subspan((r * n_head + h) * qk + nope, rope);
-      if (rotated) {
-        kernels::rope_apply(q_rope, 1, static_cast<int64_t>(rope), *table.params, cos_sin);
-      }
-      std::ranges::copy(q_rope,
-                        qa.begin() + static_cast<std::ptrdiff_t>((r * n_head + h) * row + kv_rank));
-    }
+  if (l.rope != RopeSlot::none) {
+    const RopeTable& table = pass.rope[static_cast<size_t>(RopeSlot::global)];
+    rope_parts(ctx, table, kv_a, rows, 1, row, kv_rank, rope);
+    rope_parts(ctx, table, q, rows, n_head, qk, nope, rope);
   }
+  backend.copy_rows(latent, kv_rank, kv_a, row, kv_rank, rows);
+  backend.store_kv(cache, layer, pass.cells, kv_a, {}, row, 0);
+  backend.copy_rows(from(q, nope), qk, from(qa, kv_rank), row, rope, rows * n_head);
 }
 
 // Mistral Large 3: each row's queries (q [rows][width]) times its
 // position's attention temperature, after RoPE (and, absorbed, in latent
 // space), as llama.cpp multiplies its Qcur.
-void apply_temperature(const ModelHParams& hp, const AttentionPass& pass, std::span<float> q,
-                       size_t width) {
+void apply_temperature(const ModelHParams& hp, const AttentionPass& pass, ForwardContext& ctx,
+                       Tensor q, size_t width) {
   if (hp.attn_temperature.scale == 0.0f) return;
   for (size_t r = 0; r < pass.rows.size(); ++r) {
-    kernels::scale_inplace(q.subspan(r * width, width),
-                           attention_temperature(hp, pass.rows[r].pos));
+    ctx.backend.scale(q.subspan(r * width, width), attention_temperature(hp, pass.rows[r].pos));
   }
 }
 
@@ -202,11 +191,9 @@ void LatentAttentionWeights::visit(TensorVisitor& v, const ModelHParams& hp, int
 
 void latent_attention(const LatentAttentionWeights& w, const ModelHParams& hp, int64_t layer,
                       const AttentionPass& pass, KvCache& cache, ForwardContext& ctx,
-                      ConstTensor in_tensor, Tensor out_tensor) {
-  ctx.host_only("latent attention");
-  const std::span<const float> in = in_tensor;
-  const std::span<float> out = out_tensor;
+                      ConstTensor in, Tensor out) {
   auto& buf = ctx.buffers;
+  auto& backend = ctx.backend;
   const LayerSpec& l = hp.layer(layer);
   const auto rows = pass.rows.size();
   const auto n = static_cast<int64_t>(rows);
@@ -215,36 +202,34 @@ void latent_attention(const LatentAttentionWeights& w, const ModelHParams& hp, i
   const auto rope = static_cast<size_t>(hp.rope.n_dims);
   const auto kv_rank = static_cast<size_t>(hp.kv_lora_rank);
 
-  auto q = ForwardBuffers::take(buf.q, rows * n_head * qk);
+  const Tensor q = backend.scratch(buf.q, rows * n_head * qk);
   project_queries(w, hp, l.n_head * static_cast<int64_t>(qk), n, ctx, in, q);
 
   // The compressed latent and the shared rope key; the latent normed.
   const size_t kv_a_width = kv_rank + rope;
-  auto kv_a = ForwardBuffers::take(buf.qkv, rows * kv_a_width);
-  ctx.backend.matmul(w.wkv_a, in.first(rows * static_cast<size_t>(hp.n_embd)), n, kv_a,
-                     static_cast<int64_t>(kv_a_width));
-  auto latent = ForwardBuffers::take(buf.latent_a, rows * kv_rank);
-  for (size_t r = 0; r < rows; ++r) {
-    kernels::rms_norm(kv_a.subspan(r * kv_a_width, kv_rank), w.kv_a_norm, hp.rms_eps,
-                      latent.subspan(r * kv_rank, kv_rank));
-  }
+  const Tensor kv_a = backend.scratch(buf.qkv, rows * kv_a_width);
+  backend.matmul(w.wkv_a, in.first(rows * static_cast<size_t>(hp.n_embd)), n, kv_a,
+                 static_cast<int64_t>(kv_a_width));
+  const Tensor latent = backend.scratch(buf.latent_a, rows * kv_rank);
+  backend.copy_rows(kv_a, kv_a_width, latent, kv_rank, kv_rank, rows);
+  backend.rms_norm_rows(latent, w.kv_a_norm, hp.rms_eps, latent, kv_rank);
 
-  auto attn = ForwardBuffers::take(buf.attn_out, rows * n_head * dv);
+  const Tensor attn = backend.scratch(buf.attn_out, rows * n_head * dv);
   if (absorbed(hp)) {
-    auto qa = ForwardBuffers::take(buf.k, rows * n_head * kv_a_width);
+    const Tensor qa = backend.scratch(buf.k, rows * n_head * kv_a_width);
     absorbed_queries_and_cache(w, hp, layer, pass, cache, ctx, q, kv_a, latent, qa);
-    apply_temperature(hp, pass, qa, n_head * kv_a_width);
-    auto attn_latent = ForwardBuffers::take(buf.v, rows * n_head * kv_rank);
+    apply_temperature(hp, pass, ctx, qa, n_head * kv_a_width);
+    const Tensor attn_latent = backend.scratch(buf.v, rows * n_head * kv_rank);
     attend_over_cache(hp, layer, pass, cache, ctx, qa, attn_latent);
     per_head_matmul(w.wv_b, rows, kv_rank, kv_rank, attn_latent, dv, attn, ctx);
   } else {
     expanded_keys_values(w, hp, layer, pass, cache, ctx, q, kv_a, latent);
-    apply_temperature(hp, pass, q, n_head * qk);
+    apply_temperature(hp, pass, ctx, q, n_head * qk);
     attend_over_cache(hp, layer, pass, cache, ctx, q, attn);
   }
-  const auto out_rows = out.first(rows * static_cast<size_t>(hp.n_embd));
-  ctx.backend.matmul(w.wo, attn, n, out_rows, hp.n_embd);
-  if (w.o_scale != 1.0f) ctx.backend.scale(out_rows, w.o_scale);
+  const Tensor out_rows = out.first(rows * static_cast<size_t>(hp.n_embd));
+  backend.matmul(w.wo, attn, n, out_rows, hp.n_embd);
+  if (w.o_scale != 1.0f) backend.scale(out_rows, w.o_scale);
 }
 
 }  // namespace cortiq
