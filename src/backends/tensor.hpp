@@ -83,6 +83,8 @@ class TensorView {
     t.size_ = count;
     return t;
   }
+  // From offset to the end, as std::span::subspan(offset).
+  TensorView subspan(size_t offset) const { return subspan(offset, size_ - offset); }
   TensorView first(size_t count) const { return subspan(0, count); }
 
  private:

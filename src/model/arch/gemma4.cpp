@@ -256,9 +256,7 @@ class Gemma4Model final : public FamilyModel<Gemma4Weights> {
     backend.unary(UnaryOp::gelu, gate);
     const auto width = pl * static_cast<size_t>(h.n_layer);
     const Tensor inputs = backend.scratch(buf.up, rows * pl);
-    backend.copy_rows(per_layer.subspan(static_cast<size_t>(il) * pl,
-                                        per_layer.size() - static_cast<size_t>(il) * pl),
-                      width, inputs, pl, pl, rows);
+    backend.copy_rows(per_layer.subspan(static_cast<size_t>(il) * pl), width, inputs, pl, pl, rows);
     backend.scale_rows(gate, inputs, 1);
     backend.matmul(layer.proj, gate, n, scratch, h.n_embd);
     rms_norm(ctx, h, scratch, layer.post_norm, scratch);

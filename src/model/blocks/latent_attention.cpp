@@ -36,12 +36,6 @@ void project_queries(const LatentAttentionWeights& w, const ModelHParams& hp, in
   backend.matmul(w.wq_b, q_a, n, q, q_width);
 }
 
-// The tail of a tensor from `offset` on (where a strided copy starts).
-template <typename T>
-T from(T x, size_t offset) {
-  return x.subspan(offset, x.size() - offset);
-}
-
 // RoPE of one part of each head: rows of n_parts parts `stride` apart,
 // each rotating the `rope` values at `offset` into the part, with row r's
 // position (table row r). The parts go through a contiguous copy
@@ -50,10 +44,10 @@ void rope_parts(ForwardContext& ctx, const RopeTable& table, Tensor x, size_t ro
                 size_t stride, size_t offset, size_t rope) {
   auto& backend = ctx.backend;
   const Tensor parts = backend.scratch(ctx.buffers.rope_parts, rows * n_parts * rope);
-  backend.copy_rows(from(x, offset), stride, parts, rope, rope, rows * n_parts);
+  backend.copy_rows(x.subspan(offset), stride, parts, rope, rope, rows * n_parts);
   backend.rope_rows(parts, rows, static_cast<int64_t>(n_parts), static_cast<int64_t>(rope),
                     *table.params, table.cache);
-  backend.copy_rows(parts, rope, from(x, offset), stride, rope, rows * n_parts);
+  backend.copy_rows(parts, rope, x.subspan(offset), stride, rope, rows * n_parts);
 }
 
 // One matrix per head: out[r][h][0, n_out) = w[h] · in[r][h][0, width),
@@ -81,8 +75,8 @@ void per_head_matmul(std::span<const kernels::WeightView> w, size_t rows, size_t
   }
   const Tensor x = backend.scratch(buf.latent_b, rows * width);
   for (size_t h = 0; h < n_head; ++h) {
-    backend.copy_rows(from(in, h * in_step), n_head * in_step, x, width, width, rows);
-    backend.matmul(w[h], x, static_cast<int64_t>(rows), from(out, h * out_step),
+    backend.copy_rows(in.subspan(h * in_step), n_head * in_step, x, width, width, rows);
+    backend.matmul(w[h], x, static_cast<int64_t>(rows), out.subspan(h * out_step),
                    static_cast<int64_t>(n_head * out_step));
   }
 }
@@ -114,10 +108,10 @@ void expanded_keys_values(const LatentAttentionWeights& w, const ModelHParams& h
   const Tensor k = backend.scratch(buf.k, rows * n_head * dk);
   const Tensor v = backend.scratch(buf.v, rows * n_head * dv);
   backend.copy_rows(kv, head_kv, k, dk, nope, rows * n_head);
-  backend.copy_rows(from(kv, nope), head_kv, v, dv, dv, rows * n_head);
+  backend.copy_rows(kv.subspan(nope), head_kv, v, dv, dv, rows * n_head);
   for (size_t h = 0; h < n_head; ++h) {
-    backend.copy_rows(from(kv_a, kv_rank), kv_a_width, from(k, h * dk + nope), n_head * dk, rope,
-                      rows);
+    backend.copy_rows(kv_a.subspan(kv_rank), kv_a_width, k.subspan(h * dk + nope), n_head * dk,
+                      rope, rows);
   }
   backend.store_kv(cache, layer, pass.cells, k, v, n_head * dk, n_head * dv);
 }
@@ -145,7 +139,7 @@ void absorbed_queries_and_cache(const LatentAttentionWeights& w, const ModelHPar
   }
   backend.copy_rows(latent, kv_rank, kv_a, row, kv_rank, rows);
   backend.store_kv(cache, layer, pass.cells, kv_a, {}, row, 0);
-  backend.copy_rows(from(q, nope), qk, from(qa, kv_rank), row, rope, rows * n_head);
+  backend.copy_rows(q.subspan(nope), qk, qa.subspan(kv_rank), row, rope, rows * n_head);
 }
 
 // Mistral Large 3: each row's queries (q [rows][width]) times its
