@@ -15,8 +15,8 @@
 #include "base/error.hpp"
 #include "counting_backend.hpp"
 #include "engine_test_models.hpp"
+#include "kv/kv_cache.hpp"
 #include "model/decoder_model.hpp"
-#include "runtime/kv_cache.hpp"
 
 namespace cortiq {
 namespace {
@@ -36,7 +36,7 @@ std::vector<BatchRow> prompt_rows(size_t n) {
 // The logits of one pass over `rows` with `backend` (a CpuBackend when null).
 std::vector<float> run_pass(const Model& model, KvCache& cache, std::span<const BatchRow> rows,
                             ForwardBuffers& buffers, Backend* backend = nullptr) {
-  CpuBackend cpu(model.pool(), buffers);
+  CpuBackend cpu(model.pool(), buffers.cpu);
   ForwardContext ctx{backend != nullptr ? *backend : cpu, buffers};
   std::vector<float> logits(rows.size() * static_cast<size_t>(model.decoder().hparams().n_vocab));
   model.decoder().forward(rows, cache, ctx, logits);
@@ -58,7 +58,7 @@ TEST(BackendSeam, ALlamaPassReachesTheMachineOnlyThroughTheOps) {
 
   ForwardBuffers buffers;
   KvCache cache(decoder.kv_cache_shape(32, 1, KvType::f32));
-  CpuBackend cpu(model->pool(), buffers);
+  CpuBackend cpu(model->pool(), buffers.cpu);
   CountingBackend counting(cpu);
   const std::vector<float> counted = run_pass(*model, cache, rows, buffers, &counting);
   EXPECT_TRUE(bitwise_equal(counted, plain));
@@ -96,7 +96,7 @@ TEST(BackendSeam, AnOpFailingMidPassEndsItAndLeavesTheCacheAsItWas) {
   run_pass(*model, reference, first, buffers);
   const std::vector<float> expected = run_pass(*model, reference, next, buffers);
 
-  CpuBackend cpu(model->pool(), buffers);
+  CpuBackend cpu(model->pool(), buffers.cpu);
   CountingBackend census(cpu);
   KvCache scratch(decoder.kv_cache_shape(32, 1, KvType::f32));
   run_pass(*model, scratch, first, buffers);

@@ -19,12 +19,12 @@
 #include "base/log.hpp"
 #include "cortiq/cortiq.hpp"
 #include "engine_test_models.hpp"
+#include "kv/kv_cache.hpp"
 #include "model/decoder_model.hpp"
 #include "model/family.hpp"
 #include "model/forward_buffers.hpp"
 #include "model/hparams.hpp"
 #include "runtime/device_route.hpp"
-#include "runtime/kv_cache.hpp"
 #include "test_support.hpp"
 
 #if CORTIQ_HAVE_VULKAN

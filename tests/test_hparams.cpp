@@ -10,9 +10,9 @@
 #include "base/error.hpp"
 #include "formats/gguf/gguf_file.hpp"
 #include "formats/gguf/gguf_writer.hpp"
+#include "kv/kv_cache.hpp"
 #include "model/hparams.hpp"
 #include "model/rope_setup.hpp"
-#include "runtime/kv_cache.hpp"
 
 namespace cortiq {
 namespace {

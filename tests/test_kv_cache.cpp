@@ -16,11 +16,11 @@
 #include "base/error.hpp"
 #include "cortiq/cortiq.hpp"
 #include "engine_test_models.hpp"
+#include "kv/batch.hpp"
+#include "kv/kv_block_pool.hpp"
+#include "kv/kv_cache.hpp"
 #include "model/decoder_model.hpp"
 #include "model/forward_buffers.hpp"
-#include "runtime/batch.hpp"
-#include "runtime/kv_block_pool.hpp"
-#include "runtime/kv_cache.hpp"
 
 namespace cortiq {
 namespace {
@@ -445,7 +445,7 @@ std::vector<float> forward_last_logits(const Model& model, KvCache& cache, Forwa
     rows.push_back({ids[i], start + static_cast<int32_t>(i), seq, i + 1 == ids.size()});
   }
   std::vector<float> logits(static_cast<size_t>(model.n_vocab()));
-  CpuBackend cpu(model.pool(), buffers);
+  CpuBackend cpu(model.pool(), buffers.cpu);
   ForwardContext ctx{cpu, buffers, RowOutput::logits};
   model.decoder().forward(rows, cache, ctx, logits);
   return logits;

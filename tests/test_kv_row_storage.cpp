@@ -1,5 +1,5 @@
 // The KV cache as a manager over a storage it does not own
-// (runtime/kv_row_storage.hpp): every row it keeps is written, and every
+// (kv/kv_row_storage.hpp): every row it keeps is written, and every
 // shared block copied on write, through the storage at the offsets the
 // manager lays out, so a device backend can hold the rows instead of host
 // memory. A storage without host bytes makes the host attention views fail
@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "base/error.hpp"
-#include "runtime/kv_cache.hpp"
+#include "kv/kv_cache.hpp"
 
 namespace cortiq {
 namespace {

@@ -20,9 +20,9 @@
 #include "cortiq/cortiq.hpp"
 #include "counting_backend.hpp"
 #include "engine_test_models.hpp"
+#include "kv/kv_cache.hpp"
 #include "model/decoder_model.hpp"
 #include "model/family.hpp"
-#include "runtime/kv_cache.hpp"
 
 namespace cortiq {
 namespace {
@@ -67,7 +67,7 @@ std::vector<float> run_stages(const Model& model, const std::vector<int64_t>& bo
     std::vector<float> handed_on;
     for (size_t s = 0; s < n_stages; ++s) {
       const bool last = s + 1 == n_stages;
-      CpuBackend cpu(model.pool(), buffers[s]);
+      CpuBackend cpu(model.pool(), buffers[s].cpu);
       ForwardContext ctx{cpu, buffers[s], output};
       ctx.stage = {.first = bounds[s], .last = last ? -1 : bounds[s + 1], .input = handed_on};
       std::vector<float> out(batch.size() * (last ? out_width : stage_width));
@@ -132,7 +132,7 @@ SplitRun run_split(const Model& model, int64_t k) {
   KvCache cache(decoder.kv_cache_shape(kCells, 1, KvType::f32),
                 std::span(parts).first(k > 0 ? 2 : 1));
   ForwardBuffers buffers;
-  CpuBackend cpu(model.pool(), buffers);
+  CpuBackend cpu(model.pool(), buffers.cpu);
   test::CountingBackend second(cpu);
   const auto out_width = static_cast<size_t>(hp.encoder ? hp.n_embd : hp.n_vocab);
   SplitRun run;
@@ -171,7 +171,7 @@ TEST(LayerStages, EveryFamilySplitBetweenBackendsInOnePassGivesTheBitsOfAllLayer
 std::string forward_error(const Model& model, KvCache& cache, LayerStage stage,
                           std::span<float> out) {
   ForwardBuffers buffers;
-  CpuBackend cpu(model.pool(), buffers);
+  CpuBackend cpu(model.pool(), buffers.cpu);
   ForwardContext ctx{cpu, buffers};
   ctx.stage = stage;
   const BatchRow rows[] = {{5, 0, 0, true}, {9, 1, 0, true}};
@@ -232,7 +232,7 @@ TEST(LayerStages, ABackendSplitThatCannotRunIsRefusedBeforeTheCacheMoves) {
   const auto split_error = [](const Model& model, int64_t layer, LayerStage stage = {}) {
     KvCache cache(model.decoder().kv_cache_shape(kCells, 1, KvType::f32));
     ForwardBuffers buffers;
-    CpuBackend cpu(model.pool(), buffers), second(model.pool(), buffers);
+    CpuBackend cpu(model.pool(), buffers.cpu), second(model.pool(), buffers.cpu);
     ForwardContext ctx{cpu, buffers};
     ctx.stage = stage;
     ctx.split = {.backend = &second, .layer = layer};

@@ -8,9 +8,9 @@
 #include <map>
 
 #include "base/error.hpp"
+#include "convert/llama2c/llama2c_checkpoint.hpp"
+#include "convert/llama2c/llama2c_to_gguf.hpp"
 #include "formats/gguf/gguf_file.hpp"
-#include "formats/llama2c/llama2c_checkpoint.hpp"
-#include "formats/llama2c/llama2c_to_gguf.hpp"
 #include "quant/quantize.hpp"
 #include "test_support.hpp"
 #include "tokenizer/tokenizer.hpp"

@@ -19,6 +19,7 @@
 #include "formats/gguf/gguf_file.hpp"
 #include "formats/gguf/gguf_writer.hpp"
 #include "gguf_test_files.hpp"
+#include "kv/kv_cache.hpp"
 #include "model/arch/recurrent_layers.hpp"
 #include "model/arch_spec.hpp"
 #include "model/blocks/classifier.hpp"
@@ -26,7 +27,6 @@
 #include "model/decoder_model.hpp"
 #include "model/family.hpp"
 #include "model/random_model.hpp"
-#include "runtime/kv_cache.hpp"
 #include "test_support.hpp"
 #include "tokenizer/tokenizer.hpp"
 
@@ -1734,7 +1734,7 @@ TEST(FfnBlock, FusedGateUpEqualsSeparateGateAndUp) {
   const std::vector<float> in = test::normal_values(4, 3 * 8);
   ThreadPool pool(2);
   ForwardBuffers buffers;
-  CpuBackend cpu(pool, buffers);
+  CpuBackend cpu(pool, buffers.cpu);
   ForwardContext ctx{cpu, buffers};
   std::vector<float> a(3 * 8), b(3 * 8);
   ffn(separate, FfnActivation::swiglu, hp, 0, 3, ctx, in, a);

@@ -27,11 +27,11 @@
 #include "base/fp16.hpp"
 #include "base/thread_pool.hpp"
 #include "engine_test_models.hpp"
+#include "kv/kv_cache.hpp"
 #include "model/decoder_model.hpp"
 #include "model/forward_buffers.hpp"
 #include "quant/ggml_type.hpp"
 #include "quant/quantize.hpp"
-#include "runtime/kv_cache.hpp"
 #include "test_support.hpp"
 #include "vulkan_test_device.hpp"
 
@@ -45,7 +45,7 @@ using test::normal_values;
 class BackendPair {
  public:
   explicit BackendPair(VulkanDevice& device)
-      : pool_(2), cpu_(pool_, cpu_buffers_), vulkan_(device, pool_) {}
+      : pool_(2), cpu_(pool_, cpu_buffers_.cpu), vulkan_(device, pool_) {}
 
   CpuBackend& cpu() { return cpu_; }
   VulkanBackend& vulkan() { return vulkan_; }
@@ -439,7 +439,7 @@ void check_pass_on_device(VulkanDevice& device, const char* arch, KvType kv, dou
   const DecoderModel& decoder = model->decoder();
   const auto batches = prefill_then_decode(9, 3);
   ForwardBuffers cpu_buffers;
-  CpuBackend cpu(model->pool(), cpu_buffers);
+  CpuBackend cpu(model->pool(), cpu_buffers.cpu);
   KvCache cpu_cache(decoder.kv_cache_shape(64, 1, kv));
   const auto expected = run_batches(*model, cpu, cpu_cache, batches);
 
@@ -508,7 +508,7 @@ TEST(VulkanSeam, ASplitBetweenTheCpuAndTheDeviceAtEveryLayerMatchesTheCpu) {
     const DecoderModel& decoder = model->decoder();
     const auto batches = prefill_then_decode(6, 2);
     ForwardBuffers cpu_buffers;
-    CpuBackend cpu(model->pool(), cpu_buffers);
+    CpuBackend cpu(model->pool(), cpu_buffers.cpu);
     KvCache whole_cache(decoder.kv_cache_shape(64, 1, KvType::f32));
     const auto expected = run_batches(*model, cpu, whole_cache, batches);
     const auto n_embd = static_cast<size_t>(decoder.hparams().n_embd);

@@ -26,7 +26,7 @@
 #include "kernels/cpu/attention.hpp"
 #include "kernels/cpu/rope.hpp"
 #include "kernels/cpu/weight_view.hpp"
-#include "runtime/batch.hpp"
+#include "kv/batch.hpp"
 
 namespace cortiq {
 

@@ -26,11 +26,11 @@
 #include "cli/inspect_report.hpp"
 #include "formats/gguf/gguf_file.hpp"
 #include "kernels/cpu/read_bandwidth.hpp"
+#include "kv/kv_cache.hpp"
 #include "model/decoder_model.hpp"
 #include "model/hparams.hpp"
 #include "quant/quant_recipe.hpp"
 #include "runtime/device_route.hpp"
-#include "runtime/kv_cache.hpp"
 
 namespace cortiq::cli {
 

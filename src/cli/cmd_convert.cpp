@@ -6,7 +6,7 @@
 #include "cli/args.hpp"
 #include "cli/commands.hpp"
 #include "cli/progress_bar.hpp"
-#include "formats/llama2c/llama2c_to_gguf.hpp"
+#include "convert/llama2c/llama2c_to_gguf.hpp"
 
 namespace cortiq::cli {
 

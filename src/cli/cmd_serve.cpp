@@ -16,9 +16,9 @@
 #include "cli/commands.hpp"
 #include "cli/generation_args.hpp"
 #include "cortiq/cortiq.hpp"
+#include "kv/kv_cache.hpp"
 #include "model/decoder_model.hpp"
 #include "model/hparams.hpp"
-#include "runtime/kv_cache.hpp"
 #include "server/http_server.hpp"
 
 namespace cortiq::cli {

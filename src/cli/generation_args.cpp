@@ -10,10 +10,10 @@
 #include "base/timer.hpp"
 #include "cli/progress_bar.hpp"
 #include "formats/gguf/gguf_file.hpp"
+#include "kv/kv_cache.hpp"
 #include "model/decoder_model.hpp"
 #include "model/hparams.hpp"
 #include "runtime/device_route.hpp"
-#include "runtime/kv_cache.hpp"
 
 namespace cortiq::cli {
 

@@ -10,10 +10,10 @@
 #include "base/json_writer.hpp"
 #include "base/strings.hpp"
 #include "cortiq/cortiq.hpp"
+#include "kv/kv_cache.hpp"
 #include "model/decoder_model.hpp"
 #include "model/family.hpp"
 #include "model/hparams.hpp"
-#include "runtime/kv_cache.hpp"
 
 namespace cortiq::cli {
 

@@ -6,9 +6,9 @@
 #include "base/fault_injection.hpp"
 #include "base/strings.hpp"
 #include "formats/gguf/gguf_file.hpp"
+#include "kv/kv_cache.hpp"
 #include "model/family.hpp"
 #include "model/weights.hpp"
-#include "runtime/kv_cache.hpp"
 
 namespace cortiq {
 

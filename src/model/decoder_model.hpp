@@ -7,9 +7,9 @@
 #include <string>
 
 #include "kernels/cpu/packed_weights.hpp"
+#include "kv/batch.hpp"
 #include "model/forward_buffers.hpp"
 #include "model/hparams.hpp"
-#include "runtime/batch.hpp"
 
 namespace cortiq::gguf {
 class GgufFile;

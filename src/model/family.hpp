@@ -1,8 +1,8 @@
 // An architecture family: what general.architecture names, how its
 // hyper-parameters and weights are read, and what gen-model writes for it.
 // Each family file (src/model/arch/NAME.cpp) defines its Family values;
-// families.cpp holds the one table of them, the only list of architecture
-// names in the engine.
+// families.def holds the one table of them (families.cpp the lookups), the
+// only list of architecture names in the engine.
 #pragma once
 
 #include <memory>

@@ -10,10 +10,11 @@
 #include <vector>
 
 #include "backends/backend.hpp"
-#include "base/fault_injection.hpp"
+#include "backends/cpu/cpu_backend.hpp"
+#include "backends/scratch.hpp"
 #include "kernels/cpu/matmul.hpp"
+#include "kv/batch.hpp"
 #include "model/layer_stage.hpp"
-#include "runtime/batch.hpp"
 
 namespace cortiq {
 
@@ -54,13 +55,9 @@ struct ForwardBuffers {
   // (moe.cpp), latent attention's per-head matrices (latent_attention.cpp).
   std::vector<MatmulProduct> moe_products;
   std::vector<ConstTensor> moe_inputs;
-  // The CPU backend's products and inputs as its kernels take them.
-  std::vector<kernels::MatmulOutput> cpu_products;
-  std::vector<std::span<const float>> cpu_inputs;
   // Per RoPE table (global, local): [rows][rope dims], cos/sin per row's position.
   std::array<std::vector<float>, 2> rope;
-  std::vector<std::vector<float>> scores;  // per thread: attention scores of one row
-  kernels::MatmulScratch matmul;
+  CpuScratch cpu;                  // the CPU backend's own
   std::vector<float> logits;       // a device's logits before they reach the host (CPU: unused)
   std::vector<float> all_hidden;   // a device's every-row hidden states (CPU: unused)
   std::vector<float> mtp_input;    // [rows][2 n_embd]: an MTP layer's [enorm(e) ; hnorm(h)]
@@ -69,13 +66,8 @@ struct ForwardBuffers {
   std::vector<float> stage_rows;   // [rows][stage width]: rows crossing a BackendSplit
   std::vector<int64_t> seq_next;   // [sequences]: next position, while checking a batch
 
-  // Resizes v to at least n elements (never shrinks; no allocation when big
-  // enough). Each call is an arrival at the fault site "alloc".
-  static std::span<float> take(std::vector<float>& v, size_t n) {
-    fault::hit(fault::Site::alloc);
-    if (v.size() < n) v.resize(n);
-    return {v.data(), n};
-  }
+  // grow_scratch (backends/scratch.hpp): v grown to at least n, its first n.
+  static std::span<float> take(std::vector<float>& v, size_t n) { return grow_scratch(v, n); }
 };
 
 // A pass split between two backends (-ngl): the stage's layers from

@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "kernels/cpu/rope.hpp"
+#include "kv/batch.hpp"
 #include "model/forward_buffers.hpp"
 #include "model/hparams.hpp"
-#include "runtime/batch.hpp"
 
 namespace cortiq {
 

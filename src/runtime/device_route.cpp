@@ -8,8 +8,8 @@
 #include "base/error.hpp"
 #include "base/log.hpp"
 #include "base/strings.hpp"
+#include "kv/kv_cache.hpp"
 #include "model/decoder_model.hpp"
-#include "runtime/kv_cache.hpp"
 
 #if CORTIQ_HAVE_VULKAN
 #include "backends/vulkan/vulkan_backend.hpp"
@@ -79,7 +79,7 @@ std::string probe(const DeviceRoute& route, const DecoderModel& model, ThreadPoo
     const std::array host_rows{KvRowsPart{0, HostKvRows::make}};
     const std::vector<float> expected =
         probe_logits(model, host_rows, [&](ForwardBuffers& buffers, const PassFn& fn) {
-          CpuBackend cpu(pool, buffers);
+          CpuBackend cpu(pool, buffers.cpu);
           ForwardContext ctx{cpu, buffers};
           fn(ctx);
         });
@@ -134,7 +134,7 @@ void DeviceRoute::pass(ForwardBuffers& buffers, const PassFn& fn) const {
       ForwardContext ctx{backend(), buffers};
       return fn(ctx);
     }
-    CpuBackend cpu(pool_, buffers);
+    CpuBackend cpu(pool_, buffers.cpu);
     ForwardContext ctx{cpu, buffers};
     ctx.split = {.backend = &backend(), .layer = first_device_layer_};
     fn(ctx);

@@ -21,7 +21,7 @@
 #include <string_view>
 
 #include "backends/backend.hpp"
-#include "runtime/kv_row_storage.hpp"
+#include "kv/kv_row_storage.hpp"
 
 namespace cortiq {
 

@@ -15,9 +15,9 @@
 #include "grammar/grammar_matcher.hpp"
 #include "grammar/json_schema.hpp"
 #include "grammar/token_mask.hpp"
+#include "kv/kv_cache.hpp"
 #include "model/decoder_model.hpp"
 #include "runtime/device_route.hpp"
-#include "runtime/kv_cache.hpp"
 #include "tokenizer/tokenizer.hpp"
 
 namespace cortiq {
@@ -185,7 +185,7 @@ std::unique_ptr<KvCache> Model::make_kv_cache(KvCacheShape shape) const {
 void Model::run_pass(ForwardBuffers& buffers,
                      const std::function<void(ForwardContext&)>& fn) const {
   if (device_route_ != nullptr) return device_route_->pass(buffers, fn);
-  CpuBackend cpu(*pool_, buffers);
+  CpuBackend cpu(*pool_, buffers.cpu);
   ForwardContext ctx{cpu, buffers};
   fn(ctx);
 }

@@ -11,10 +11,10 @@
 #include "base/error.hpp"
 #include "base/log.hpp"
 #include "cortiq/cortiq.hpp"
+#include "kv/batch.hpp"
+#include "kv/kv_cache.hpp"
 #include "model/decoder_model.hpp"
 #include "model/hparams.hpp"
-#include "runtime/batch.hpp"
-#include "runtime/kv_cache.hpp"
 #include "runtime/sampler.hpp"
 #include "runtime/speculation.hpp"
 
@@ -105,7 +105,7 @@ void MtpDrafter::observe(std::span<const TokenId> ids, int64_t first_pos,
     if (!before.empty()) std::ranges::copy(before, st.h_in.begin() + k * width);
   }
   st.h_out.resize(ids.size() * width);
-  CpuBackend cpu(model_->pool(), st.buffers);
+  CpuBackend cpu(model_->pool(), st.buffers.cpu);
   ForwardContext ctx{cpu, st.buffers};
   model_->decoder().forward_mtp(st.rows, st.h_in, st.cache, ctx, st.h_out, {});
   st.hidden.insert(st.hidden.end(), hidden.begin(), hidden.end());
@@ -137,7 +137,7 @@ std::vector<TokenId> MtpDrafter::run(std::span<const TokenId> context, size_t ma
   st.h_in.assign(before.begin(), before.end());
   st.h_out.resize(width);
   st.logits.resize(static_cast<size_t>(model_->n_vocab()));
-  CpuBackend cpu(model_->pool(), st.buffers);
+  CpuBackend cpu(model_->pool(), st.buffers.cpu);
   ForwardContext ctx{cpu, st.buffers};
   TokenId token = context.back();
   for (size_t i = 0; i < max_tokens; ++i) {

@@ -27,6 +27,14 @@ std::vector<TokenChoice> top_tokens(std::span<const float> logits, const kernels
   return top;
 }
 
+ChosenTokenLogProb chosen_token_log_prob(std::span<const float> logits, TokenId id, size_t top) {
+  const kernels::LogSoftmax stats = kernels::log_softmax(logits);
+  ChosenTokenLogProb out;
+  out.log_prob = stats.log_prob(logits, id);
+  if (top > 0) out.top = top_tokens(logits, stats, top);
+  return out;
+}
+
 NextTokenDistribution next_token_distribution(std::span<const float> logits, size_t k) {
   const kernels::LogSoftmax stats = kernels::log_softmax(logits);
   NextTokenDistribution out;

@@ -1,5 +1,6 @@
 // The next-token distribution after a prompt, as `cortiq explain` shows it:
-// the K most likely tokens with their logits and probabilities.
+// the K most likely tokens with their logits and probabilities; and a chosen
+// token's log-probability, as the server reports it.
 #pragma once
 
 #include <cstdint>
@@ -28,6 +29,14 @@ struct NextTokenDistribution {
 // come from `stats`, the row's log-softmax.
 std::vector<TokenChoice> top_tokens(std::span<const float> logits, const kernels::LogSoftmax& stats,
                                     size_t k);
+
+// A chosen token's log-probability at temperature 1 and the `top` most
+// likely tokens (ties to the lower id), as OpenAI's logprobs report them.
+struct ChosenTokenLogProb {
+  double log_prob = 0.0;
+  std::vector<TokenChoice> top;
+};
+ChosenTokenLogProb chosen_token_log_prob(std::span<const float> logits, TokenId id, size_t top);
 
 // The top k (at most the vocabulary) of one row of logits. The first is the
 // greedy choice (the lowest id among equal maxima, as greedy sampling).

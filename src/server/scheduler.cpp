@@ -9,13 +9,12 @@
 #include "base/log.hpp"
 #include "base/strings.hpp"
 #include "cortiq/cortiq.hpp"
-#include "kernels/cpu/log_softmax.hpp"
+#include "kv/batch.hpp"
+#include "kv/kv_cache.hpp"
 #include "model/decoder_model.hpp"
 #include "model/forward_buffers.hpp"
 #include "model/hparams.hpp"
-#include "runtime/batch.hpp"
 #include "runtime/grammar_constraint.hpp"
-#include "runtime/kv_cache.hpp"
 #include "runtime/sampler.hpp"
 #include "runtime/speculation.hpp"
 #include "runtime/text_output.hpp"
@@ -35,16 +34,14 @@ double ms_between(Clock::time_point from, Clock::time_point to) {
 }
 
 // The token's log-probability at temperature 1 and the `top` most likely
-// tokens (ties to the lower id), as OpenAI's logprobs report them.
+// tokens, as OpenAI's logprobs report them.
 TokenLogprob token_logprob(std::span<const float> logits, TokenId id, int32_t top) {
-  const auto softmax = kernels::log_softmax(logits);
+  const scoring::ChosenTokenLogProb chosen =
+      scoring::chosen_token_log_prob(logits, id, static_cast<size_t>(std::max(top, 0)));
   TokenLogprob out;
   out.id = id;
-  out.logprob = softmax.log_prob(logits, id);
-  if (top <= 0) return out;
-  for (const auto& choice : scoring::top_tokens(logits, softmax, static_cast<size_t>(top))) {
-    out.top.emplace_back(choice.id, choice.log_prob);
-  }
+  out.logprob = chosen.log_prob;
+  for (const auto& choice : chosen.top) out.top.emplace_back(choice.id, choice.log_prob);
   return out;
 }
 

@@ -5,13 +5,13 @@
 #include <cmath>
 #include <vector>
 
+#include "backends/scratch.hpp"
 #include "base/error.hpp"
 #include "base/thread_pool.hpp"
 #include "kernels/cpu/activations.hpp"
 #include "kernels/cpu/matmul.hpp"
 #include "kernels/cpu/norm.hpp"
-#include "model/forward_buffers.hpp"
-#include "runtime/kv_cache.hpp"
+#include "kv/kv_cache.hpp"
 
 namespace cortiq {
 
@@ -82,14 +82,14 @@ void attend_head_range(std::span<const float> q_row, int64_t kv_start, int64_t n
 
 std::span<const kernels::MatmulOutput> CpuBackend::kernel_products(
     std::span<const MatmulProduct> products) {
-  auto& out = buffers_.cpu_products;
+  auto& out = scratch_.products;
   out.clear();
   for (const MatmulProduct& p : products) out.push_back({p.w, p.y.host(), p.y_stride});
   return out;
 }
 
 Tensor CpuBackend::scratch(std::vector<float>& slot, size_t n) {
-  return ForwardBuffers::take(slot, n);
+  return grow_scratch(slot, n);
 }
 
 void CpuBackend::copy_from_host(std::span<const float> src, Tensor dst) {
@@ -143,20 +143,20 @@ Tensor CpuBackend::output_tensor(std::span<float> host, std::vector<float>& /*sl
 
 void CpuBackend::matmul(const kernels::WeightView& w, ConstTensor x, int64_t n_rows, Tensor y,
                         int64_t y_stride) {
-  kernels::matmul(w, x.host(), n_rows, y.host(), y_stride, pool_, buffers_.matmul);
+  kernels::matmul(w, x.host(), n_rows, y.host(), y_stride, pool_, scratch_.matmul);
 }
 
 void CpuBackend::matmul_shared_input(std::span<const MatmulProduct> products, ConstTensor x,
                                      int64_t n_rows) {
-  kernels::matmul_shared_input(kernel_products(products), x.host(), n_rows, pool_, buffers_.matmul);
+  kernels::matmul_shared_input(kernel_products(products), x.host(), n_rows, pool_, scratch_.matmul);
 }
 
 void CpuBackend::matmul_each_input(std::span<const MatmulProduct> products,
                                    std::span<const ConstTensor> inputs) {
-  auto& spans = buffers_.cpu_inputs;
+  auto& spans = scratch_.inputs;
   spans.clear();
   for (const ConstTensor& in : inputs) spans.push_back(in.host());
-  kernels::matmul_each_input(kernel_products(products), spans, pool_, buffers_.matmul);
+  kernels::matmul_each_input(kernel_products(products), spans, pool_, scratch_.matmul);
 }
 
 void CpuBackend::get_rows(const kernels::WeightView& table, std::span<const int32_t> ids,
@@ -322,7 +322,7 @@ void CpuBackend::attention(const AttentionOp& op, const KvCache& cache, ConstTen
   const std::span<float> out = out_tensor.host();
   const kernels::AttentionShape& shape = op.shape;
   const std::span<const BatchRow> rows = op.rows;
-  auto& buf = buffers_;
+  auto& buf = scratch_;
   const int n_threads = pool_.size();
   int64_t max_kv = 0;
   for (const auto& row : rows) max_kv = std::max<int64_t>(max_kv, row.pos + 1);
@@ -332,7 +332,7 @@ void CpuBackend::attention(const AttentionOp& op, const KvCache& cache, ConstTen
   const int64_t max_span = limit > 0 ? std::min(max_kv, limit + kAttentionRowTile - 1) : max_kv;
   if (buf.scores.size() < static_cast<size_t>(n_threads)) buf.scores.resize(n_threads);
   for (auto& s : buf.scores) {
-    ForwardBuffers::take(s, kernels::attention_scratch_floats(shape, kAttentionRowTile, max_span));
+    grow_scratch(s, kernels::attention_scratch_floats(shape, kAttentionRowTile, max_span));
   }
   const auto qw = static_cast<size_t>(shape.n_head * shape.head_dim_k);
   const auto ow = static_cast<size_t>(shape.n_head * shape.head_dim_v);

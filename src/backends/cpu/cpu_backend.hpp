@@ -4,20 +4,28 @@
 // same arguments in the same order, so the bits are the kernels' bits.
 //
 // It is light: a forward pass makes one over its caller's thread pool and
-// buffers (the scratch a pass reuses, so that decoding allocates nothing
-// once warm). It takes only host tensors.
+// CpuScratch (kept by the pass, so that decoding allocates nothing once
+// warm). It takes only host tensors.
 #pragma once
+
+#include <vector>
 
 #include "backends/backend.hpp"
 #include "kernels/cpu/matmul.hpp"
 
 namespace cortiq {
 
-struct ForwardBuffers;
+// The CPU backend's working memory, owned by whoever keeps a pass's buffers.
+struct CpuScratch {
+  std::vector<kernels::MatmulOutput> products;  // the products as the kernels take them
+  std::vector<std::span<const float>> inputs;   // matmul_each_input's inputs as spans
+  std::vector<std::vector<float>> scores;       // per thread: attention's scores of a tile
+  kernels::MatmulScratch matmul;
+};
 
 class CpuBackend final : public Backend {
  public:
-  CpuBackend(ThreadPool& pool, ForwardBuffers& buffers) : pool_(pool), buffers_(buffers) {}
+  CpuBackend(ThreadPool& pool, CpuScratch& scratch) : pool_(pool), scratch_(scratch) {}
 
   std::string_view name() const override { return "cpu"; }
   ThreadPool& host_pool() const override { return pool_; }
@@ -73,7 +81,7 @@ class CpuBackend final : public Backend {
   std::span<const kernels::MatmulOutput> kernel_products(std::span<const MatmulProduct> products);
 
   ThreadPool& pool_;
-  ForwardBuffers& buffers_;
+  CpuScratch& scratch_;
 };
 
 }  // namespace cortiq

@@ -15,7 +15,7 @@
 #include "base/fp16.hpp"
 #include "base/strings.hpp"
 #include "kernels/cpu/matmul.hpp"
-#include "runtime/kv_cache.hpp"
+#include "kv/kv_cache.hpp"
 
 namespace cortiq::vulkan {
 

@@ -28,7 +28,7 @@
 
 #include "backends/backend.hpp"
 #include "backends/vulkan/vulkan_ops.hpp"
-#include "runtime/kv_row_storage.hpp"
+#include "kv/kv_row_storage.hpp"
 
 namespace cortiq::vulkan {
 

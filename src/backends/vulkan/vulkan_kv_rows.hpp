@@ -1,4 +1,4 @@
-// A KV cache's rows on a Vulkan device (runtime/kv_row_storage.hpp): the
+// A KV cache's rows on a Vulkan device (kv/kv_row_storage.hpp): the
 // keys and values of every layer in two device buffers, f32 or f16, at the byte
 // offsets the cache lays out. The backend's store_kv copies rows in and its
 // attention reads them there; nothing of them is in host memory.
@@ -8,7 +8,7 @@
 #include <memory>
 
 #include "backends/vulkan/vulkan_buffer.hpp"
-#include "runtime/kv_row_storage.hpp"
+#include "kv/kv_row_storage.hpp"
 
 namespace cortiq::vulkan {
 

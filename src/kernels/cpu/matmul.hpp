@@ -7,7 +7,7 @@
 // Q8_0 blocks, K-quants see Q8_K blocks, ...). Then every output element is a
 // dot product of one weight row with one rounded activation row, computed in
 // an order that does not depend on how many rows are in the batch — the
-// batch-invariance contract (DESIGN.md): a position's logits are bitwise the
+// batch-invariance contract (docs/engine.md): a position's logits are bitwise the
 // same whether it was computed alone or with 63 others.
 //
 // Two paths, chosen by weight type alone (so by the type, never by the

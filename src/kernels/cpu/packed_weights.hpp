@@ -1,5 +1,5 @@
 // Weight matrices repacked at load into the interleaved layouts the integer
-// kernels read (DESIGN.md calls the 4-bit one "q4tp", a tiled, packed Q4).
+// kernels read (for Q4_0: a tiled, packed Q4).
 //
 // Eight consecutive weight rows form a group; a group stores, block by
 // block, each field of the block for the eight rows side by side. Scale

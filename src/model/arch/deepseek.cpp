@@ -1,8 +1,10 @@
 // DeepSeek's mixture-of-experts decoders: DeepSeekMoE (`deepseek`,
-// deepseek-moe-16b), DeepSeek V2/V3 (`deepseek2`: also Kimi K2, GLM-4.7
-// Lite, Mistral Large 3 and the other files converted as deepseek2; and
-// `mistral4`, the same under Mistral 4's name), and rednote's dots.llm1
-// (`dots1`), DeepSeek V3's experts under plain attention.
+// deepseek-moe-16b) and DeepSeek V2/V3 (`deepseek2`: also Kimi K2, GLM-4.7
+// Lite, Mistral Large 3 and the other files converted as deepseek2).
+// llama.cpp runs two more families on this graph, each in its own file
+// through deepseek.hpp: `mistral4` (mistral4.cpp: deepseek2 under Mistral 4's
+// name) and rednote's dots.llm1 (dots1.cpp: DeepSeek V3's experts under
+// plain attention).
 //
 //   x = token_embd[token]
 //   for each layer:
@@ -34,6 +36,7 @@
 #include <memory>
 
 #include "model/arch/arch.hpp"
+#include "model/arch/deepseek.hpp"
 #include "model/arch/family_support.hpp"
 #include "model/arch_spec.hpp"
 #include "model/blocks/attention.hpp"
@@ -130,20 +133,6 @@ class DeepseekModel final : public FamilyModel<DeepseekWeights> {
   }
 };
 
-// What all three read (deepseek reads nothing more): the dense lead, the
-// experts' width (required), the shared experts as one FFN of
-// expert_shared_count experts' width, the weights' scale.
-void read_deepseek(const HParamReader& keys, ModelHParams& hp) {
-  keys.require("attention.layer_norm_rms_epsilon");
-  keys.require("expert_feed_forward_length");
-  hp.n_layer_dense_lead = keys.uint_or("leading_dense_block_count", 0);
-  read_expert_hparams(keys, hp, /*width_key=*/true, /*shared_expert=*/false);
-  const int64_t n_shared = keys.required_uint("expert_shared_count");
-  if (n_shared <= 0) keys.invalid("expert_shared_count must be positive");
-  hp.n_ff_shared_expert = hp.n_ff_expert * n_shared;
-  hp.router.scale = keys.float_or("expert_weights_scale", 0.0f);
-}
-
 // The score scale of llama.cpp's deepseek2 graph: YaRN's mscale (with the
 // file's yarn_log_multiplier, which its converter wrote times 0.1) squared,
 // over sqrt of a head's query width. With a log multiplier, llama.cpp's
@@ -162,8 +151,26 @@ void set_deepseek2_scales(const HParamReader& keys, ModelHParams& hp, int64_t he
   hp.attention_scale = mscale * mscale / std::sqrt(static_cast<float>(head_qk));
 }
 
-void read_deepseek2(const HParamReader& keys, ModelHParams& hp) {
-  read_deepseek(keys, hp);
+}  // namespace
+
+namespace deepseek_graph {
+
+// What every family on the graph reads (deepseek nothing more): the dense lead, the
+// experts' width (required), the shared experts as one FFN of
+// expert_shared_count experts' width, the weights' scale.
+void read_common(const HParamReader& keys, ModelHParams& hp) {
+  keys.require("attention.layer_norm_rms_epsilon");
+  keys.require("expert_feed_forward_length");
+  hp.n_layer_dense_lead = keys.uint_or("leading_dense_block_count", 0);
+  read_expert_hparams(keys, hp, /*width_key=*/true, /*shared_expert=*/false);
+  const int64_t n_shared = keys.required_uint("expert_shared_count");
+  if (n_shared <= 0) keys.invalid("expert_shared_count must be positive");
+  hp.n_ff_shared_expert = hp.n_ff_expert * n_shared;
+  hp.router.scale = keys.float_or("expert_weights_scale", 0.0f);
+}
+
+void read_latent(const HParamReader& keys, ModelHParams& hp) {
+  read_common(keys, hp);
   hp.router.gating = read_expert_gating(keys, RouterGating::softmax);
   hp.router.normalize = keys.bool_or("expert_weights_norm", false);
   // Mistral Large 3: Llama 4's attention temperature in every layer,
@@ -209,24 +216,10 @@ void read_deepseek2(const HParamReader& keys, ModelHParams& hp) {
   set_deepseek2_scales(keys, hp, head_qk);
 }
 
-void read_dots1(const HParamReader& keys, ModelHParams& hp) {
-  read_deepseek(keys, hp);
-  hp.router.gating = read_expert_gating(keys, std::nullopt);
-  hp.router.normalize = keys.bool_or("expert_weights_norm", false);
-  // llama.cpp's dots1 graph: heads rope.dimension_count wide, keys and
-  // values, scores scaled by 1/sqrt(head size).
-  require_whole_rotation(keys, hp);
-  // llama.cpp shapes K and V as n_head heads: no grouped-query attention.
-  for (const LayerSpec& layer : hp.layers) {
-    if (layer.n_head_kv != layer.n_head) keys.invalid("dots1 needs one KV head per head");
-  }
-  hp.attention_scale = 0.0f;
-}
-
 // gen-model: four experts (two per token) n_ff wide, one shared expert, the
 // first layer dense.
-void write_deepseek_experts(const ModelGeometry& g, std::string_view arch,
-                            std::vector<gguf::KeyValue>& keys) {
+void write_experts(const ModelGeometry& g, std::string_view arch,
+                   std::vector<gguf::KeyValue>& keys) {
   const std::string prefix = std::string(arch) + ".";
   keys.push_back({prefix + "leading_dense_block_count", u32_value(1)});
   keys.push_back({prefix + "expert_feed_forward_length", u32_value(g.n_ff)});
@@ -234,11 +227,6 @@ void write_deepseek_experts(const ModelGeometry& g, std::string_view arch,
   keys.push_back(
       {prefix + "expert_used_count", u32_value(g.n_expert_used > 0 ? g.n_expert_used : 2)});
   keys.push_back({prefix + "expert_shared_count", u32_value(1)});
-}
-
-void write_deepseek(const ModelGeometry& g, std::vector<gguf::KeyValue>& keys) {
-  write_deepseek_experts(g, "deepseek", keys);
-  keys.push_back({"deepseek.expert_weights_scale", gguf::Value(1.0f)});
 }
 
 // Latent attention in the absorbed form, in small (query rank 3/4 n_embd,
@@ -252,7 +240,7 @@ void write_latent_moe(const ModelGeometry& g, std::string_view arch,
     if (kv.key == p + "attention.head_count_kv") kv.value = u32_value(1);
     if (kv.key == p + "rope.dimension_count") kv.value = u32_value(rope);
   }
-  write_deepseek_experts(g, arch, keys);
+  write_experts(g, arch, keys);
   keys.push_back({p + "attention.q_lora_rank", u32_value(g.n_embd * 3 / 4)});
   keys.push_back({p + "attention.kv_lora_rank", u32_value(kv_rank)});
   keys.push_back({p + "attention.key_length", u32_value(kv_rank + rope)});
@@ -260,6 +248,25 @@ void write_latent_moe(const ModelGeometry& g, std::string_view arch,
   keys.push_back({p + "attention.key_length_mla", u32_value(head + rope)});
   keys.push_back({p + "attention.value_length_mla", u32_value(head)});
   keys.push_back({p + "expert_weights_norm", gguf::Value(true)});
+}
+
+std::unique_ptr<DecoderModel> make(ModelHParams hparams, WeightBinder& binder) {
+  return make_model<DeepseekModel>(std::move(hparams), binder);
+}
+
+std::vector<TensorSpec> tensors(const ModelHParams& hparams) {
+  return tensors_of<DeepseekWeights>(hparams);
+}
+
+}  // namespace deepseek_graph
+
+namespace {
+
+using namespace deepseek_graph;
+
+void write_deepseek(const ModelGeometry& g, std::vector<gguf::KeyValue>& keys) {
+  write_experts(g, "deepseek", keys);
+  keys.push_back({"deepseek.expert_weights_scale", gguf::Value(1.0f)});
 }
 
 // DeepSeek V3: sigmoid routing with the correction bias, two expert groups
@@ -272,72 +279,20 @@ void write_deepseek2(const ModelGeometry& g, std::vector<gguf::KeyValue>& keys) 
   keys.push_back({"deepseek2.expert_group_used_count", u32_value(1)});
 }
 
-// Mistral Large 3 / Mistral 4, as llama.cpp's Mistral converter writes it:
-// softmax routing, YaRN over the original context (its log multiplier
-// written times 0.1) and the attention temperature stepping at that
-// context. A short original context, so the goldens cross several steps,
-// and a factor of 4 (Mistral's 32 sharpens the scores by YaRN's mscale^2 =
-// 1.8, which moves the F16 files further from llama.cpp: see cases.tsv).
-// The YaRN betas llama.cpp does not read for these files.
-void write_mistral4(const ModelGeometry& g, std::vector<gguf::KeyValue>& keys) {
-  write_latent_moe(g, "mistral4", keys);
-  const std::string p = "mistral4.";
-  const int64_t original = std::min<int64_t>(g.n_ctx, 16);
-  keys.push_back({p + "expert_gating_func", u32_value(1)});
-  keys.push_back({p + "expert_weights_scale", gguf::Value(1.5f)});
-  keys.push_back({p + "rope.scaling.type", gguf::Value(std::string("yarn"))});
-  keys.push_back({p + "rope.scaling.factor", gguf::Value(4.0f)});
-  keys.push_back({p + "rope.scaling.original_context_length", u32_value(original)});
-  keys.push_back({p + "rope.scaling.yarn_log_multiplier", gguf::Value(0.1f)});
-  keys.push_back({p + "rope.scaling.yarn_beta_fast", gguf::Value(8.0f)});
-  keys.push_back({p + "attention.temperature_scale", gguf::Value(0.1f)});
-  keys.push_back({p + "attention.temperature_length", u32_value(original)});
-}
-
-// dots.llm1's routing: sigmoid, renormalized, scaled by 2.5; one KV head
-// per head.
-void write_dots1(const ModelGeometry& g, std::vector<gguf::KeyValue>& keys) {
-  for (gguf::KeyValue& kv : keys) {
-    if (kv.key == "dots1.attention.head_count_kv") kv.value = u32_value(g.n_head);
-  }
-  write_deepseek_experts(g, "dots1", keys);
-  keys.push_back({"dots1.expert_gating_func", u32_value(2)});
-  keys.push_back({"dots1.expert_weights_norm", gguf::Value(true)});
-  keys.push_back({"dots1.expert_weights_scale", gguf::Value(2.5f)});
-}
-
-constexpr std::string_view kDeepseek2Converted[] = {"exp_probs_b.bias"};
-
 }  // namespace
 
 const Family kDeepseekFamily{.arch = "deepseek",
                              .neox_rope = false,
-                             .make = make_model<DeepseekModel>,
-                             .read_hparams = read_deepseek,
-                             .tensors = tensors_of<DeepseekWeights>,
+                             .make = deepseek_graph::make,
+                             .read_hparams = deepseek_graph::read_common,
+                             .tensors = deepseek_graph::tensors,
                              .write_hparams = write_deepseek};
 const Family kDeepseek2Family{.arch = "deepseek2",
                               .neox_rope = false,
-                              .make = make_model<DeepseekModel>,
-                              .read_hparams = read_deepseek2,
-                              .tensors = tensors_of<DeepseekWeights>,
+                              .make = deepseek_graph::make,
+                              .read_hparams = deepseek_graph::read_latent,
+                              .tensors = deepseek_graph::tensors,
                               .write_hparams = write_deepseek2,
-                              .converted_optional = kDeepseek2Converted};
-
-// llama.cpp's mistral4 is its deepseek2 under another name.
-const Family kMistral4Family{.arch = "mistral4",
-                             .neox_rope = false,
-                             .make = make_model<DeepseekModel>,
-                             .read_hparams = read_deepseek2,
-                             .tensors = tensors_of<DeepseekWeights>,
-                             .write_hparams = write_mistral4};
-
-const Family kDots1Family{.arch = "dots1",
-                          .neox_rope = true,
-                          .make = make_model<DeepseekModel>,
-                          .read_hparams = read_dots1,
-                          .tensors = tensors_of<DeepseekWeights>,
-                          .write_hparams = write_dots1,
-                          .converted_optional = kDeepseek2Converted};
+                              .converted_optional = deepseek_graph::kConverted};
 
 }  // namespace cortiq

@@ -39,6 +39,7 @@
 
 #include "base/error.hpp"
 #include "formats/gguf/gguf_file.hpp"
+#include "kv/kv_cache.hpp"
 #include "model/arch/arch.hpp"
 #include "model/arch/family_support.hpp"
 #include "model/arch_spec.hpp"
@@ -48,7 +49,6 @@
 #include "model/decoder_model.hpp"
 #include "model/rope_setup.hpp"
 #include "model/weights.hpp"
-#include "runtime/kv_cache.hpp"
 
 namespace cortiq {
 

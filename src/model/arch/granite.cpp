@@ -1,26 +1,25 @@
-// IBM's Granite 3.x models (`granite`, and `granitemoe`: Granite 3.x MoE,
-// Granite 4 MoE "shared") and MiniCPM 1 / 2 (`minicpm`, MiniCPM-MoE), which
-// llama.cpp runs on one graph: Llama's pre-norm decoder (adjacent-pair
+// IBM's Granite models on llama.cpp's granite graph: `granite` (Granite
+// 3.x), `granitemoe` (Granite 3.x MoE, Granite 4 MoE "shared") and
+// `granitehybrid` (Granite 4.0 H). Llama's pre-norm decoder (adjacent-pair
 // RoPE, SwiGLU) with four multipliers of the muP kind:
 //
 //   x = token_embd[token] * embedding_scale
 //   for each layer:
 //     x += residual_scale * attention(rms_norm(x) * attn_norm)
 //                                      scores scaled by attention.scale
-//                                      (granite; 0 or minicpm: 1/sqrt(head_dim))
+//                                      (0: 1/sqrt(head_dim))
 //     x += residual_scale * down(silu(gate(h)) * up(h)),  h = rms_norm(x) * ffn_norm
 //          or, with expert_count: moe(h) (+ shared(h) with
-//          expert_shared_feed_forward_length: granite's), softmax routing,
+//          expert_shared_feed_forward_length), softmax routing,
 //          renormalized, experts n_ff wide (their gate optional)
 //   logits = output(rms_norm(x) * output_norm) * (1 / logit_scale)
 //                                      output = token_embd if tied
 //
 // Granite reads its multipliers from the file (logit_scale required, the
-// others 0 = off) and turns RoPE off when rope.scaling.finetuned is false;
-// MiniCPM has defaults for older files (embedding 12, residual
-// 1.4 / sqrt(n_layer), logit 256 / n_embd) and always rotates. Both may carry
-// Q/K/V/output and FFN biases; the FFN's per-tensor scales are read but
-// llama.cpp's graph applies none of them.
+// others 0 = off) and turns RoPE off when rope.scaling.finetuned is false.
+// Q/K/V/output and FFN biases are optional; the FFN's per-tensor scales are
+// read but llama.cpp's graph applies none of them. llama.cpp runs MiniCPM
+// on this graph too (minicpm.cpp, through granite.hpp).
 #include <algorithm>
 #include <cmath>
 #include <memory>
@@ -31,6 +30,7 @@
 #include "kernels/cpu/norm.hpp"
 #include "model/arch/arch.hpp"
 #include "model/arch/family_support.hpp"
+#include "model/arch/granite.hpp"
 #include "model/arch_spec.hpp"
 #include "model/blocks/attention.hpp"
 #include "model/blocks/embedding.hpp"
@@ -127,11 +127,15 @@ class GraniteModel final : public FamilyModel<GraniteWeights> {
   }
 };
 
+}  // namespace
+
+namespace granite_graph {
+
 // llama.cpp asserts what its graph assumes (a fully rotated head, equal K
 // and V heads) and reads the norm epsilon as required; experts when the
 // file has them (n_ff wide, softmax routing renormalized), granite's
 // shared expert when it states its width.
-void check_common(const HParamReader& keys, ModelHParams& hp) {
+void check_common(const HParamReader& keys, ModelHParams& hp, bool shared_expert) {
   if (!keys.has("attention.layer_norm_rms_epsilon")) {
     throw Error(keys.file().path() + ": missing key " +
                 keys.key("attention.layer_norm_rms_epsilon"));
@@ -142,9 +146,7 @@ void check_common(const HParamReader& keys, ModelHParams& hp) {
   if (keys.uint_or("expert_count", 0) > 0) {
     read_expert_hparams(keys, hp, /*width_key=*/false, /*shared_expert=*/false);
     hp.router.normalize = true;
-    if (hp.arch != "minicpm") {
-      hp.n_ff_shared_expert = keys.uint_or("expert_shared_feed_forward_length", 0);
-    }
+    if (shared_expert) hp.n_ff_shared_expert = keys.uint_or("expert_shared_feed_forward_length", 0);
   }
 }
 
@@ -152,6 +154,30 @@ void set_logit_scale(const HParamReader& keys, ModelHParams& hp, float logit_sca
   if (logit_scale == 0.0f) keys.invalid(keys.key("logit_scale") + " must not be 0");
   hp.logit_scale = 1.0f / logit_scale;  // as llama.cpp: ggml_scale by 1 / f_logit_scale
 }
+
+// With --experts: a file of experts (gen-model's 4 / 2 by default for
+// granitemoe), granitemoe's with a shared expert n_ff wide.
+void write_experts(const ModelGeometry& g, std::string_view arch, bool shared,
+                   std::vector<gguf::KeyValue>& keys) {
+  const std::string p = std::string(arch) + ".";
+  keys.push_back({p + "expert_count", u32_value(g.n_expert > 0 ? g.n_expert : 4)});
+  keys.push_back({p + "expert_used_count", u32_value(g.n_expert_used > 0 ? g.n_expert_used : 2)});
+  if (shared) keys.push_back({p + "expert_shared_feed_forward_length", u32_value(g.n_ff)});
+}
+
+std::unique_ptr<DecoderModel> make(ModelHParams hparams, WeightBinder& binder) {
+  return make_model<GraniteModel>(std::move(hparams), binder);
+}
+
+std::vector<TensorSpec> tensors(const ModelHParams& hparams) {
+  return tensors_of<GraniteWeights>(hparams);
+}
+
+}  // namespace granite_graph
+
+namespace {
+
+using namespace granite_graph;
 
 // Granite's multipliers (logit_scale required by granite's loader, optional
 // for granitehybrid's, where 0 is off as for the others) and its RoPE switch:
@@ -176,7 +202,7 @@ void read_granite_multipliers(const HParamReader& keys, ModelHParams& hp,
 }
 
 void read_granite(const HParamReader& keys, ModelHParams& hp) {
-  check_common(keys, hp);
+  check_common(keys, hp, /*shared_expert=*/true);
   read_granite_multipliers(keys, hp, /*logit_scale_required=*/true);
   // Granite Vision's deepstack layers add image features to the residual:
   // refused unless the mapping names none (every entry negative).
@@ -193,7 +219,7 @@ void read_granite(const HParamReader& keys, ModelHParams& hp) {
 // Mamba-2 layers (blocks/mamba2.hpp, an inner width of 2 n_embd, which
 // llama.cpp asserts) in attention's place; every multiplier optional.
 void read_granitehybrid(const HParamReader& keys, ModelHParams& hp) {
-  check_common(keys, hp);
+  check_common(keys, hp, /*shared_expert=*/true);
   read_ssm_hparams(keys, hp);
   if (hp.ssm.d_inner != 2 * hp.n_embd) keys.invalid("ssm.inner_size must be 2 x embedding_length");
   read_granite_multipliers(keys, hp, /*logit_scale_required=*/false);
@@ -203,25 +229,6 @@ void read_granitehybrid(const HParamReader& keys, ModelHParams& hp) {
       layer.recurrent = RecurrentKind::mamba2;
     }
   }
-}
-
-void read_minicpm(const HParamReader& keys, ModelHParams& hp) {
-  check_common(keys, hp);
-  hp.embedding_scale = keys.float_or("embedding_scale", 12.0f);
-  hp.residual_scale =
-      keys.float_or("residual_scale", 1.4f / std::sqrt(static_cast<float>(hp.n_layer)));
-  set_logit_scale(keys, hp, keys.float_or("logit_scale", 256.0f / static_cast<float>(hp.n_embd)));
-  hp.attention_scale = 0.0f;  // llama.cpp's minicpm never reads attention.scale
-}
-
-// With --experts: a file of experts (gen-model's 4 / 2 by default for
-// granitemoe), granitemoe's with a shared expert n_ff wide.
-void write_experts(const ModelGeometry& g, std::string_view arch, bool shared,
-                   std::vector<gguf::KeyValue>& keys) {
-  const std::string p = std::string(arch) + ".";
-  keys.push_back({p + "expert_count", u32_value(g.n_expert > 0 ? g.n_expert : 4)});
-  keys.push_back({p + "expert_used_count", u32_value(g.n_expert_used > 0 ? g.n_expert_used : 2)});
-  if (shared) keys.push_back({p + "expert_shared_feed_forward_length", u32_value(g.n_ff)});
 }
 
 // Granite 3.x 2B's multipliers.
@@ -257,50 +264,29 @@ void write_granitehybrid(const ModelGeometry& g, std::vector<gguf::KeyValue>& ke
   write_experts(g, "granitehybrid", /*shared=*/true, keys);
 }
 
-// What MiniCPM's converter writes (scale_emb, scale_depth / sqrt(n_layer),
-// dim_model_base / n_embd), MiniCPM-2B's values.
-void write_minicpm(const ModelGeometry& g, std::vector<gguf::KeyValue>& keys) {
-  const std::string p = "minicpm.";
-  keys.push_back({p + "embedding_scale", gguf::Value(12.0f)});
-  keys.push_back({p + "residual_scale", gguf::Value(static_cast<float>(
-                                            1.4 / std::sqrt(static_cast<double>(g.n_layer))))});
-  keys.push_back({p + "logit_scale", gguf::Value(static_cast<float>(256.0 / g.n_embd))});
-  if (g.n_expert > 0) write_experts(g, "minicpm", /*shared=*/false, keys);
-}
-
-// Converted MoE checkpoints carry each expert's gate.
-constexpr std::string_view kGraniteConverted[] = {"ffn_gate_exps.weight"};
-
 }  // namespace
 
 const Family kGraniteFamily{.arch = "granite",
                             .neox_rope = false,
-                            .make = make_model<GraniteModel>,
+                            .make = granite_graph::make,
                             .read_hparams = read_granite,
-                            .tensors = tensors_of<GraniteWeights>,
+                            .tensors = granite_graph::tensors,
                             .write_hparams = write_granite,
-                            .converted_optional = kGraniteConverted};
+                            .converted_optional = granite_graph::kConverted};
 const Family kGraniteMoeFamily{.arch = "granitemoe",
                                .neox_rope = false,
-                               .make = make_model<GraniteModel>,
+                               .make = granite_graph::make,
                                .read_hparams = read_granite,
-                               .tensors = tensors_of<GraniteWeights>,
+                               .tensors = granite_graph::tensors,
                                .write_hparams = write_granitemoe,
-                               .converted_optional = kGraniteConverted};
+                               .converted_optional = granite_graph::kConverted};
 const Family kGraniteHybridFamily{.arch = "granitehybrid",
                                   .neox_rope = false,
-                                  .make = make_model<GraniteModel>,
+                                  .make = granite_graph::make,
                                   .read_hparams = read_granitehybrid,
-                                  .tensors = tensors_of<GraniteWeights>,
+                                  .tensors = granite_graph::tensors,
                                   .write_hparams = write_granitehybrid,
                                   .layers_may_lack_parts = true,
-                                  .converted_optional = kGraniteConverted};
-const Family kMinicpmFamily{.arch = "minicpm",
-                            .neox_rope = false,
-                            .make = make_model<GraniteModel>,
-                            .read_hparams = read_minicpm,
-                            .tensors = tensors_of<GraniteWeights>,
-                            .write_hparams = write_minicpm,
-                            .converted_optional = kGraniteConverted};
+                                  .converted_optional = granite_graph::kConverted};
 
 }  // namespace cortiq

@@ -11,19 +11,18 @@
 //          h = layer_norm(x) * ffn_norm + ffn_norm_b      (FFN biases optional)
 //   logits = output(layer_norm(x) * output_norm + output_norm_b)
 //
-// Inception's Jais-2 (`jais2`) is the same card with every bias required
-// (Q/K/V always separate), the output matrix optional (tied), and the whole
-// head rotated.
-//
 // llama.cpp scales the scores by 1/sqrt(head size) whatever attention.scale
-// says and applies no FFN scales; nemotron shapes the attention output
-// [n_embd, n_embd]; jais2 gives the Q/K/V biases n_embd values each.
+// says and applies no FFN scales; it shapes the attention output [n_embd,
+// n_embd]. It runs Inception's Jais-2 on the same graph (jais2.cpp, through
+// nemotron.hpp): every bias required (Q/K/V always separate), the output
+// matrix optional (tied), the whole head rotated.
 #include <memory>
 
 #include "formats/gguf/gguf_file.hpp"
 #include "kernels/cpu/activations.hpp"
 #include "model/arch/arch.hpp"
 #include "model/arch/family_support.hpp"
+#include "model/arch/nemotron.hpp"
 #include "model/arch_spec.hpp"
 #include "model/blocks/attention.hpp"
 #include "model/blocks/embedding.hpp"
@@ -97,42 +96,6 @@ class NemotronModel final : public FamilyModel<NemotronWeights> {
   }
 };
 
-void read_nemotron(const HParamReader& keys, ModelHParams& hp) {
-  // Required, as in llama.cpp.
-  if (!keys.has("attention.layer_norm_epsilon")) {
-    keys.invalid("missing key " + keys.key("attention.layer_norm_epsilon"));
-  }
-  hp.norm_eps = keys.float_or("attention.layer_norm_epsilon", 0.0f);
-  hp.uses_rms_norm = false;
-  if (!(hp.norm_eps > 0.0f)) keys.invalid("attention.layer_norm_epsilon must be positive");
-  if (hp.head_dim_k != hp.head_dim_v) keys.invalid("key and value heads must be as wide");
-  hp.attention_scale = 0.0f;
-}
-
-void read_jais2(const HParamReader& keys, ModelHParams& hp) {
-  read_nemotron(keys, hp);
-  // llama.cpp asserts a whole-head rotation, and its Q/K/V biases are n_embd wide.
-  if (hp.rope.n_dims != hp.head_dim_k) keys.invalid("jais2 rotates the whole head");
-  for (const LayerSpec& layer : hp.layers) {
-    if (layer.q_width() != hp.n_embd || layer.k_width() != hp.n_embd) {
-      keys.invalid("jais2 needs n_head * head_dim = n_head_kv * head_dim = n_embd");
-    }
-  }
-}
-
-// The layer norm epsilon; and, since llama.cpp's n_embd-wide K/V biases
-// leave no room for grouped-query attention, as many KV heads as heads
-// whatever the geometry asks.
-void write_jais2(const ModelGeometry& g, std::vector<gguf::KeyValue>& keys) {
-  keys.push_back(
-      {"jais2.attention.layer_norm_epsilon", gguf::Value(static_cast<float>(g.rms_eps))});
-  for (gguf::KeyValue& kv : keys) {
-    if (kv.key == "jais2.attention.head_count_kv") {
-      kv.value = u32_value(g.n_head);
-    }
-  }
-}
-
 // The converter's keys: the layer norm epsilon and half of each head rotated
 // (Nemotron-4-Minitron's partial_rotary_factor 0.5).
 void write_nemotron(const ModelGeometry& g, std::vector<gguf::KeyValue>& keys) {
@@ -147,19 +110,36 @@ void write_nemotron(const ModelGeometry& g, std::vector<gguf::KeyValue>& keys) {
 
 }  // namespace
 
+namespace nemotron_graph {
+
+void read_common(const HParamReader& keys, ModelHParams& hp) {
+  // Required, as in llama.cpp.
+  if (!keys.has("attention.layer_norm_epsilon")) {
+    keys.invalid("missing key " + keys.key("attention.layer_norm_epsilon"));
+  }
+  hp.norm_eps = keys.float_or("attention.layer_norm_epsilon", 0.0f);
+  hp.uses_rms_norm = false;
+  if (!(hp.norm_eps > 0.0f)) keys.invalid("attention.layer_norm_epsilon must be positive");
+  if (hp.head_dim_k != hp.head_dim_v) keys.invalid("key and value heads must be as wide");
+  hp.attention_scale = 0.0f;
+}
+
+std::unique_ptr<DecoderModel> make(ModelHParams hparams, WeightBinder& binder) {
+  return make_model<NemotronModel>(std::move(hparams), binder);
+}
+
+std::vector<TensorSpec> tensors(const ModelHParams& hparams) {
+  return tensors_of<NemotronWeights>(hparams);
+}
+
+}  // namespace nemotron_graph
+
 const Family kNemotronFamily{.arch = "nemotron",
                              .neox_rope = true,
-                             .make = make_model<NemotronModel>,
-                             .read_hparams = read_nemotron,
-                             .tensors = tensors_of<NemotronWeights>,
+                             .make = nemotron_graph::make,
+                             .read_hparams = nemotron_graph::read_common,
+                             .tensors = nemotron_graph::tensors,
                              .write_hparams = write_nemotron,
                              .fixed_head_dim = true};
-const Family kJais2Family{.arch = "jais2",
-                          .neox_rope = true,
-                          .make = make_model<NemotronModel>,
-                          .read_hparams = read_jais2,
-                          .tensors = tensors_of<NemotronWeights>,
-                          .write_hparams = write_jais2,
-                          .fixed_head_dim = true};
 
 }  // namespace cortiq

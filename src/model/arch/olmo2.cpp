@@ -1,6 +1,7 @@
-// AI2's OLMo 2 and Olmo 3 (`olmo2`) and LG's EXAONE 4.0 (`exaone4`): decoders
-// whose only norms sit after each branch ("post-norm" residuals), with RMS
-// norms on Q and K, NeoX RoPE and SwiGLU:
+// AI2's OLMo 2 and Olmo 3 (`olmo2`): a decoder whose only norms sit after
+// each branch ("post-norm" residuals), with RMS norms on Q and K, NeoX RoPE
+// and SwiGLU. llama.cpp runs LG's EXAONE 4.0 on the same graph (exaone4.cpp,
+// through olmo2.hpp), so its differences are noted here too:
 //
 //   x = token_embd[token]
 //   for each layer:
@@ -27,6 +28,7 @@
 #include "kernels/cpu/norm.hpp"
 #include "model/arch/arch.hpp"
 #include "model/arch/family_support.hpp"
+#include "model/arch/olmo2.hpp"
 #include "model/arch_spec.hpp"
 #include "model/blocks/attention.hpp"
 #include "model/blocks/embedding.hpp"
@@ -104,6 +106,10 @@ class PostNormModel final : public FamilyModel<PostNormWeights> {
   }
 };
 
+}  // namespace
+
+namespace olmo2_graph {
+
 // What both graphs assume (llama.cpp asserts it or shapes its tensors so):
 // heads of n_embd / n_head, rotated in full, and the norm epsilon given.
 // Their scores are always scaled by 1/sqrt(head_dim): attention.scale is
@@ -133,6 +139,20 @@ int64_t window_period(const HParamReader& keys) {
   return keys.uint_or("attention.sliding_window_pattern", 4);
 }
 
+std::unique_ptr<DecoderModel> make(ModelHParams hparams, WeightBinder& binder) {
+  return make_model<PostNormModel>(std::move(hparams), binder);
+}
+
+std::vector<TensorSpec> tensors(const ModelHParams& hparams) {
+  return tensors_of<PostNormWeights>(hparams);
+}
+
+}  // namespace olmo2_graph
+
+namespace {
+
+using namespace olmo2_graph;
+
 void read_olmo2(const HParamReader& keys, ModelHParams& hp) {
   read_common(keys, hp);
   // llama.cpp's olmo2 reads no rope_freqs, so llama3 scaling would change
@@ -152,21 +172,6 @@ void read_olmo2(const HParamReader& keys, ModelHParams& hp) {
   }
 }
 
-void read_exaone4(const HParamReader& keys, ModelHParams& hp) {
-  read_common(keys, hp);
-  // Only the 64-layer model (EXAONE 4.0 32B) has windows, as llama.cpp decides.
-  if (hp.n_layer == 64) {
-    hp.sliding_window = keys.uint_or("attention.sliding_window", 4096);
-    if (hp.sliding_window == 0) keys.invalid("attention.sliding_window must be positive");
-    // Local layers use the model's RoPE (the graph's freq_base, freq_scale
-    // and rope_freqs); global layers none.
-    set_sliding_window_pattern(hp, hp.sliding_window, window_period(keys), RopeSlot::global);
-    for (LayerSpec& layer : hp.layers) {
-      if (layer.window == 0) layer.rope = RopeSlot::none;
-    }
-  }
-}
-
 // Olmo 3's window keys (its converter writes the pattern as one flag per
 // layer: three local, one global), with a window shorter than the golden
 // sequences.
@@ -179,27 +184,14 @@ void write_olmo2(const ModelGeometry& g, std::vector<gguf::KeyValue>& keys) {
   keys.push_back({p + "attention.sliding_window_pattern", gguf::Value(std::move(pattern))});
 }
 
-// EXAONE 4.0's converter writes the window (the 32B's 4096; here shorter
-// than the golden sequences) whatever the layer count.
-void write_exaone4(const ModelGeometry& g, std::vector<gguf::KeyValue>& keys) {
-  keys.push_back({"exaone4.attention.sliding_window", u32_value(g.resolved_sliding_window())});
-}
-
 }  // namespace
 
 const Family kOlmo2Family{.arch = "olmo2",
                           .neox_rope = true,
-                          .make = make_model<PostNormModel>,
+                          .make = olmo2_graph::make,
                           .read_hparams = read_olmo2,
-                          .tensors = tensors_of<PostNormWeights>,
+                          .tensors = olmo2_graph::tensors,
                           .write_hparams = write_olmo2,
                           .fixed_head_dim = true};
-const Family kExaone4Family{.arch = "exaone4",
-                            .neox_rope = true,
-                            .make = make_model<PostNormModel>,
-                            .read_hparams = read_exaone4,
-                            .tensors = tensors_of<PostNormWeights>,
-                            .write_hparams = write_exaone4,
-                            .fixed_head_dim = true};
 
 }  // namespace cortiq

@@ -9,8 +9,8 @@
 #include "kernels/cpu/attention.hpp"
 #include "kernels/cpu/matmul.hpp"
 #include "kernels/cpu/norm.hpp"
+#include "kv/kv_cache.hpp"
 #include "model/tensor_table.hpp"
-#include "runtime/kv_cache.hpp"
 
 namespace cortiq {
 

@@ -15,10 +15,10 @@
 
 #include "kernels/cpu/rope.hpp"
 #include "kernels/cpu/weight_view.hpp"
+#include "kv/batch.hpp"
 #include "model/forward_buffers.hpp"
 #include "model/hparams.hpp"
 #include "model/rope_setup.hpp"
-#include "runtime/batch.hpp"
 
 namespace cortiq {
 

@@ -3,7 +3,7 @@
 #include "base/thread_pool.hpp"
 #include "kernels/cpu/activations.hpp"
 #include "kernels/cpu/causal_conv.hpp"
-#include "runtime/kv_cache.hpp"
+#include "kv/kv_cache.hpp"
 
 namespace cortiq {
 

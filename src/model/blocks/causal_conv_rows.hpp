@@ -11,7 +11,7 @@
 #include <cstdint>
 #include <span>
 
-#include "runtime/batch.hpp"
+#include "kv/batch.hpp"
 
 namespace cortiq {
 

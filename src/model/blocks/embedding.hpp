@@ -9,10 +9,10 @@
 #include <vector>
 
 #include "kernels/cpu/weight_view.hpp"
+#include "kv/batch.hpp"
 #include "model/blocks/norm.hpp"
 #include "model/forward_buffers.hpp"
 #include "model/hparams.hpp"
-#include "runtime/batch.hpp"
 
 namespace cortiq {
 

@@ -9,11 +9,11 @@
 #include "kernels/cpu/delta_rule.hpp"
 #include "kernels/cpu/matmul.hpp"
 #include "kernels/cpu/norm.hpp"
+#include "kv/kv_cache.hpp"
 #include "model/blocks/causal_conv_rows.hpp"
 #include "model/blocks/head_states.hpp"
 #include "model/blocks/mamba2.hpp"
 #include "model/tensor_table.hpp"
-#include "runtime/kv_cache.hpp"
 
 namespace cortiq {
 

@@ -9,8 +9,8 @@
 #include <span>
 
 #include "base/thread_pool.hpp"
-#include "runtime/batch.hpp"
-#include "runtime/kv_cache.hpp"
+#include "kv/batch.hpp"
+#include "kv/kv_cache.hpp"
 
 namespace cortiq {
 

@@ -1,7 +1,7 @@
 #include "model/blocks/latent_attention.hpp"
 
+#include "kv/kv_cache.hpp"
 #include "model/tensor_table.hpp"
-#include "runtime/kv_cache.hpp"
 
 namespace cortiq {
 

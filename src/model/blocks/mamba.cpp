@@ -7,9 +7,9 @@
 #include "kernels/cpu/activations.hpp"
 #include "kernels/cpu/matmul.hpp"
 #include "kernels/cpu/norm.hpp"
+#include "kv/kv_cache.hpp"
 #include "model/blocks/causal_conv_rows.hpp"
 #include "model/tensor_table.hpp"
-#include "runtime/kv_cache.hpp"
 
 namespace cortiq {
 

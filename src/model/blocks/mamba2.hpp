@@ -21,9 +21,9 @@
 #include <vector>
 
 #include "kernels/cpu/weight_view.hpp"
+#include "kv/batch.hpp"
 #include "model/forward_buffers.hpp"
 #include "model/hparams.hpp"
-#include "runtime/batch.hpp"
 
 namespace cortiq {
 

@@ -2,8 +2,8 @@
 
 #include "kernels/cpu/causal_conv.hpp"
 #include "kernels/cpu/matmul.hpp"
+#include "kv/kv_cache.hpp"
 #include "model/tensor_table.hpp"
-#include "runtime/kv_cache.hpp"
 
 namespace cortiq {
 

@@ -1,5 +1,5 @@
 // Where a KvCache keeps its rows of keys and values. The cache itself
-// (runtime/kv_cache.hpp) is the device-neutral manager: blocks, sequences,
+// (kv/kv_cache.hpp) is the device-neutral manager: blocks, sequences,
 // the prefix cache, the window rows, snapshots. It lays every layer's rows
 // out at byte offsets in two regions, keys and values, and asks its storage
 // to write, copy and expose them. HostKvRows keeps them in host memory for

@@ -1,4 +1,4 @@
-#include "runtime/kv_window_rows.hpp"
+#include "kv/kv_window_rows.hpp"
 
 #include <algorithm>
 

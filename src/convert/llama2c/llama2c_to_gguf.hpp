@@ -29,7 +29,7 @@
 #include <string>
 #include <string_view>
 
-#include "formats/llama2c/llama2c_checkpoint.hpp"
+#include "convert/llama2c/llama2c_checkpoint.hpp"
 #include "model/arch_spec.hpp"
 #include "model/builtin_vocab.hpp"
 #include "quant/quant_recipe.hpp"

@@ -1,4 +1,4 @@
-#include "formats/llama2c/llama2c_checkpoint.hpp"
+#include "convert/llama2c/llama2c_checkpoint.hpp"
 
 #include <bit>
 #include <cstring>

@@ -44,10 +44,9 @@
 
 #include "cortiq/types.hpp"
 #include "kernels/cpu/attention.hpp"
-#include "runtime/kv_block_pool.hpp"
-#include "runtime/kv_row_storage.hpp"
-#include "runtime/kv_window_rows.hpp"
-#include "tokenizer/vocab.hpp"
+#include "kv/kv_block_pool.hpp"
+#include "kv/kv_row_storage.hpp"
+#include "kv/kv_window_rows.hpp"
 
 namespace cortiq {
 

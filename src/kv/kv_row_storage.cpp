@@ -1,4 +1,4 @@
-#include "runtime/kv_row_storage.hpp"
+#include "kv/kv_row_storage.hpp"
 
 #include <cstring>
 

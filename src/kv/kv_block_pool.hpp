@@ -17,7 +17,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "tokenizer/vocab.hpp"
+#include "cortiq/types.hpp"
 
 namespace cortiq {
 

@@ -1,4 +1,4 @@
-#include "runtime/kv_block_pool.hpp"
+#include "kv/kv_block_pool.hpp"
 
 #include <algorithm>
 

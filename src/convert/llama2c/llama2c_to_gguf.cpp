@@ -1,4 +1,4 @@
-#include "formats/llama2c/llama2c_to_gguf.hpp"
+#include "convert/llama2c/llama2c_to_gguf.hpp"
 
 #include <algorithm>
 #include <charconv>

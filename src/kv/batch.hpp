@@ -7,7 +7,7 @@
 
 #include <cstdint>
 
-#include "tokenizer/vocab.hpp"
+#include "cortiq/types.hpp"
 
 namespace cortiq {
 

@@ -1,4 +1,4 @@
-#include "runtime/kv_cache.hpp"
+#include "kv/kv_cache.hpp"
 
 #include <algorithm>
 #include <array>
