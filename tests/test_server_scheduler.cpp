@@ -200,6 +200,35 @@ TEST(ServerScheduler, SeededOutputIsTheSameAloneAndNextTo31Others) {
   for (const auto& f : all.finished) EXPECT_EQ(f.end, ChoiceEnd::length);
 }
 
+// The penalty window is one rule (runtime/generation.hpp) with one option:
+// the server's penalties count the generated tokens only (OpenAI's), which
+// a Session gives with penalize_prompt false; counting the prompt too (a
+// Session's default, llama.cpp's) gives other tokens here.
+TEST(ServerScheduler, PenaltiesCountTheOutputAsASessionWithoutThePrompt) {
+  const auto model = test::load_test_model(spec());
+  Metrics metrics;
+  Scheduler scheduler(model, SchedulerOptions{}, metrics);
+  GenerationJob job = job_of(prompt_of(40, 3), 77, 24);
+  job.sampling.temperature = 0.0f;
+  job.sampling.presence_penalty = 6.0f;
+  job.sampling.frequency_penalty = 2.0f;
+  job.sampling.repeat_penalty = 1.5f;
+  job.sampling.penalty_last_n = -1;
+  GenerateOptions options;
+  options.sampling = job.sampling;
+  options.max_tokens = job.max_tokens;
+  options.ignore_eos = job.ignore_eos;
+  options.penalize_prompt = false;
+  const auto expected =
+      Session(model).generate(std::span<const TokenId>(job.prompt), options).tokens;
+  options.penalize_prompt = true;
+  const auto with_prompt =
+      Session(model).generate(std::span<const TokenId>(job.prompt), options).tokens;
+  ASSERT_NE(expected, with_prompt)
+      << "the prompt's tokens change nothing here: the test shows nothing";
+  EXPECT_EQ(run_alone(scheduler, job), expected);
+}
+
 // Gemma 2's sliding-window layers (16 positions in the test model) keep
 // only their window and a step of rows per sequence: sequences interleaved
 // in steps of 8 rows still give a Session's tokens, and a second run of the

@@ -35,9 +35,8 @@ namespace cortiq {
 // The engine's internals the API refers to only by pointer or reference.
 class DecoderModel;
 class DeviceRoute;
+class Generation;
 class KvCache;
-class LoopDetector;
-class Sampler;
 struct BatchRow;
 enum class RowOutput;
 class ThreadPool;
@@ -313,6 +312,11 @@ struct SpeculativeStats {
 
 struct GenerateOptions {
   SamplingParams sampling;
+  // The penalties' window (SamplingParams::penalty_last_n) holds the
+  // generated tokens after the prompt's (llama.cpp's llama-cli); false: the
+  // generated tokens only (OpenAI's presence and frequency penalties, what
+  // the server applies).
+  bool penalize_prompt = true;
   int64_t max_tokens = -1;        // < 0: until the context is full
   bool ignore_eos = false;        // end-of-generation tokens are never sampled
   std::vector<std::string> stop;  // text matching one is never emitted
@@ -488,33 +492,10 @@ class Session {
   // their logits, in order, to `logits`.
   void forward_rows(std::span<const TokenId> ids, size_t first_wanted, std::span<float> logits,
                     RowOutput output);
-  void decode_loop(Sampler& sampler, LoopDetector* loops, const GenerateOptions& options,
-                   const TokenCallback& on_token, GenerateResult& result);
-  // decode_loop's step after sampling `id`: the next row's logits into
-  // last_logits_, from a checked draft when id is the next one, else by a
-  // forward pass of id and what options.speculative drafts after it.
-  void advance(TokenId id, const Sampler& sampler, const GenerateOptions& options, int64_t budget,
-               GenerateResult& result);
-  // The drafts to forward after `id` (possibly none), with their
-  // distributions in pending_q_ when they were sampled.
-  std::vector<TokenId> draft_after(TokenId id, const Sampler& sampler,
-                                   const SpeculativeOptions& spec, int64_t budget);
-  // The next token from last_logits_: a sampled draft is checked by
-  // speculative sampling, anything else sampled as in plain decoding.
-  TokenId next_token(Sampler& sampler);
-  // Drafts forwarded but not yet checked (their rows are in the cache).
-  int64_t unchecked_drafts() const;
-  // The rows of the context so far: the cache's, less the unchecked
-  // drafts, plus the owed ones.
-  int64_t decoded_rows() const;
-  void clear_drafts();
-  // Ends a round of drafts: the unchecked ones leave the cache (with
-  // recurrent state, by going back to the round's checkpoint and owing the
-  // good rows to the next pass).
-  void end_round();
-  // At the end of a generation: the cache holds exactly the context (the
-  // owed rows forwarded).
-  void settle_drafts();
+  // What the generation loop (runtime/generation.hpp) asks of the session.
+  class Host;
+  // generate()'s passes through `generation` after the prompt's prefill.
+  void decode_loop(Generation& generation, GenerateResult& result);
   bool cancelled() const { return cancel_requested_.load(std::memory_order_relaxed); }
   // At the start of a public call: forgets an earlier cancel(), unless a
   // CancelScope makes this call part of a larger one.
@@ -524,19 +505,9 @@ class Session {
   std::unique_ptr<KvCache> cache_;
   std::unique_ptr<ForwardBuffers> buffers_;
   std::vector<float> last_logits_;  // n_vocab: logits after the last forwarded token
-  // Speculative decoding: the drafts forwarded after the last sampled
-  // token and not yet checked, and their rows' logits ([n][n_vocab]).
-  std::vector<TokenId> pending_drafts_;
-  size_t next_draft_ = 0;    // pending_drafts_[next_draft_] is the next to check
-  int64_t draft_depth_ = 0;  // drafts the next round asks for (adaptive)
-  std::vector<float> draft_logits_;
-  // For sampled drafts, the distribution each was drawn from (else empty).
-  std::vector<TokenDistribution> pending_q_;
-  // Models with recurrent state: the cache length at the round's
-  // checkpoint, and the context's tokens after the cache that the next
-  // pass forwards first.
-  int64_t round_start_ = 0;
-  std::vector<TokenId> owed_;
+  // decode_loop's rows of a pass and, with drafts, their logits.
+  std::vector<TokenId> step_ids_;
+  std::vector<float> step_logits_;
   std::vector<BatchRow> rows_;
   // generate()'s decode phase: its passes forward generated rows (what a
   // fault injected at "decode" rather than "prefill" fails).

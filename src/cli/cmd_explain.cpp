@@ -37,7 +37,7 @@ void print_json(const scoring::NextTokenDistribution& d, const Tokenizer& tokeni
   json.key("prompt_tokens").value(static_cast<int64_t>(prompt_tokens));
   json.key("entropy").value(d.entropy);
   json.key("top").begin_array();
-  for (const scoring::TokenChoice& c : d.top) {
+  for (const TokenChoice& c : d.top) {
     json.begin_object();
     json.key("id").value(static_cast<int64_t>(c.id));
     json.key("text").value(tokenizer.token_to_piece(c.id, true));
@@ -56,7 +56,7 @@ void print_table(const scoring::NextTokenDistribution& d, const Tokenizer& token
   std::printf("next token after %zu prompt tokens (entropy %.4f nats)\n", prompt_tokens, d.entropy);
   std::printf("%5s %8s %12s %10s  %s\n", "rank", "id", "logit", "prob", "text");
   for (size_t i = 0; i < d.top.size(); ++i) {
-    const scoring::TokenChoice& c = d.top[i];
+    const TokenChoice& c = d.top[i];
     std::printf("%5zu %8d %12.4f %10.6f  '%s'\n", i + 1, c.id, static_cast<double>(c.logit),
                 c.probability, escape_piece(tokenizer.token_to_piece(c.id, true)).c_str());
   }

@@ -1,6 +1,6 @@
 // Sampling under a grammar: one output's walk through it, and each step's
-// logits with the tokens it does not allow masked out. Session::generate
-// and the server's scheduler both sample through it.
+// logits with the tokens it does not allow masked out. The generation loop
+// (generation.hpp) samples through it.
 //
 // Cost: the matcher's states are numbered as they are met, with the state
 // each byte leads to (grammar/state_cache.hpp), so walking the vocabulary's

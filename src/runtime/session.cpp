@@ -1,9 +1,11 @@
 // Session: one conversation's KV cache and history, prefill with prefix
-// reuse, and the generation loop (sample, stream, stop, forward).
+// reuse, and the passes of its generation (runtime/generation.hpp samples,
+// verifies, streams and stops).
 #include <algorithm>
 #include <limits>
 #include <optional>
 
+#include "backends/scratch.hpp"
 #include "base/error.hpp"
 #include "base/strings.hpp"
 #include "base/timer.hpp"
@@ -12,11 +14,8 @@
 #include "kv/batch.hpp"
 #include "kv/kv_cache.hpp"
 #include "model/decoder_model.hpp"
-#include "runtime/grammar_constraint.hpp"
-#include "runtime/loop_detector.hpp"
+#include "runtime/generation.hpp"
 #include "runtime/sampler.hpp"
-#include "runtime/speculation.hpp"
-#include "runtime/text_output.hpp"
 #include "tokenizer/tokenizer.hpp"
 
 namespace cortiq {
@@ -68,8 +67,6 @@ std::span<const TokenId> Session::history() const {
 
 void Session::reset() {
   cache_->clear_all();
-  clear_drafts();
-  owed_.clear();
 }
 
 void Session::truncate(size_t n_tokens) {
@@ -336,14 +333,55 @@ GenerateResult Session::generate(std::string_view prompt, const GenerateOptions&
   return generate(std::span<const TokenId>(ids), options, on_token);
 }
 
+namespace {
+
+GenerationRules generation_rules(const GenerateOptions& options, const Vocab& vocab) {
+  GenerationRules rules;
+  rules.sampling = generation_sampling(options.sampling, vocab, options.ignore_eos);
+  rules.penalize_prompt = options.penalize_prompt;
+  rules.max_tokens = options.max_tokens;
+  rules.ignore_eos = options.ignore_eos;
+  rules.stop = options.stop;
+  if (options.loop_stop) rules.loop_stop = options.loop;
+  rules.confidence = options.confidence;
+  rules.grammar = options.grammar;
+  const SpeculativeOptions& spec = options.speculative;
+  rules.drafter = options.grammar ? nullptr : spec.drafter.get();
+  rules.draft_max = spec.draft_max;
+  rules.draft_min = spec.draft_min;
+  rules.same_draws = spec.same_draws;
+  return rules;
+}
+
+}  // namespace
+
+// What a generation asks of the session: its text to the caller's callback
+// and the result, cuts of the history, the owed rows forwarded at the end.
+class Session::Host final : public GenerationHost {
+ public:
+  Host(Session& session, const TokenCallback& on_token, GenerateResult& result)
+      : session_(session), on_token_(on_token), result_(result) {}
+
+  bool release(TokenId id, size_t /*index*/, std::string_view text) override {
+    result_.text += text;
+    return !on_token_ || on_token_(text, id);
+  }
+  void cut(int64_t rows) override { session_.cut_history(rows); }
+  void settle(std::span<const TokenId> owed) override {
+    // Not forwarded through prefill(): it stops when cancelled, and the
+    // history must hold these rows whatever ended the generation.
+    if (!owed.empty()) session_.forward_rows(owed, owed.size(), {}, RowOutput::logits);
+  }
+  bool cancelled() const override { return session_.cancelled(); }
+
+ private:
+  Session& session_;
+  const TokenCallback& on_token_;
+  GenerateResult& result_;
+};
+
 GenerateResult Session::generate(std::span<const TokenId> prompt, const GenerateOptions& options,
                                  const TokenCallback& on_token) {
-  if (options.grammar && options.speculative.drafter) {
-    // Drafts are not checked against a grammar: with one, decoding is plain.
-    GenerateOptions plain = options;
-    plain.speculative = {};
-    return generate(prompt, plain, on_token);
-  }
   // Everything that can be refused is checked before any state moves.
   check_prompt(prompt);
   const auto& vocab = model_->tokenizer().vocab();
@@ -353,17 +391,15 @@ GenerateResult Session::generate(std::span<const TokenId> prompt, const Generate
   if (options.grammar && vocab.kind == TokenizerKind::none) {
     throw Error("a grammar needs a tokenizer; this model has none (no_vocab)");
   }
-  Sampler sampler(generation_sampling(options.sampling, vocab, options.ignore_eos),
-                  model_->n_vocab());
-  std::optional<LoopDetector> loops;
-  if (options.loop_stop) loops.emplace(options.loop);
+  GenerateResult result;
+  Host host(*this, on_token, result);
+  Generation generation(*model_, *cache_, 0, generation_rules(options, vocab), prompt, host);
   begin_call();
 
-  GenerateResult result;
   result.prompt_tokens = static_cast<int64_t>(prompt.size());
   // A drafter that reads hidden states (MTP) sees the rows this call forwards.
-  const auto& drafter = options.speculative.drafter;
-  observer_ = drafter && drafter->observes_hidden() ? drafter.get() : nullptr;
+  Drafter* drafter = options.grammar ? nullptr : options.speculative.drafter.get();
+  observer_ = drafter && drafter->observes_hidden() ? drafter : nullptr;
   struct ObserverScope {
     Drafter*& observer;
     ~ObserverScope() { observer = nullptr; }
@@ -383,263 +419,50 @@ GenerateResult Session::generate(std::span<const TokenId> prompt, const Generate
       result.finish_reason = FinishReason::cancelled;
       return result;
     }
-    for (const TokenId id : prompt) sampler.accept(id);
-    decode_loop(sampler, loops ? &*loops : nullptr, options, on_token, result);
+    decode_loop(generation, result);
   } catch (...) {
     // A failure after work started is terminal: no stale state survives.
     on_prefill_ = nullptr;
     reset();
     throw;
   }
+  result.tokens.assign(generation.tokens().begin(), generation.tokens().end());
+  if (options.confidence) {
+    result.confidence.assign(generation.confidence().begin(), generation.confidence().end());
+  }
+  result.finish_reason = generation.finish_reason();
+  result.speculative = generation.speculation();
+  result.timings.decode_tokens = generation.continued();
   result.generated_tokens = static_cast<int64_t>(result.tokens.size());
   return result;
 }
 
-int64_t Session::unchecked_drafts() const {
-  return static_cast<int64_t>(pending_drafts_.size() - next_draft_);
-}
-
-int64_t Session::decoded_rows() const {
-  return cache_rows() - unchecked_drafts() + static_cast<int64_t>(owed_.size());
-}
-
-void Session::clear_drafts() {
-  pending_drafts_.clear();
-  pending_q_.clear();
-  next_draft_ = 0;
-}
-
-void Session::end_round() {
-  if (pending_drafts_.empty()) return;
-  const int64_t unchecked = unchecked_drafts();
-  if (unchecked == 0) {
-    // Every draft kept: the round's rows are all the context's.
-    owed_.clear();
-    cache_->drop_checkpoint(0);
-  } else if (cache_->has_state()) {
-    // The state went through the rejected drafts too: back to the
-    // checkpoint before the round, and the round's good rows are owed to
-    // the next pass (which forwards them anyway, so the rollback costs
-    // rows in a pass rather than a pass).
-    const auto good = history().subspan(static_cast<size_t>(round_start_));
-    owed_.assign(good.begin(), good.end() - unchecked);
-    cache_->truncate(0, round_start_);
-  } else {
-    cut_history(cache_rows() - unchecked);
-  }
-  clear_drafts();
-}
-
-void Session::settle_drafts() {
-  end_round();
-  if (!owed_.empty()) {
-    // Not forwarded through prefill(): it stops when cancelled, and the
-    // history must hold these rows whatever ended the generation.
-    const std::vector<TokenId> owed = std::exchange(owed_, {});
-    forward_rows(owed, owed.size(), {}, RowOutput::logits);
-  }
-  cache_->drop_checkpoint(0);
-}
-
-TokenId Session::next_token(Sampler& sampler) {
-  if (next_draft_ < pending_q_.size()) {
-    return sampler.sample_speculative(last_logits_, pending_drafts_[next_draft_],
-                                      pending_q_[next_draft_]);
-  }
-  return sampler.sample(last_logits_);
-}
-
-std::vector<TokenId> Session::draft_after(TokenId id, const Sampler& sampler,
-                                          const SpeculativeOptions& spec, int64_t budget) {
-  if (!spec.drafter) return {};
-  const auto owed = static_cast<int64_t>(owed_.size());
-  // A model with state forwards the owed rows with the drafts: past
-  // draft_max of them, a pass without drafts settles them.
-  if (owed >= spec.draft_max) return {};
-  DraftRequest request;
-  request.room = std::min({std::max(draft_depth_, spec.draft_min),
-                           model_->context_length() - cache_rows() - owed - 1, budget - 1});
-  request.draft_min = spec.draft_min;
-  request.same_draws = spec.same_draws;
-  request.n_vocab = model_->n_vocab();
-  if (request.room <= 0) return {};
-  std::vector<TokenId> context(history().begin(), history().end());
-  context.insert(context.end(), owed_.begin(), owed_.end());
-  context.push_back(id);
-  return propose_drafts(*spec.drafter, context, request, sampler.params(), pending_q_);
-}
-
-void Session::advance(TokenId id, const Sampler& sampler, const GenerateOptions& options,
-                      int64_t budget, GenerateResult& result) {
-  const auto n_vocab = static_cast<size_t>(model_->n_vocab());
-  ++result.timings.decode_tokens;
-  if (next_draft_ < pending_drafts_.size() && pending_drafts_[next_draft_] == id) {
-    // The sampler picked the draft: its row, forwarded with the pass that
-    // drafted it, gives the next logits.
-    ++next_draft_;
-    const auto row = std::span<const float>(draft_logits_).subspan(next_draft_ * n_vocab, n_vocab);
-    std::copy(row.begin(), row.end(), last_logits_.begin());
-    ++result.speculative.accepted;
-    return;
-  }
-  const SpeculativeOptions& spec = options.speculative;
-  if (!pending_drafts_.empty()) {
-    // A round ends: the next one's depth follows what this one kept.
-    draft_depth_ = next_draft_depth(static_cast<int64_t>(next_draft_),
-                                    static_cast<int64_t>(pending_drafts_.size()), draft_depth_,
-                                    spec.draft_max);
-  }
-  end_round();  // the drafts from the first wrong one on leave the context
-  const std::vector<TokenId> draft = draft_after(id, sampler, spec, budget);
-  std::vector<TokenId> step = std::exchange(owed_, {});
-  const size_t first_wanted = step.size();  // the row of id
-  step.push_back(id);
-  if (draft.empty()) {
-    forward_rows(step, first_wanted, last_logits_, RowOutput::logits);
-    return;
-  }
-  if (cache_->has_state()) {
-    // Where a rejection takes the state back to.
-    round_start_ = cache_rows();
-    cache_->checkpoint_state(0);
-  }
-  step.insert(step.end(), draft.begin(), draft.end());
-  draft_logits_.resize((step.size() - first_wanted) * n_vocab);
-  forward_rows(step, first_wanted, draft_logits_, RowOutput::logits);
-  std::copy_n(draft_logits_.begin(), n_vocab, last_logits_.begin());
-  pending_drafts_ = draft;
-  ++result.speculative.passes;
-  result.speculative.drafted += static_cast<int64_t>(pending_drafts_.size());
-}
-
-// The decode loop. Text reaches the user through `output`, fed with the
-// tokens the loop detector has released (all of them at once without loop
-// stop). With loop stop, a second pipeline (`lookahead`) sees every token as
-// it is sampled, so a stop string is found even while the loop detector
-// holds its tokens back.
-void Session::decode_loop(Sampler& sampler, LoopDetector* loops, const GenerateOptions& options,
-                          const TokenCallback& on_token, GenerateResult& result) {
+// The generation's passes, one at a time: the first token from the prompt's
+// last row, then each pass of the rows it names (the last token, the drafts
+// after it) until it finishes. last_logits_ follows the row each token was
+// sampled from, as in plain decoding.
+void Session::decode_loop(Generation& generation, GenerateResult& result) {
   decoding_ = true;
   struct DecodingScope {
     bool& decoding;
     ~DecodingScope() { decoding = false; }
   } decoding_scope{decoding_};
-  const auto& tokenizer = model_->tokenizer();
-  const auto& vocab = tokenizer.vocab();
-  TextOutput output(tokenizer, options.stop);
-  std::optional<TextOutput> lookahead;
-  if (loops) lookahead.emplace(tokenizer, options.stop);
-  size_t released = 0;  // generated tokens handed to `output`
-  bool keep_going = true;
-  const auto release_up_to = [&](size_t end) {
-    for (; released < end && keep_going; ++released) {
-      const TokenId id = result.tokens[released];
-      std::string piece = output.push(id);
-      result.text += piece;
-      if (on_token && !on_token(piece, id)) keep_going = false;
-    }
-  };
-  const auto reached_max = [&] {
-    return options.max_tokens >= 0 &&
-           static_cast<int64_t>(result.tokens.size()) >= options.max_tokens;
-  };
-
+  const auto n_vocab = static_cast<size_t>(model_->n_vocab());
   Timer timer;
-  draft_depth_ = options.speculative.draft_max;
-  const int64_t context = model_->context_length();
-  bool ends_with_eog = false;
-  size_t loop_keep = 0;
-  std::optional<GrammarConstraint> constraint;
-  if (options.grammar) constraint.emplace(*model_, options.grammar, sampler.params());
-  for (;;) {
-    if (reached_max()) {
-      result.finish_reason = FinishReason::max_tokens;
-      break;
-    }
-    TokenId id = kNoToken;
-    if (constraint) {
-      const std::span<const float> allowed = constraint->mask(last_logits_);
-      if (allowed.empty()) {
-        result.finish_reason = FinishReason::stop;  // the grammar is complete
-        break;
-      }
-      id = sampler.sample(allowed);
-      constraint->accept(id);
-    } else {
-      id = next_token(sampler);
-    }
-    if (options.confidence) {
-      result.confidence.push_back(static_cast<float>(
-          token_probability(last_logits_, id, model_->calibration_temperature())));
-    }
-    sampler.accept(id);
-    result.tokens.push_back(id);
-    if (!options.ignore_eos && vocab.is_end_of_generation(id)) {
-      ends_with_eog = true;
-      result.finish_reason = FinishReason::stop;
-      break;
-    }
-    if (lookahead) {
-      lookahead->push(id);
-      if (lookahead->stopped()) {
-        result.finish_reason = FinishReason::stop;
-        break;
-      }
-      const auto step = loops->push(id);
-      if (step.loop) {
-        loop_keep = step.keep;
-        result.finish_reason = FinishReason::loop;
-        break;
-      }
-      release_up_to(released + step.release);
-    } else {
-      release_up_to(result.tokens.size());
-      if (output.stopped()) {
-        result.finish_reason = FinishReason::stop;
-        break;
-      }
-    }
-    if (!keep_going || cancelled()) {
-      result.finish_reason = FinishReason::cancelled;
-      break;
-    }
-    if (reached_max()) {
-      result.finish_reason = FinishReason::max_tokens;
-      break;
-    }
-    // The rows of the tokens before id, as in plain decoding (drafts
-    // forwarded after it are not yet part of the history).
-    if (decoded_rows() >= context) {
-      result.finish_reason = FinishReason::length;
-      break;
-    }
-    const int64_t budget = options.max_tokens >= 0
-                               ? options.max_tokens - static_cast<int64_t>(result.tokens.size())
-                               : std::numeric_limits<int64_t>::max();
-    advance(id, sampler, options, budget, result);
-  }
-  // Every finish keeps the prompt and the tokens before the last: drafts
-  // forwarded after it go (the last token's own row with them).
-  settle_drafts();
-  if (!keep_going) result.finish_reason = FinishReason::cancelled;
-
-  if (result.finish_reason == FinishReason::loop) {
-    // One copy of the repeated block stays; the cache keeps exactly the
-    // prompt and the kept tokens but the last (the contract of every finish).
-    result.tokens.resize(loop_keep);
-    if (options.confidence) result.confidence.resize(loop_keep);
-    const auto kept_rows =
-        static_cast<int64_t>(result.prompt_tokens) + static_cast<int64_t>(loop_keep) - 1;
-    cut_history(kept_rows);
-  }
-  // Release what the loop detector still holds (all of it unless the user
-  // stopped), then whatever the decoder and the stop matcher hold back.
-  release_up_to(result.tokens.size() - (ends_with_eog ? 1 : 0));
-  if (keep_going) {
-    const std::string tail = output.flush();
-    if (!tail.empty()) {
-      result.text += tail;
-      if (on_token) on_token(tail, kNoToken);
+  generation.take(last_logits_, 1);
+  while (!generation.finished()) {
+    const GenerationRows rows = generation.next_rows();
+    step_ids_.assign(rows.owed.begin(), rows.owed.end());
+    step_ids_.push_back(rows.next);
+    step_ids_.insert(step_ids_.end(), rows.drafts.begin(), rows.drafts.end());
+    const std::span<float> logits = rows.drafts.empty()
+                                        ? std::span<float>(last_logits_)
+                                        : grow_scratch(step_logits_, rows.wanted() * n_vocab);
+    forward_rows(step_ids_, rows.owed.size(), logits, RowOutput::logits);
+    generation.take(logits, rows.wanted());
+    if (logits.data() != last_logits_.data()) {
+      const auto row = logits.subspan(generation.last_row() * n_vocab, n_vocab);
+      std::ranges::copy(row, last_logits_.begin());
     }
   }
   result.timings.decode_seconds = timer.seconds();

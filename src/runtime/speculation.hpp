@@ -1,5 +1,5 @@
-// What Session::generate and the server's scheduler share of speculative
-// decoding: asking a drafter for a round's drafts, and the adaptive depth.
+// What the generation loop (generation.hpp) asks of speculative decoding:
+// a drafter's drafts for a round, and the adaptive depth.
 #pragma once
 
 #include <cstdint>

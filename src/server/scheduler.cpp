@@ -14,12 +14,9 @@
 #include "model/decoder_model.hpp"
 #include "model/forward_buffers.hpp"
 #include "model/hparams.hpp"
-#include "runtime/grammar_constraint.hpp"
+#include "runtime/generation.hpp"
 #include "runtime/sampler.hpp"
-#include "runtime/speculation.hpp"
-#include "runtime/text_output.hpp"
 #include "scoring/embedding.hpp"
-#include "scoring/next_token.hpp"
 #include "server/api_error.hpp"
 #include "tokenizer/tokenizer.hpp"
 
@@ -33,16 +30,28 @@ double ms_between(Clock::time_point from, Clock::time_point to) {
   return std::chrono::duration<double, std::milli>(to - from).count();
 }
 
-// The token's log-probability at temperature 1 and the `top` most likely
-// tokens, as OpenAI's logprobs report them.
-TokenLogprob token_logprob(std::span<const float> logits, TokenId id, int32_t top) {
-  const scoring::ChosenTokenLogProb chosen =
-      scoring::chosen_token_log_prob(logits, id, static_cast<size_t>(std::max(top, 0)));
+// A token's log-probability and its alternatives as the stream carries them.
+TokenLogprob stream_logprob(const ChosenTokenLogProb& chosen) {
   TokenLogprob out;
-  out.id = id;
+  out.id = chosen.id;
   out.logprob = chosen.log_prob;
   for (const auto& choice : chosen.top) out.top.emplace_back(choice.id, choice.log_prob);
   return out;
+}
+
+// How a finished generation ends its choice.
+ChoiceEnd choice_end(FinishReason reason) {
+  switch (reason) {
+    case FinishReason::max_tokens:
+    case FinishReason::length:
+      return ChoiceEnd::length;
+    case FinishReason::cancelled:
+      return ChoiceEnd::cancelled;
+    case FinishReason::stop:
+    case FinishReason::loop:
+      break;
+  }
+  return ChoiceEnd::stop;
 }
 
 StreamEvent failure(int32_t choice, const std::string& message) {
@@ -97,52 +106,76 @@ struct Scheduler::EmbeddingRun {
   }
 };
 
-struct Scheduler::Sequence {
-  Sequence(const Model& model, GenerationJob j, std::shared_ptr<RequestStream> s, int32_t slot_,
+// A running choice: its generation (runtime/generation.hpp: sampling,
+// drafts, stop and finish) and what the scheduler keeps beside it. It hosts
+// the generation: released text goes to the stream as token events.
+struct Scheduler::Sequence final : GenerationHost {
+  Sequence(const Model& model, KvCache& cache_, GenerationJob j, std::shared_ptr<RequestStream> s,
+           int32_t slot_, Drafter* drafter_, const SchedulerOptions& options,
            Clock::time_point arrived_)
       : job(std::move(j)),
         stream(std::move(s)),
+        cache(cache_),
         slot(slot_),
-        sampler(generation_sampling(job.sampling, model.tokenizer().vocab(), job.ignore_eos),
-                model.n_vocab()),
-        output(model.tokenizer(), job.stop),
+        drafter(job.grammar ? nullptr : drafter_),
         arrived(arrived_),
         admitted(Clock::now()) {
-    if (job.grammar) constraint.emplace(model, job.grammar, sampler.params());
+    GenerationRules rules;
+    rules.sampling = generation_sampling(job.sampling, model.tokenizer().vocab(), job.ignore_eos);
+    rules.penalize_prompt = false;  // OpenAI's penalties count the generated tokens only
+    rules.max_tokens = job.max_tokens;
+    rules.ignore_eos = job.ignore_eos;
+    rules.stop = job.stop;
+    rules.top_logprobs = job.top_logprobs;
+    rules.grammar = job.grammar;
+    rules.drafter = drafter;
+    rules.draft_max = options.draft_max;
+    rules.draft_min = options.draft_min;
+    rules.same_draws = options.same_draws;
+    // Within what one step may append to a sequence.
+    rules.pass_rows = options.step_rows;
+    generation.emplace(model, cache, slot, std::move(rules), job.prompt, *this);
   }
 
   int64_t final_length() const { return static_cast<int64_t>(job.prompt.size()) + job.max_tokens; }
 
+  bool release(TokenId id, size_t index, std::string_view text) override {
+    if (index == npos) {
+      tail += text;
+      return true;
+    }
+    StreamEvent event;
+    event.choice = job.choice;
+    event.token = id;
+    if (job.top_logprobs >= 0) {
+      event.logprob = stream_logprob(generation->log_probs()[index]);
+      event.has_logprob = true;
+    }
+    event.text = std::string(text);
+    stream->push(std::move(event));
+    return true;
+  }
+  // A round's rejected drafts leave the cache (admission reserved the rows:
+  // a cut never needs them forwarded again).
+  void cut(int64_t rows) override { cache.truncate(slot, rows); }
+  // At the finish the slot is released: nothing owed is worth forwarding.
+  void settle(std::span<const TokenId> /*owed*/) override {}
+
   GenerationJob job;
   std::shared_ptr<RequestStream> stream;
+  KvCache& cache;
   int32_t slot;
-  Sampler sampler;
-  // Constrained decoding: the output's walk through the job's grammar.
-  std::optional<GrammarConstraint> constraint;
-  TextOutput output;
+  // The slot's drafter when it drafts for this choice (it also observes
+  // the rows of an MTP drafter); null: none.
+  Drafter* drafter;
+  std::optional<Generation> generation;
+  std::string tail;        // the text held back to the end
   size_t prompt_done = 0;  // prompt tokens in the cache (attached or forwarded)
   int64_t cached = 0;      // of those, attached from the prefix cache
   // Recurrent state: the prompt lengths still ahead where it is kept for
   // prefix reuse, ascending.
   std::vector<int64_t> snapshot_points;
-  int64_t generated = 0;
-  TokenId next = 0;  // the token the next decode row feeds
-  // Speculative decoding: the slot's drafter (null: none), the drafts the
-  // next step forwards after `next`, and for sampled drafts the
-  // distribution of each.
-  Drafter* drafter = nullptr;
-  std::vector<TokenId> drafts;
-  std::vector<TokenDistribution> draft_q;
-  // Models with recurrent state: the cache length at the round's
-  // checkpoint, and the tokens after the cache that the next step forwards
-  // first (a rejection went back to the checkpoint).
-  int64_t round_start = 0;
-  std::vector<TokenId> owed;
   bool speculating = false;  // this step carries drafts or owed rows
-  int64_t rounds = 0;        // steps that carried drafts
-  int64_t draft_depth = 0;
-  int64_t drafted = 0;   // drafts forwarded
-  int64_t accepted = 0;  // of them, kept
   bool decoding = false;
   bool finished = false;
   Clock::time_point arrived;
@@ -385,17 +418,17 @@ bool Scheduler::admit(Pending& pending) {
   if (need > cache.n_available_blocks() - outstanding_blocks()) return false;
   const int64_t attached = cache.attach_prefix(slot, attachable);
   engine_->slot_used[static_cast<size_t>(slot)] = true;
-  auto seq =
-      std::make_unique<Sequence>(*model_, std::move(job), pending.stream, slot, pending.arrived);
+  // Drafts are not checked against a grammar: with one, decoding is plain.
+  Drafter* drafter = nullptr;
+  if (options_.drafter && !job.grammar) {
+    auto& own = engine_->drafters[static_cast<size_t>(slot)];
+    if (!own) own = options_.drafter->for_another_sequence();
+    drafter = own.get();
+  }
+  auto seq = std::make_unique<Sequence>(*model_, cache, std::move(job), pending.stream, slot,
+                                        drafter, options_, pending.arrived);
   seq->prompt_done = static_cast<size_t>(attached);
   seq->cached = attached;
-  // Drafts are not checked against a grammar: with one, decoding is plain.
-  if (options_.drafter && !seq->constraint) {
-    auto& drafter = engine_->drafters[static_cast<size_t>(slot)];
-    if (!drafter) drafter = options_.drafter->for_another_sequence();
-    seq->drafter = drafter.get();
-    seq->draft_depth = options_.draft_max;
-  }
   if (cache.has_state() && cache.shape().n_prefix_states > 0) {
     // Where this prompt leaves the prefixes registered so far, and its
     // last boundary before the final token.
@@ -512,20 +545,18 @@ void Scheduler::step() {
   int64_t prefill_rows = 0;
   for (auto& seq : active_) {
     if (!seq->decoding) continue;
+    seq->speculating = seq->generation->speculating();
+    const GenerationRows next = seq->generation->next_rows();
+    if (!next.drafts.empty()) {
+      metrics_.add_drafts(static_cast<int64_t>(next.drafts.size()), 0);
+      metrics_.add_draft_round();
+    }
     auto at = static_cast<int32_t>(e.cache.length(seq->slot));
-    seq->speculating = !seq->drafts.empty() || !seq->owed.empty();
-    if (!seq->drafts.empty() && e.cache.has_state()) {
-      // Where a rejection takes the state back to.
-      seq->round_start = at;
-      e.cache.checkpoint_state(seq->slot);
-    }
-    for (const TokenId id : std::exchange(seq->owed, {})) {
-      e.rows.push_back({id, at++, seq->slot, false});
-    }
-    e.rows.push_back({seq->next, at, seq->slot, true});
+    for (const TokenId id : next.owed) e.rows.push_back({id, at++, seq->slot, false});
+    e.rows.push_back({next.next, at, seq->slot, true});
     e.owners.push_back(seq.get());
-    for (size_t j = 0; j < seq->drafts.size(); ++j) {
-      e.rows.push_back({seq->drafts[j], at + 1 + static_cast<int32_t>(j), seq->slot, true});
+    for (size_t j = 0; j < next.drafts.size(); ++j) {
+      e.rows.push_back({next.drafts[j], at + 1 + static_cast<int32_t>(j), seq->slot, true});
       e.owners.push_back(seq.get());
     }
   }
@@ -602,8 +633,7 @@ void Scheduler::show_rows_to_drafters() {
         // The output never rests on a drafter: this sequence goes on without.
         LOG_WARN("drafting stops for a sequence: %s", error.what());
         seq->drafter = nullptr;
-        seq->drafts.clear();
-        seq->draft_q.clear();
+        seq->generation->stop_drafting();
       }
     }
     begin = end;
@@ -642,125 +672,19 @@ void Scheduler::handle_rows(Sequence& seq, std::span<const float> logits, size_t
     seq.decoding = true;
     seq.first_token = Clock::now();
   }
-  const auto n_vocab = static_cast<size_t>(model_->n_vocab());
-  // Row j holds the logits after drafts[j - 1] (row 0: after `next`); each
-  // sampled token that is the next draft makes the following row valid.
-  size_t used = 0;
-  for (; used < n_rows;) {
-    const auto row = logits.subspan(used * n_vocab, n_vocab);
-    const bool sampled_draft = used < seq.draft_q.size();
-    TokenId id = 0;
-    try {
-      if (seq.constraint) {
-        const std::span<const float> allowed = seq.constraint->mask(row);
-        if (allowed.empty()) {  // the grammar is complete
-          finish(seq, ChoiceEnd::stop);
-          return;
-        }
-        id = seq.sampler.sample(allowed);
-        seq.constraint->accept(id);
-      } else {
-        id = sampled_draft
-                 ? seq.sampler.sample_speculative(row, seq.drafts[used], seq.draft_q[used])
-                 : seq.sampler.sample(row);
-      }
-    } catch (
-        const std::exception& error) {  // e.g. logit_bias banned every token, a grammar's dead end
-      fail(seq, error.what());
-      return;
-    }
-    const bool kept = used < seq.drafts.size() && seq.drafts[used] == id;
-    ++used;
-    if (!emit(seq, row, id)) return;
-    if (!kept) break;
-    ++seq.accepted;
-    metrics_.add_drafts(0, 1);
-  }
-  if (seq.drafts.empty()) {
-    plan_drafts(seq);
-    return;
-  }
-  ++seq.rounds;
-  metrics_.add_draft_round();
-  // The rows after the last used one held rejected drafts.
-  auto& cache = engine_->cache;
-  const auto rejected = static_cast<int64_t>(n_rows - used);
-  if (rejected == 0) {
-    cache.drop_checkpoint(seq.slot);
-  } else if (cache.has_state()) {
-    // The state went through them too: back to the checkpoint, the round's
-    // good rows owed to the next step (rows in a pass, not a pass).
-    const auto tokens = cache.tokens(seq.slot);
-    seq.owed.assign(tokens.begin() + seq.round_start, tokens.end() - rejected);
-    cache.truncate(seq.slot, seq.round_start);
-  } else {
-    cache.truncate(seq.slot, cache.length(seq.slot) - rejected);
-  }
-  seq.draft_depth =
-      next_draft_depth(static_cast<int64_t>(used) - 1, static_cast<int64_t>(seq.drafts.size()),
-                       seq.draft_depth, options_.draft_max);
-  plan_drafts(seq);
-}
-
-void Scheduler::plan_drafts(Sequence& seq) {
-  seq.drafts.clear();
-  seq.draft_q.clear();
-  if (!seq.drafter) return;
-  auto& cache = engine_->cache;
-  const auto owed = static_cast<int64_t>(seq.owed.size());
-  // Past draft_max owed rows, a step without drafts settles them.
-  if (owed >= options_.draft_max) return;
-  DraftRequest request;
-  // Within the blocks admission reserved (prompt + max_tokens) and within
-  // what one step may append to a sequence.
-  request.room = std::min({std::max(seq.draft_depth, options_.draft_min),
-                           seq.job.max_tokens - seq.generated - 1, options_.step_rows - 1 - owed});
-  request.draft_min = options_.draft_min;
-  request.same_draws = options_.same_draws;
-  request.n_vocab = model_->n_vocab();
-  if (request.room <= 0) return;
-  const auto history = cache.tokens(seq.slot);
-  std::vector<TokenId> context(history.begin(), history.end());
-  context.insert(context.end(), seq.owed.begin(), seq.owed.end());
-  context.push_back(seq.next);
+  Generation& generation = *seq.generation;
+  const size_t tokens_before = generation.tokens().size();
+  const int64_t accepted_before = generation.speculation().accepted;
   try {
-    seq.drafts = propose_drafts(*seq.drafter, context, request, seq.sampler.params(), seq.draft_q);
+    generation.take(logits, n_rows);
   } catch (const std::exception& error) {
-    fail(seq, std::string("drafting failed: ") + error.what());
+    // e.g. logit_bias banned every token, a grammar's dead end, a drafter's failure
+    fail(seq, error.what());
     return;
   }
-  seq.drafted += static_cast<int64_t>(seq.drafts.size());
-  metrics_.add_drafts(static_cast<int64_t>(seq.drafts.size()), 0);
-}
-
-bool Scheduler::emit(Sequence& seq, std::span<const float> logits, TokenId id) {
-  seq.sampler.accept(id);
-  ++seq.generated;
-  metrics_.add_generated_tokens(1);
-  if (!seq.job.ignore_eos && model_->tokenizer().vocab().is_end_of_generation(id)) {
-    finish(seq, ChoiceEnd::stop);
-    return false;
-  }
-  StreamEvent event;
-  event.choice = seq.job.choice;
-  event.token = id;
-  if (seq.job.top_logprobs >= 0) {
-    event.logprob = token_logprob(logits, id, seq.job.top_logprobs);
-    event.has_logprob = true;
-  }
-  event.text = seq.output.push(id);
-  seq.stream->push(std::move(event));
-  // The parser capped max_tokens so prompt + max_tokens fits the context.
-  if (seq.output.stopped()) {
-    finish(seq, ChoiceEnd::stop);
-    return false;
-  }
-  if (seq.generated >= seq.job.max_tokens) {
-    finish(seq, ChoiceEnd::length);
-    return false;
-  }
-  seq.next = id;
-  return true;
+  metrics_.add_generated_tokens(static_cast<int64_t>(generation.tokens().size() - tokens_before));
+  metrics_.add_drafts(0, generation.speculation().accepted - accepted_before);
+  if (generation.finished()) finish(seq, choice_end(generation.finish_reason()));
 }
 
 void Scheduler::finish(Sequence& seq, ChoiceEnd end) {
@@ -769,14 +693,19 @@ void Scheduler::finish(Sequence& seq, ChoiceEnd end) {
   event.kind = StreamEvent::Kind::finished;
   event.choice = seq.job.choice;
   event.end = end;
-  if (end != ChoiceEnd::cancelled) event.text = seq.output.flush();
+  if (end == ChoiceEnd::cancelled) {
+    seq.generation->cancel();
+  } else {
+    event.text = std::move(seq.tail);
+  }
+  const Generation& generation = *seq.generation;
   auto& stats = event.stats;
   stats.prompt_tokens = static_cast<int64_t>(seq.job.prompt.size());
   stats.cached_tokens = seq.cached;
-  stats.generated_tokens = seq.generated;
-  stats.drafted_tokens = seq.drafted;
-  stats.accepted_tokens = seq.accepted;
-  stats.draft_rounds = seq.rounds;
+  stats.generated_tokens = static_cast<int64_t>(generation.tokens().size());
+  stats.drafted_tokens = generation.speculation().drafted;
+  stats.accepted_tokens = generation.speculation().accepted;
+  stats.draft_rounds = generation.speculation().passes;
   stats.queue_ms = ms_between(seq.arrived, seq.admitted);
   if (seq.decoding) {
     stats.prompt_ms = ms_between(seq.admitted, seq.first_token);

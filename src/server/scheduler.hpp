@@ -13,8 +13,8 @@
 // computed. Batch invariance makes this exact: a row's keys, values and
 // logits do not depend on what else was in its batch, so a seeded request
 // gives the same tokens alone, under load, with or without a cache hit —
-// the tokens Session::generate gives for the same sampling parameters
-// (with penalties off: the server's count the generated tokens only).
+// the tokens Session::generate gives for the same sampling parameters: each
+// sequence is a Generation (runtime/generation.hpp), the loop Session runs.
 //
 // A model with recurrent state shares a prefix only up to a block boundary
 // where the cache kept a snapshot of the state (KvCache::save_prefix_state).
@@ -114,15 +114,10 @@ class Scheduler {
   // Hands each sequence's rows of the step and their hidden states to its
   // drafter, when that reads them (MTP).
   void show_rows_to_drafters();
-  // The step's logits rows of one sequence: its prompt's last row, or its
-  // decode row and the rows of the drafts forwarded after it. Samples
-  // token after token while the drafts are kept, then cuts the rejected
-  // drafts' rows from the cache and drafts the next round.
+  // The step's logits rows of one sequence (its prompt's last row, or its
+  // decode row and the rows of the drafts forwarded after it) to its
+  // generation, which samples, checks the drafts and readies the next step.
   void handle_rows(Sequence& seq, std::span<const float> logits, size_t n_rows);
-  // One sampled token to the client; false when the sequence ended.
-  bool emit(Sequence& seq, std::span<const float> logits, TokenId id);
-  // The drafts the sequence's next step forwards after its next token.
-  void plan_drafts(Sequence& seq);
   void finish(Sequence& seq, ChoiceEnd end);
   void fail(Sequence& seq, const std::string& message);
   // Frees the sequence's slot and KV blocks (full blocks stay cached).

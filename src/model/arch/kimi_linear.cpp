@@ -24,6 +24,7 @@
 
 #include "formats/gguf/gguf_file.hpp"
 #include "model/arch/arch.hpp"
+#include "model/arch/deepseek.hpp"
 #include "model/arch/family_support.hpp"
 #include "model/arch_spec.hpp"
 #include "model/blocks/embedding.hpp"
@@ -156,14 +157,9 @@ void read_kimi_linear(const HParamReader& keys, ModelHParams& hp) {
     layer.head_dim_v = hp.kv_lora_rank;
     layer.values_in_keys = true;
   }
-  // DeepSeek V3's experts, renormalized (llama.cpp's graph passes true).
-  keys.require("expert_feed_forward_length");
-  hp.n_layer_dense_lead = keys.uint_or("leading_dense_block_count", 0);
-  read_expert_hparams(keys, hp, /*width_key=*/true, /*shared_expert=*/false);
-  const int64_t n_shared = keys.required_uint("expert_shared_count");
-  if (n_shared <= 0) keys.invalid("expert_shared_count must be positive");
-  hp.n_ff_shared_expert = hp.n_ff_expert * n_shared;
-  hp.router.scale = keys.float_or("expert_weights_scale", 0.0f);
+  // DeepSeek V3's experts (deepseek.hpp's reader), renormalized (llama.cpp's
+  // graph passes true).
+  deepseek_graph::read_common(keys, hp);
   hp.router.gating = read_expert_gating(keys, std::nullopt);
   hp.router.normalize = true;
 }
