@@ -1841,7 +1841,7 @@ TEST(ModelLoad, MptClampKqvClampsTheProjections) {
   EXPECT_FALSE(bitwise_equal(with_clamp(0.05f, "tight.gguf"), none));
 }
 
-// PLaMo 3 (fused_qkv_required, its bias and scale not applied): llama.cpp creates
+// PLaMo 3 (QkvForm::fused, its bias and scale not applied): llama.cpp creates
 // attn_qkv.weight itself, so separate Q/K/V are refused, a bias is not
 // read, and its scale is read but multiplies nothing.
 TEST(ModelLoad, Plamo3ReadsOnlyAFusedQkvWithoutBiasOrScale) {
@@ -1901,7 +1901,7 @@ TEST(ModelLoad, ApertusReadsItsXieluParametersPerLayer) {
 }
 
 // BitNet: separate Q/K/V without biases (AttentionTensors::
-// separate_qkv_without_biases) and the branches' RMS sub-norms
+// QkvForm::separate_without_biases) and the branches' RMS sub-norms
 // (AttentionTensors::sub_norm, FfnTensors::sub_norm), which the loader
 // requires and the forward pass applies.
 TEST(ModelLoad, BitnetReadsItsSubNormsAndNoQkvBiases) {

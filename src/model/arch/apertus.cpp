@@ -75,8 +75,9 @@ struct ApertusWeights {
     head.visit(v, hp, embedding, OutputMatrix::own);
     rope.visit(v, hp);
     for (int64_t il = 0; il < hp.n_layer; ++il) {
-      layers.emplace_back().visit(v, hp, il, {.qk_norm = QkNorm::required, .output_bias = true},
-                                  {.gated = false, .scales_applied = false});
+      layers.emplace_back().visit(
+          v, hp, il, {.output_bias = AttnOutputBias::optional, .qk_norm = QkNorm::required},
+          {.gated = false, .scales_applied = false});
       for (const char* bias : {"attn_q_norm.bias", "attn_k_norm.bias"}) {
         v.without_effect(layer_tensor_name(il, bias), hp.layer(il).head_dim_k, TensorKind::bias);
       }

@@ -70,7 +70,8 @@ struct BertWeights {
     embedding_norm.visit(v, "token_embd_norm", hp.n_embd, NormKind::layer, hp.norm_eps);
     for (int64_t il = 0; il < hp.n_layer; ++il) {
       BertLayer& layer = layers.emplace_back();
-      layer.attn.visit(v, hp, il, {.output_bias = true, .fused_qkv_written = nomic});
+      layer.attn.visit(v, hp, il,
+                       {.fused_qkv_written = nomic, .output_bias = AttnOutputBias::optional});
       layer.attn_out_norm.visit(v, layer_tensor_name(il, "attn_output_norm"), hp.n_embd,
                                 NormKind::layer, hp.norm_eps);
       layer.ffn.visit(v, hp, il, {.gated = nomic, .biases = !nomic, .scales_applied = false});

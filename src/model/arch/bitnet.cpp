@@ -44,8 +44,9 @@ struct BitnetWeights {
     head.visit(v, hp, embedding, OutputMatrix::always_tied);
     for (int64_t il = 0; il < hp.n_layer; ++il) {
       // RMS sub-norms inside both branches: attn_sub_norm, ffn_sub_norm.
-      layers.emplace_back().visit(
-          v, hp, il, {.separate_qkv_without_biases = true, .sub_norm = true}, {.sub_norm = true});
+      layers.emplace_back().visit(v, hp, il,
+                                  {.qkv = QkvForm::separate_without_biases, .sub_norm = true},
+                                  {.sub_norm = true});
     }
   }
 };

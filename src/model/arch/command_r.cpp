@@ -60,7 +60,8 @@ struct CommandRWeights {
       CommandRLayer& layer = layers.emplace_back();
       layer.attn_norm.visit(v, layer_tensor_name(il, "attn_norm"), hp.n_embd,
                             NormKind::layer_no_bias, hp.norm_eps);
-      layer.attn.visit(v, hp, il, {.qk_norm = qk_norm, .qk_layer_norm_per_head = true});
+      layer.attn.visit(v, hp, il,
+                       {.qk_norm = qk_norm, .qk_norm_shape = QkNormShape::layer_per_head});
       layer.ffn.visit(v, hp, il, {.scales_applied = cohere2});
     }
   }

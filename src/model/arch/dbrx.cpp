@@ -51,8 +51,7 @@ struct DbrxWeights {
       DbrxLayer& layer = layers.emplace_back();
       layer.attn_norm.visit(v, layer_tensor_name(il, "attn_norm"), hp.n_embd,
                             NormKind::layer_no_bias, hp.norm_eps);
-      layer.attn.visit(v, hp, il,
-                       {.fused_qkv_required = true, .fused_qkv_bias = FusedQkvBias::none});
+      layer.attn.visit(v, hp, il, {.qkv = QkvForm::fused, .fused_qkv_bias = FusedQkvBias::none});
       layer.ffn_norm.visit(v, layer_tensor_name(il, "attn_output_norm"), hp.n_embd,
                            NormKind::layer_no_bias, hp.norm_eps);
       layer.moe.visit(v, hp, il, {});

@@ -81,7 +81,7 @@ struct DeciWeights {
         layer.attn_norm.visit(v, name("attn_norm"), hp.n_embd, NormKind::rms, hp.rms_eps);
       }
       if (layer.mixer == DeciMixer::attention) {
-        layer.attn.visit(v, hp, il, {.output_bias = true});
+        layer.attn.visit(v, hp, il, {.output_bias = AttnOutputBias::optional});
       } else {
         if (layer.mixer == DeciMixer::linear) {
           v.matrix(layer.linear, name("attn_output.weight"), hp.n_embd, hp.n_embd);

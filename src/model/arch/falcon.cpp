@@ -60,10 +60,9 @@ struct FalconWeights {
       norm2.eps = hp.norm_eps;
       v.vector(norm2.weight, name("attn_norm_2.weight"), hp.n_embd, TensorKind::norm, false);
       v.vector(norm2.bias, name("attn_norm_2.bias"), hp.n_embd, TensorKind::bias, false);
-      layer.attn.visit(v, hp, il,
-                       {.fused_qkv_written = true,
-                        .fused_qkv_required = true,
-                        .fused_qkv_bias = FusedQkvBias::none});
+      layer.attn.visit(
+          v, hp, il,
+          {.qkv = QkvForm::fused, .fused_qkv_bias = FusedQkvBias::none, .fused_qkv_written = true});
       layer.ffn.visit(v, hp, il, {.gated = false, .scales_applied = false});
     }
   }

@@ -83,11 +83,10 @@ LayerTensors layer_tensors(const ModelHParams& hp) {
             {}};
   }
   if (is_bailing(hp)) {
-    return {{.qk_norm = QkNorm::required,
-             .fused_qkv_required = true,
-             .fused_qkv_bias = FusedQkvBias::none},
-            {.shared_expert = SharedExpert::always, .selection_bias = true},
-            "ffn_norm.weight"};
+    return {
+        {.qkv = QkvForm::fused, .fused_qkv_bias = FusedQkvBias::none, .qk_norm = QkNorm::required},
+        {.shared_expert = SharedExpert::always, .selection_bias = true},
+        "ffn_norm.weight"};
   }
   return {{.qk_norm = QkNorm::optional},
           {.shared_expert = SharedExpert::always, .selection_bias_required = true},

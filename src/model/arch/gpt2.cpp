@@ -80,12 +80,12 @@ struct Gpt2Weights {
       layer.attn_norm.visit(v, layer_tensor_name(il, "attn_norm"), hp.n_embd, NormKind::layer,
                             hp.norm_eps, biases);
       layer.attn.visit(v, hp, il,
-                       {.output_bias = true,
-                        .output_bias_required = biases,
-                        .fused_qkv_written = true,
-                        .fused_qkv_required = true,
+                       {.qkv = QkvForm::fused,
                         .fused_qkv_bias = biases ? FusedQkvBias::required : FusedQkvBias::optional,
-                        .qk_layer_norm_whole = mpt});
+                        .fused_qkv_written = true,
+                        .output_bias = biases ? AttnOutputBias::required : AttnOutputBias::optional,
+                        .qk_norm = mpt ? QkNorm::optional : QkNorm::none,
+                        .qk_norm_shape = QkNormShape::layer_whole});
       layer.ffn_norm.visit(v, layer_tensor_name(il, "ffn_norm"), hp.n_embd, NormKind::layer,
                            hp.norm_eps, biases);
       layer.ffn.visit(v, hp, il,

@@ -45,7 +45,7 @@ struct GptOssWeights {
     head.visit(v, hp, embedding, OutputMatrix::own);
     for (int64_t il = 0; il < hp.n_layer; ++il) {
       layers.emplace_back().visit(
-          v, hp, il, {.output_bias_required = true, .sinks = true},
+          v, hp, il, {.output_bias = AttnOutputBias::required, .sinks = true},
           {.router_bias = true, .expert_biases = true, .activation = ExpertActivation::swiglu_oai},
           "post_attention_norm.weight");
     }

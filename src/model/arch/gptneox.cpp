@@ -58,10 +58,10 @@ struct GptNeoXWeights {
       layer.attn_norm.visit(v, layer_tensor_name(il, "attn_norm"), hp.n_embd, NormKind::layer,
                             hp.norm_eps);
       layer.attn.visit(v, hp, il,
-                       {.output_bias_required = true,
+                       {.qkv = QkvForm::fused,
+                        .fused_qkv_bias = FusedQkvBias::required,
                         .fused_qkv_written = true,
-                        .fused_qkv_required = true,
-                        .fused_qkv_bias = FusedQkvBias::required});
+                        .output_bias = AttnOutputBias::required});
       layer.ffn_norm.visit(v, layer_tensor_name(il, "ffn_norm"), hp.n_embd, NormKind::layer,
                            hp.norm_eps);
       layer.ffn.visit(v, hp, il,

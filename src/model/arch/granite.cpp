@@ -72,7 +72,7 @@ struct GraniteWeights {
       if (hp.layer(il).is_recurrent()) {
         layer.ssm.visit(v, hp, il);
       } else {
-        layer.attn.visit(v, hp, il, {.output_bias = true});
+        layer.attn.visit(v, hp, il, {.output_bias = AttnOutputBias::optional});
       }
       v.vector(layer.ffn_norm, layer_tensor_name(il, "ffn_norm.weight"), hp.n_embd,
                TensorKind::norm);

@@ -56,10 +56,9 @@ struct LagunaWeights {
     for (int64_t il = 0; il < hp.n_layer; ++il) {
       // gen-model: XS.2's per-head gate on sliding layers, M.1's per-element
       // one on full layers (llama.cpp takes either in any layer).
-      const AttentionTensors attention{
-          .qk_norm = QkNorm::required,
-          .softplus_gate = true,
-          .softplus_gate_per_element_written = hp.layer(il).window == 0};
+      const AttentionTensors attention{.qk_norm = QkNorm::required,
+                                       .gate = OutputGate::softplus,
+                                       .gate_written_per_element = hp.layer(il).window == 0};
       layers.emplace_back().visit(
           v, hp, il, attention,
           {.shared_expert = SharedExpert::always, .selection_bias_required = true});

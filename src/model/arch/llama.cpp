@@ -73,9 +73,9 @@ struct LlamaWeights {
       LlamaLayer& layer = layers.emplace_back();
       v.vector(layer.attn_norm, layer_tensor_name(il, "attn_norm.weight"), hp.n_embd,
                TensorKind::norm);
-      layer.attn.visit(
-          v, hp, il,
-          {.qk_norm = hp.arch == "qwen3" ? QkNorm::required : QkNorm::none, .output_bias = llama});
+      layer.attn.visit(v, hp, il,
+                       {.output_bias = llama ? AttnOutputBias::optional : AttnOutputBias::none,
+                        .qk_norm = hp.arch == "qwen3" ? QkNorm::required : QkNorm::none});
       v.vector(layer.ffn_norm, layer_tensor_name(il, "ffn_norm.weight"), hp.n_embd,
                TensorKind::norm);
       if (hp.n_expert > 0) {

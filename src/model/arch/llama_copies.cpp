@@ -76,7 +76,8 @@ struct CopyWeights {
     for (int64_t il = 0; il < hp.n_layer; ++il) {
       CopyLayer& layer = layers.emplace_back();
       layer.attn_norm.visit(v, layer_tensor_name(il, "attn_norm"), hp.n_embd, kind, eps);
-      layer.attn.visit(v, hp, il, {.output_bias_required = pangu});
+      layer.attn.visit(v, hp, il,
+                       {.output_bias = pangu ? AttnOutputBias::required : AttnOutputBias::none});
       if (!parallel) {
         layer.ffn_norm.visit(v, layer_tensor_name(il, "ffn_norm"), hp.n_embd, kind, eps);
       }

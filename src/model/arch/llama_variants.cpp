@@ -84,7 +84,8 @@ struct VariantWeights {
     for (int64_t il = 0; il < hp.n_layer; ++il) {
       VariantLayer& layer = layers.emplace_back();
       norm(layer.attn_norm, il, "attn_norm.weight");
-      layer.attn.visit(v, hp, il, {.output_bias = mistral3});
+      layer.attn.visit(v, hp, il,
+                       {.output_bias = mistral3 ? AttnOutputBias::optional : AttnOutputBias::none});
       norm(layer.ffn_norm, il,
            variant == Variant::seed_oss ? "post_attention_norm.weight" : "ffn_norm.weight");
       if (hp.n_expert > 0) {

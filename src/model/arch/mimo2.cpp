@@ -54,8 +54,7 @@ namespace {
 // scales that change nothing, and sinks where the file has them (gen-model:
 // on the sliding-window layers, as MiMo-V2-Flash's checkpoints).
 AttentionTensors attention_tensors(TensorVisitor& v, const ModelHParams& hp, int64_t il) {
-  return {.qkv_biases_and_scales_applied = false,
-          .unapplied_fused_qkv = true,
+  return {.qkv_effect = QkvEffect::none_fused_readable,
           .sinks = v.has(layer_tensor_name(il, "attn_sinks.weight"),
                          /*written=*/hp.layer(il).window > 0)};
 }

@@ -86,9 +86,9 @@ AttentionTensors attention_tensors(Kind kind) {
       return {.qk_norm = QkNorm::required};
     case Kind::olmoe:
     case Kind::minimax:
-      return {.qk_norm = QkNorm::required,
-              .qk_norm_whole = true,
-              .qkv_biases_and_scales_applied = false};
+      return {.qkv_effect = QkvEffect::none,
+              .qk_norm = QkNorm::required,
+              .qk_norm_shape = QkNormShape::whole};
     case Kind::hunyuan:
       return {.qk_norm = QkNorm::required, .qk_norm_after_rope = true};
   }

@@ -59,10 +59,11 @@ struct NemotronWeights {
       layer.attn_norm.visit(v, layer_tensor_name(il, "attn_norm"), hp.n_embd, NormKind::layer,
                             hp.norm_eps);
       if (jais2) {
-        layer.attn.visit(v, hp, il,
-                         {.output_bias_required = true, .separate_qkv_with_biases = true});
+        layer.attn.visit(
+            v, hp, il,
+            {.qkv = QkvForm::separate_with_biases, .output_bias = AttnOutputBias::required});
       } else {
-        layer.attn.visit(v, hp, il, {.output_bias = true});
+        layer.attn.visit(v, hp, il, {.output_bias = AttnOutputBias::optional});
       }
       layer.ffn_norm.visit(v, layer_tensor_name(il, "ffn_norm"), hp.n_embd, NormKind::layer,
                            hp.norm_eps);

@@ -89,7 +89,7 @@ struct NemotronHWeights {
           layer.ssm.visit(v, hp, il);
           break;
         case BlockKind::attention:
-          layer.attn.visit(v, hp, il, {.output_bias = true});
+          layer.attn.visit(v, hp, il, {.output_bias = AttnOutputBias::optional});
           break;
         case BlockKind::ffn:
           if (hp.n_expert > 0) {
@@ -120,7 +120,7 @@ struct NemotronHWeights {
           layer.nextn.visit(mtp_v, hp, il, /*nemotron=*/true);
           mtp_v.vector(layer.attn_norm, name("attn_norm.weight"), hp.n_embd, TensorKind::norm,
                        true);
-          layer.attn.visit(mtp_v, all, il, {.output_bias = true});
+          layer.attn.visit(mtp_v, all, il, {.output_bias = AttnOutputBias::optional});
           mtp_v.vector(layer.post_attn_norm, name("post_attention_norm.weight"), hp.n_embd,
                        TensorKind::norm, true);
           layer.moe.visit(mtp_v, all, il,

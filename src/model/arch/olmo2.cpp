@@ -66,9 +66,9 @@ struct PostNormWeights {
     for (int64_t il = 0; il < hp.n_layer; ++il) {
       PostNormLayer& layer = layers.emplace_back();
       layer.attn.visit(v, hp, il,
-                       {.qk_norm = QkNorm::required,
-                        .qk_norm_whole = olmo2,
-                        .qkv_biases_and_scales_applied = !olmo2});
+                       {.qkv_effect = olmo2 ? QkvEffect::none : QkvEffect::applied,
+                        .qk_norm = QkNorm::required,
+                        .qk_norm_shape = olmo2 ? QkNormShape::whole : QkNormShape::head});
       norm(layer.attn_post_norm, il, "post_attention_norm.weight");
       layer.ffn.visit(v, hp, il, {.biases = false, .scales_applied = false});
       norm(layer.ffn_post_norm, il, "post_ffw_norm.weight");

@@ -58,10 +58,9 @@ struct OpenElmWeights {
       OpenElmLayer& layer = layers.emplace_back();
       layer.attn_norm.visit(v, layer_tensor_name(il, "attn_norm"), hp.n_embd, NormKind::rms,
                             hp.rms_eps);
-      layer.attn.visit(v, hp, il,
-                       {.qk_norm = QkNorm::required,
-                        .qkv_biases_and_scales_applied = false,
-                        .fused_qkv_required = true});
+      layer.attn.visit(
+          v, hp, il,
+          {.qkv = QkvForm::fused, .qkv_effect = QkvEffect::none, .qk_norm = QkNorm::required});
       layer.ffn_norm.visit(v, layer_tensor_name(il, "ffn_norm"), hp.n_embd, NormKind::rms,
                            hp.rms_eps);
       layer.ffn.visit(v, hp, il, {.scales_applied = false});

@@ -53,7 +53,7 @@ struct Phi2Weights {
       Phi2Layer& layer = layers.emplace_back();
       layer.attn_norm.visit(v, layer_tensor_name(il, "attn_norm"), hp.n_embd, NormKind::layer,
                             hp.norm_eps);
-      layer.attn.visit(v, hp, il, {.output_bias_required = true});
+      layer.attn.visit(v, hp, il, {.output_bias = AttnOutputBias::required});
       layer.ffn.visit(v, hp, il,
                       {.gated = false, .biases_required = true, .scales_applied = false});
     }

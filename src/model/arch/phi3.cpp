@@ -82,7 +82,7 @@ struct Phi3Weights {
       layer.attn_norm.visit(v, layer_tensor_name(il, "attn_norm"), hp.n_embd, norm_kind,
                             hp.rms_eps);
       layer.attn.visit(v, hp, il,
-                       moe ? AttentionTensors{.output_bias_required = true}
+                       moe ? AttentionTensors{.output_bias = AttnOutputBias::required}
                            : AttentionTensors{.fused_qkv_written = true});
       layer.ffn_norm.visit(v, layer_tensor_name(il, "ffn_norm"), hp.n_embd, norm_kind, hp.rms_eps);
       if (moe) {

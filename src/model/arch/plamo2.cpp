@@ -61,10 +61,10 @@ struct Plamo2Weights {
         layer.ssm.visit(v, hp, il);
       } else {
         layer.attn.visit(v, hp, il,
-                         {.qk_norm = QkNorm::required,
-                          .qk_rms_norm_per_head = true,
-                          .qkv_biases_and_scales_applied = false,
-                          .fused_qkv_required = true});
+                         {.qkv = QkvForm::fused,
+                          .qkv_effect = QkvEffect::none,
+                          .qk_norm = QkNorm::required,
+                          .qk_norm_shape = QkNormShape::rms_per_head});
       }
       v.vector(layer.post_attn_norm, name("post_attention_norm"), hp.n_embd, TensorKind::norm);
       v.vector(layer.ffn_norm, name("ffn_norm.weight"), hp.n_embd, TensorKind::norm);

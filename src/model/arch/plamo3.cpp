@@ -64,10 +64,10 @@ struct Plamo3Weights {
       Plamo3Layer& layer = layers.emplace_back();
       norm(layer.attn_norm, il, "attn_norm.weight");
       layer.attn.visit(v, hp, il,
-                       {.qk_norm = QkNorm::required,
-                        .qkv_biases_and_scales_applied = false,
+                       {.qkv = QkvForm::fused,
                         .fused_qkv_written = true,
-                        .fused_qkv_required = true});
+                        .qkv_effect = QkvEffect::none,
+                        .qk_norm = QkNorm::required});
       norm(layer.attn_post_norm, il, "post_attention_norm");
       norm(layer.ffn_norm, il, "ffn_norm.weight");
       norm(layer.ffn_post_norm, il, "post_ffw_norm");

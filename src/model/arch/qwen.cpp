@@ -56,7 +56,7 @@ struct QwenWeights {
       layer.attn_norm.visit(v, layer_tensor_name(il, "attn_norm"), hp.n_embd, NormKind::rms,
                             hp.rms_eps);
       layer.attn.visit(v, hp, il,
-                       {.fused_qkv_required = true, .fused_qkv_bias = FusedQkvBias::required});
+                       {.qkv = QkvForm::fused, .fused_qkv_bias = FusedQkvBias::required});
       layer.ffn_norm.visit(v, layer_tensor_name(il, "ffn_norm"), hp.n_embd, NormKind::rms,
                            hp.rms_eps);
       layer.ffn.visit(v, hp, il, {.scales_applied = false});

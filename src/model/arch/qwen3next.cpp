@@ -70,7 +70,7 @@ struct Qwen3NextLayer {
     if (hp.layer(il).is_recurrent()) {
       linear.visit(v, hp, il, {.qwen35 = is_qwen35_family(hp)});
     } else {
-      attn.visit(v, hp, il, {.qk_norm = QkNorm::required, .sigmoid_gated_query = true});
+      attn.visit(v, hp, il, {.qk_norm = QkNorm::required, .gate = OutputGate::sigmoid_query});
     }
     if (is_qwen35(hp)) {
       ffn.visit(v, hp, il, {});

@@ -54,7 +54,8 @@ struct StableLmWeights {
       StableLmLayer& layer = layers.emplace_back();
       layer.attn_norm.visit(v, layer_tensor_name(il, "attn_norm"), hp.n_embd, NormKind::layer,
                             hp.norm_eps);
-      layer.attn.visit(v, hp, il, {.qk_norm = QkNorm::optional, .qk_layer_norm_per_head = true});
+      layer.attn.visit(v, hp, il,
+                       {.qk_norm = QkNorm::optional, .qk_norm_shape = QkNormShape::layer_per_head});
       // ffn_norm and its bias, each optional (llama.cpp's TENSOR_NOT_REQUIRED).
       layer.ffn_norm.kind = NormKind::layer;
       layer.ffn_norm.eps = hp.norm_eps;

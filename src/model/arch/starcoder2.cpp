@@ -64,7 +64,8 @@ struct StarCoder2Weights {
       StarCoder2Layer& layer = layers.emplace_back();
       layer.attn_norm.visit(v, layer_tensor_name(il, "attn_norm"), hp.n_embd, NormKind::layer,
                             hp.norm_eps);
-      layer.attn.visit(v, hp, il, {.output_bias_required = true, .fused_qkv_written = codeshell});
+      layer.attn.visit(v, hp, il,
+                       {.fused_qkv_written = codeshell, .output_bias = AttnOutputBias::required});
       layer.ffn_norm.visit(v, layer_tensor_name(il, "ffn_norm"), hp.n_embd, NormKind::layer,
                            hp.norm_eps);
       layer.ffn.visit(v, hp, il,

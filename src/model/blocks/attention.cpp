@@ -22,16 +22,16 @@ void AttentionWeights::visit(TensorVisitor& v, const ModelHParams& hp, int64_t l
   // (with its optional bias; the generic pass reads its .scale and
   // .input_scale), else Q/K/V with theirs. Families whose graph projects
   // without build_qkv (OLMo2) never read the fused one.
-  const bool fused_readable = extra.qkv_biases_and_scales_applied || extra.unapplied_fused_qkv;
-  query_gate = extra.sigmoid_gated_query;
-  const bool fused = !query_gate && (extra.fused_qkv_required ||
-                                     (fused_readable && !extra.separate_qkv_with_biases &&
-                                      !extra.separate_qkv_without_biases &&
-                                      v.has(name("attn_qkv.weight"), extra.fused_qkv_written)));
+  const bool applied = extra.qkv_effect == QkvEffect::applied;
+  query_gate = extra.gate == OutputGate::sigmoid_query;
+  const bool fused =
+      !query_gate && (extra.qkv == QkvForm::fused ||
+                      (extra.qkv == QkvForm::file_decides && extra.qkv_effect != QkvEffect::none &&
+                       v.has(name("attn_qkv.weight"), extra.fused_qkv_written)));
   qk_norm_after_rope = extra.qk_norm_after_rope;
   qk_plain_norm_after_rope = extra.qk_plain_norm_after_rope;
   if (extra.sinks) v.vector(sinks, name("attn_sinks.weight"), l.n_head, TensorKind::bias);
-  if (extra.softplus_gate) visit_softplus_gate(v, hp, layer, extra);
+  if (extra.gate == OutputGate::softplus) visit_softplus_gate(v, hp, layer, extra);
   if (extra.sub_norm) {
     v.vector(sub_norm, name("attn_sub_norm.weight"), l.attn_out_width(), TensorKind::norm);
   }
@@ -39,18 +39,15 @@ void AttentionWeights::visit(TensorVisitor& v, const ModelHParams& hp, int64_t l
     const int64_t width = l.q_width() + l.k_width() + l.v_width();
     v.matrix(wqkv, name("attn_qkv.weight"), hp.n_embd, width);
     // OpenELM's graph projects with the bare matrix: no bias is read.
-    if (extra.qkv_biases_and_scales_applied && extra.fused_qkv_bias != FusedQkvBias::none) {
+    if (applied && extra.fused_qkv_bias != FusedQkvBias::none) {
       v.vector(bqkv, name("attn_qkv.bias"), width, TensorKind::bias,
                extra.fused_qkv_bias == FusedQkvBias::required);
-    } else if (extra.unapplied_fused_qkv) {
+    } else if (extra.qkv_effect == QkvEffect::none_fused_readable) {
       v.without_effect(name("attn_qkv.bias"), width, TensorKind::bias);
     }
     v.matrix(wo, name("attn_output.weight"), l.attn_out_width(), hp.n_embd);
-    if (extra.output_bias || extra.output_bias_required) {
-      v.vector(bo, name("attn_output.bias"), hp.n_embd, TensorKind::bias,
-               extra.output_bias_required);
-    }
-    if (extra.qkv_biases_and_scales_applied) {
+    visit_output_bias(v, hp, layer, extra);
+    if (applied) {
       v.scale(qkv_scale, name("attn_qkv.scale"));
     } else {
       v.scale_without_effect(name("attn_qkv.scale"));
@@ -62,28 +59,48 @@ void AttentionWeights::visit(TensorVisitor& v, const ModelHParams& hp, int64_t l
   } else {
     visit_separate_qkv(v, hp, layer, extra);
   }
-  if (extra.qk_layer_norm_whole) {
-    // MPT's optional layer norms over the whole Q and K projections.
-    qk_norm_kind = QkNormKind::layer_whole;
-    v.vector(q_norm, name("attn_q_norm.weight"), l.q_width(), TensorKind::norm, false);
-    v.vector(q_norm_b, name("attn_q_norm.bias"), l.q_width(), TensorKind::bias, false);
-    v.vector(k_norm, name("attn_k_norm.weight"), l.k_width(), TensorKind::norm, false);
-    v.vector(k_norm_b, name("attn_k_norm.bias"), l.k_width(), TensorKind::bias, false);
-  }
-  if (extra.qk_norm != QkNorm::none &&
-      (extra.qk_layer_norm_per_head || extra.qk_rms_norm_per_head)) {
-    qk_norm_kind =
-        extra.qk_rms_norm_per_head ? QkNormKind::rms_per_head : QkNormKind::layer_per_head;
-    const bool required = extra.qk_norm == QkNorm::required;
-    v.table(q_norm, name("attn_q_norm.weight"), l.head_dim_k, l.n_head, TensorKind::norm, required);
-    v.table(k_norm, name("attn_k_norm.weight"), l.head_dim_k, l.n_head_kv, TensorKind::norm,
-            required);
-  } else if (extra.qk_norm != QkNorm::none) {
-    const bool required = extra.qk_norm == QkNorm::required;
-    v.vector(q_norm, name("attn_q_norm.weight"), extra.qk_norm_whole ? l.q_width() : l.head_dim_k,
-             TensorKind::norm, required);
-    v.vector(k_norm, name("attn_k_norm.weight"), extra.qk_norm_whole ? l.k_width() : l.head_dim_k,
-             TensorKind::norm, required);
+  if (extra.qk_norm != QkNorm::none) visit_qk_norms(v, hp, layer, extra);
+}
+
+void AttentionWeights::visit_output_bias(TensorVisitor& v, const ModelHParams& hp, int64_t layer,
+                                         AttentionTensors extra) {
+  if (extra.output_bias == AttnOutputBias::none) return;
+  v.vector(bo, layer_tensor_name(layer, "attn_output.bias"), hp.n_embd, TensorKind::bias,
+           extra.output_bias == AttnOutputBias::required);
+}
+
+void AttentionWeights::visit_qk_norms(TensorVisitor& v, const ModelHParams& hp, int64_t layer,
+                                      AttentionTensors extra) {
+  const LayerSpec& l = hp.layer(layer);
+  const auto name = [&](std::string_view what) { return layer_tensor_name(layer, what); };
+  const bool required = extra.qk_norm == QkNorm::required;
+  switch (extra.qk_norm_shape) {
+    case QkNormShape::layer_whole:
+      // MPT's optional layer norms over the whole Q and K projections.
+      qk_norm_kind = QkNormKind::layer_whole;
+      v.vector(q_norm, name("attn_q_norm.weight"), l.q_width(), TensorKind::norm, false);
+      v.vector(q_norm_b, name("attn_q_norm.bias"), l.q_width(), TensorKind::bias, false);
+      v.vector(k_norm, name("attn_k_norm.weight"), l.k_width(), TensorKind::norm, false);
+      v.vector(k_norm_b, name("attn_k_norm.bias"), l.k_width(), TensorKind::bias, false);
+      return;
+    case QkNormShape::layer_per_head:
+    case QkNormShape::rms_per_head:
+      qk_norm_kind = extra.qk_norm_shape == QkNormShape::rms_per_head ? QkNormKind::rms_per_head
+                                                                      : QkNormKind::layer_per_head;
+      v.table(q_norm, name("attn_q_norm.weight"), l.head_dim_k, l.n_head, TensorKind::norm,
+              required);
+      v.table(k_norm, name("attn_k_norm.weight"), l.head_dim_k, l.n_head_kv, TensorKind::norm,
+              required);
+      return;
+    case QkNormShape::head:
+    case QkNormShape::whole: {
+      const bool whole = extra.qk_norm_shape == QkNormShape::whole;
+      v.vector(q_norm, name("attn_q_norm.weight"), whole ? l.q_width() : l.head_dim_k,
+               TensorKind::norm, required);
+      v.vector(k_norm, name("attn_k_norm.weight"), whole ? l.k_width() : l.head_dim_k,
+               TensorKind::norm, required);
+      return;
+    }
   }
 }
 
@@ -91,7 +108,7 @@ void AttentionWeights::visit_softplus_gate(TensorVisitor& v, const ModelHParams&
                                            AttentionTensors extra) {
   const LayerSpec& l = hp.layer(layer);
   const std::string name = layer_tensor_name(layer, "attn_gate.weight");
-  const int64_t written = extra.softplus_gate_per_element_written ? l.attn_out_width() : l.n_head;
+  const int64_t written = extra.gate_written_per_element ? l.attn_out_width() : l.n_head;
   // Any other width is refused by matrix()'s shape check, naming the tensor.
   gate_per_head = v.rows_of(name, written) == l.n_head && l.n_head != l.attn_out_width();
   v.matrix(gate, name, hp.n_embd, gate_per_head ? l.n_head : l.attn_out_width());
@@ -106,14 +123,14 @@ void AttentionWeights::visit_separate_qkv(TensorVisitor& v, const ModelHParams& 
   v.matrix(wk, name("attn_k.weight"), hp.n_embd, l.k_width());
   v.matrix(wv, name("attn_v.weight"), hp.n_embd, l.v_width());
   v.matrix(wo, name("attn_output.weight"), l.attn_out_width(), hp.n_embd);
-  if (extra.separate_qkv_without_biases) {
+  if (extra.qkv == QkvForm::separate_without_biases) {
     // none read
   } else if (query_gate) {
     v.without_effect(name("attn_q.bias"), q_rows, TensorKind::bias);
     v.without_effect(name("attn_k.bias"), l.k_width(), TensorKind::bias);
     v.without_effect(name("attn_v.bias"), l.v_width(), TensorKind::bias);
-  } else if (extra.qkv_biases_and_scales_applied) {
-    const bool required = extra.separate_qkv_with_biases;
+  } else if (extra.qkv_effect == QkvEffect::applied) {
+    const bool required = extra.qkv == QkvForm::separate_with_biases;
     v.vector(bq, name("attn_q.bias"), l.q_width(), TensorKind::bias, required);
     v.vector(bk, name("attn_k.bias"), l.k_width(), TensorKind::bias, required);
     v.vector(bv, name("attn_v.bias"), l.v_width(), TensorKind::bias, required);
@@ -122,10 +139,8 @@ void AttentionWeights::visit_separate_qkv(TensorVisitor& v, const ModelHParams& 
     v.without_effect(name("attn_k.bias"), l.k_width(), TensorKind::bias);
     v.without_effect(name("attn_v.bias"), l.v_width(), TensorKind::bias);
   }
-  if (extra.output_bias || extra.output_bias_required) {
-    v.vector(bo, name("attn_output.bias"), hp.n_embd, TensorKind::bias, extra.output_bias_required);
-  }
-  if (extra.qkv_biases_and_scales_applied) {
+  visit_output_bias(v, hp, layer, extra);
+  if (extra.qkv_effect == QkvEffect::applied) {
     v.scale(q_scale, name("attn_q.scale"));
     v.scale(k_scale, name("attn_k.scale"));
     v.scale(v_scale, name("attn_v.scale"));

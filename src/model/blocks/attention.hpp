@@ -25,80 +25,97 @@ namespace cortiq {
 class KvCache;
 class TensorVisitor;
 
-// Whether a family's layers carry RMS norms on Q and K (attn_{q,k}_norm).
+// Whether a family's layers carry norms on Q and K (attn_{q,k}_norm).
 enum class QkNorm : uint8_t { none, optional, required };
+
+// Their shape, when they are there.
+enum class QkNormShape : uint8_t {
+  head,            // RMS norms of each head, one weight row of head_dim for all heads
+  whole,           // RMS norms over the whole Q / K projection (OLMo2)
+  layer_per_head,  // layer norms without bias (hp.norm_eps), a weight row per head:
+                   // [head_dim, n_head] and [head_dim, n_head_kv] (StableLM 2 12B, Command R+)
+  rms_per_head,    // RMS norms, a weight row per head (PLaMo-2)
+  // Layer norms over the whole projection, weights and biases each
+  // optional, applied when attn_q_norm is there; then a missing attn_k_norm
+  // is a layer norm without weight (MPT, with QkNorm::optional).
+  layer_whole,
+};
+
+// Where Q, K and V come from.
+enum class QkvForm : uint8_t {
+  // attn_qkv.weight when the file has it, else attn_q/k/v, each with an
+  // optional bias (llama.cpp's create_tensor_qkv, for every family whose
+  // graph uses build_qkv).
+  file_decides,
+  // attn_qkv.weight only: Q/K/V apart are refused (llama.cpp creates
+  // ATTN_QKV itself for GPT-2, BLOOM, Falcon...). gen-model writes it.
+  fused,
+  separate_with_biases,     // attn_q/k/v, each with its bias (Jais-2)
+  separate_without_biases,  // attn_q/k/v, no biases (BitNet); their scales applied
+};
 
 // Which fused attn_qkv.bias a family reads: optional (create_tensor_qkv),
 // required (GPT-2, BLOOM, ...) or none (Falcon's loader never creates it).
 enum class FusedQkvBias : uint8_t { optional, required, none };
 
+// What the Q/K/V biases and scales do.
+enum class QkvEffect : uint8_t {
+  applied,
+  // Read but applied nowhere (OLMo2's graph projects Q/K/V without
+  // build_qkv); a fused attn_qkv is not read.
+  none,
+  // Read but applied nowhere, the fused attn_qkv.weight read when the file
+  // has it (its bias and scale without effect): MiMo V2's graph projects
+  // with the bare matrix, fused or not.
+  none_fused_readable,
+};
+
+// attn_output.bias.
+enum class AttnOutputBias : uint8_t { none, optional, required };
+
+// A gate on the attention's output rows, before attn_output.
+enum class OutputGate : uint8_t {
+  none,
+  // attn_gate.weight (required): times softplus(attn_gate · x) of the
+  // layer's normed input x, one value per head (attn_gate [n_embd, n_head]:
+  // Laguna XS.2) or per element ([n_embd, n_head * head_dim_v]: Laguna
+  // M.1), as the file's shape says (llama.cpp decides by it too).
+  softplus,
+  // attn_q.weight is [n_embd, 2 * q_width]: each head's queries, then as
+  // many values of an output gate; the output times sigmoid(gate) (Qwen3-Next,
+  // Qwen3.5). Q/K/V are separate, their biases read but applied nowhere
+  // (llama.cpp's graph projects with the bare matrices), their scales applied.
+  sigmoid_query,
+};
+
 // The tensors a family's attention may carry beyond Q/K/V/output and their
 // optional Q/K/V biases and scales (which llama.cpp reads for every family):
 // exactly what llama.cpp reads for it, so a file it refuses is refused here.
+// One enum per choice; the flags are independent of each other.
 struct AttentionTensors {
-  QkNorm qk_norm = QkNorm::none;
-  bool output_bias = false;           // attn_output.bias, optional
-  bool output_bias_required = false;  // attn_output.bias, always there (StarCoder2)
-  // attn_{q,k}_norm span the whole Q / K projection instead of one head (OLMo2).
-  bool qk_norm_whole = false;
-  // attn_{q,k}_norm are layer norms without bias (hp.norm_eps) with one
-  // weight row per head: [head_dim, n_head] and [head_dim, n_head_kv]
-  // (StableLM 2 12B, Command R+).
-  bool qk_layer_norm_per_head = false;
-  // attn_{q,k}_norm are RMS norms with one weight row per head, [head_dim,
-  // n_head] and [head_dim, n_head_kv] (PLaMo-2).
-  bool qk_rms_norm_per_head = false;
-  // false: Q/K/V biases and scales are read but applied nowhere (OLMo2's
-  // graph projects Q/K/V without build_qkv).
-  bool qkv_biases_and_scales_applied = true;
-  // With qkv_biases_and_scales_applied false, the fused attn_qkv.weight is
-  // still read when the file has it (its bias and scale without effect):
-  // MiMo V2's graph projects with the bare matrix, fused or not.
-  bool unapplied_fused_qkv = false;
+  QkvForm qkv = QkvForm::file_decides;
+  FusedQkvBias fused_qkv_bias = FusedQkvBias::optional;  // a fused attn_qkv's bias
   // gen-model writes attn_qkv.weight (and its bias) instead of Q/K/V, as the
-  // family's converter does (Phi-3). The loader follows the file either way
-  // (llama.cpp's create_tensor_qkv), when the family's graph uses build_qkv.
+  // family's converter does (Phi-3); the loader follows the file either way.
   bool fused_qkv_written = false;
-  // Q/K/V always separate, each with its bias (Jais-2: llama.cpp creates
-  // them directly, without create_tensor_qkv).
-  bool separate_qkv_with_biases = false;
-  // attn_qkv.weight is the only form the family's loader reads (llama.cpp
-  // creates ATTN_QKV itself for GPT-2, BLOOM, Falcon...): Q/K/V apart are
-  // refused. gen-model writes it.
-  bool fused_qkv_required = false;
-  FusedQkvBias fused_qkv_bias = FusedQkvBias::optional;
-  // attn_{q,k}_norm are optional layer norms over the whole projection, each
-  // with an optional bias, applied when attn_q_norm is there (MPT; then a
-  // missing attn_k_norm is a layer norm without weight). Not with qk_norm.
-  bool qk_layer_norm_whole = false;
+  QkvEffect qkv_effect = QkvEffect::applied;
+  AttnOutputBias output_bias = AttnOutputBias::none;
+  QkNorm qk_norm = QkNorm::none;
+  QkNormShape qk_norm_shape = QkNormShape::head;
   // The Q/K norms apply to the rotated heads (RoPE first: Hunyuan, Maincoder).
   bool qk_norm_after_rope = false;
-  // Q/K/V always separate, without biases (BitNet: llama.cpp creates them
-  // directly); their scales are applied.
-  bool separate_qkv_without_biases = false;
+  // Each rotated head of Q and K RMS-normed without a weight after RoPE
+  // (Llama 4's L2 norm, rms_eps); the unrotated layers keep theirs.
+  bool qk_plain_norm_after_rope = false;
+  OutputGate gate = OutputGate::none;
+  // gen-model writes the softplus gate per element, else per head.
+  bool gate_written_per_element = false;
   // attn_sub_norm.weight (required): an RMS norm of the attention's output
   // rows (attn_out_width) before attn_output (BitNet).
   bool sub_norm = false;
   // attn_sinks.weight [n_head] (required): one learned logit per head that
   // takes part in its softmax without a value (GPT-OSS).
   bool sinks = false;
-  // attn_gate.weight (required): the attention's output, before
-  // attn_output, times softplus(attn_gate · x) of the layer's normed input
-  // x, one value per head (attn_gate [n_embd, n_head]: Laguna XS.2) or per
-  // element ([n_embd, n_head * head_dim_v]: Laguna M.1), as the file's shape
-  // says (llama.cpp decides by it too). gen-model writes the per-element
-  // form where `softplus_gate_per_element_written`.
-  bool softplus_gate = false;
-  bool softplus_gate_per_element_written = false;
-  // Each rotated head of Q and K RMS-normed without a weight after RoPE
-  // (Llama 4's L2 norm, rms_eps); the unrotated layers keep theirs.
-  bool qk_plain_norm_after_rope = false;
-  // attn_q.weight is [n_embd, 2 * q_width]: each head's queries, then as
-  // many values of an output gate; the attention's output, before
-  // attn_output, times sigmoid(gate) (Qwen3-Next, Qwen3.5). Q/K/V are
-  // separate, their biases read but applied nowhere (llama.cpp's graph
-  // projects with the bare matrices), their scales applied.
-  bool sigmoid_gated_query = false;
 };
 
 struct AttentionWeights {
@@ -122,9 +139,9 @@ struct AttentionWeights {
   bool qk_plain_norm_after_rope = false;  // AttentionTensors::qk_plain_norm_after_rope
   std::vector<float> sub_norm;            // attn_sub_norm (AttentionTensors::sub_norm), or empty
   std::vector<float> sinks;               // attn_sinks (AttentionTensors::sinks), or empty
-  kernels::WeightView gate;               // attn_gate (AttentionTensors::softplus_gate), or empty
+  kernels::WeightView gate;               // attn_gate (OutputGate::softplus), or empty
   bool gate_per_head = false;             // gate has one row per head, else one per element
-  bool query_gate = false;                // AttentionTensors::sigmoid_gated_query
+  bool query_gate = false;                // OutputGate::sigmoid_query
 
   // blk.N.attn_{q,k,v,output}.weight (or attn_qkv.weight instead of Q/K/V),
   // the optional Q/K/V biases and every scale, and what `extra` allows.
@@ -133,6 +150,10 @@ struct AttentionWeights {
  private:
   void visit_softplus_gate(TensorVisitor& v, const ModelHParams& hp, int64_t layer,
                            AttentionTensors extra);
+  void visit_output_bias(TensorVisitor& v, const ModelHParams& hp, int64_t layer,
+                         AttentionTensors extra);
+  void visit_qk_norms(TensorVisitor& v, const ModelHParams& hp, int64_t layer,
+                      AttentionTensors extra);
   void visit_separate_qkv(TensorVisitor& v, const ModelHParams& hp, int64_t layer,
                           AttentionTensors extra);
 };
