@@ -63,7 +63,7 @@ run_gtest_shards() {
 echo "== tests under AddressSanitizer + UndefinedBehaviorSanitizer (build-asan)"
 # Left to the release build:
 # - what does not depend on the build flavour: the aarch64 compile check,
-#   the format check, the public headers' check;
+#   the format check, the public headers' and the layers' checks;
 # - the logits goldens of quantized and 16-bit weights (the F32 and
 #   all-tensor cases run every family's code, and the kernel tests every
 #   weight type's kernels, under the sanitizers);
@@ -92,7 +92,7 @@ echo "== Vulkan tests (build-asan, no leak check)"
   --gtest_filter='Vulkan*:DeviceRoute.*:CliMain.Version*:CliMain.CortiqSimd*' --gtest_brief=1)
 # The other programs (the server's tests, the C API's, checks by script).
 ctest --test-dir build-asan --output-on-failure -j "$(nproc)" -LE gtest \
-  -E 'Portability|Format|PublicHeaders|^Python\.|CApi\.(Consumer|PkgConfig)|Server\.JsonSchema'
+  -E 'Portability|Format|PublicHeaders|Layers|^Python\.|CApi\.(Consumer|PkgConfig)|Server\.JsonSchema'
 # The kernel tests once more at the AVX2 level: on an AVX-512 machine the
 # run above takes the AVX-512 kernels, and the AVX2 ones (what an AVX2-only
 # machine runs) would otherwise never meet the sanitizers there.

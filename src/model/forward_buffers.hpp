@@ -3,8 +3,10 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -31,30 +33,18 @@ struct ForwardBuffers {
   // [rows][parts][rope dims]: parts of heads gathered to be rotated
   // (latent attention's rope dims, which trail each head).
   std::vector<float> rope_parts;
-  std::vector<float> proj;      // [rows][n_embd]: a block's output before the residual add
-  std::vector<float> parallel;  // [rows][n_embd]: the FFN branch of a parallel-residual layer
-  std::vector<float> gate, up;  // [rows][n_ff]
-  // Mixture of experts (blocks/moe.cpp): router scores [rows][n_expert]
-  // (where the backend computes them) and their host copy that routing
-  // reads, routing weights (host, and where the backend scales by them)
-  // and chosen experts [rows][k], the weighted outputs of every slot
-  // [rows][k][n_embd], one expert's gathered rows and outputs, the slots
-  // that chose the expert at hand and the input rows they read, and the
-  // shared expert's gates [rows].
-  std::vector<float> moe_scores, moe_probs, moe_weights, moe_slot_weights, moe_slots, moe_in,
-      moe_out, moe_shared_gate;
+  std::vector<float> proj;       // [rows][n_embd]: a block's output before the residual add
+  std::vector<float> parallel;   // [rows][n_embd]: the FFN branch of a parallel-residual layer
+  std::vector<float> gate, up;   // [rows][n_ff]
   std::vector<float> attn_gate;  // [rows][q width]: a gated query's gate (Qwen3-Next)
   // A recurrent block's many rows of intermediates (RWKV's time mix: the
   // mixed inputs, projections and low-rank products, carved from one).
   std::vector<float> mixer;
   std::vector<float> value_first;  // [rows][n_embd]: RWKV-7's first layer's values
-  std::vector<float> moe_latent_in, moe_latent_out;  // [rows][latent width] (MoeTensors::latent)
-  std::vector<float> moe_weighted_in;  // [rows * k][n_embd]: Llama 4's weighted inputs
-  std::vector<int32_t> moe_chosen, moe_members, moe_rows;
   // A decode row's products that each read their own input: its experts'
   // (moe.cpp), latent attention's per-head matrices (latent_attention.cpp).
-  std::vector<MatmulProduct> moe_products;
-  std::vector<ConstTensor> moe_inputs;
+  std::vector<MatmulProduct> products;
+  std::vector<ConstTensor> product_inputs;
   // Per RoPE table (global, local): [rows][rope dims], cos/sin per row's position.
   std::array<std::vector<float>, 2> rope;
   CpuScratch cpu;                  // the CPU backend's own
@@ -68,6 +58,34 @@ struct ForwardBuffers {
 
   // grow_scratch (backends/scratch.hpp): v grown to at least n, its first n.
   static std::span<float> take(std::vector<float>& v, size_t n) { return grow_scratch(v, n); }
+
+  // A block's own scratch, declared in the block's file (MoeScratch in
+  // blocks/moe.cpp): one T per ForwardBuffers, made on first use and kept.
+  template <class T>
+  T& of() {
+    const size_t id = block_scratch_id<T>();
+    if (blocks_.size() <= id) blocks_.resize(id + 1);
+    if (!blocks_[id])
+      blocks_[id] = BlockScratch(new T(), {[](void* p) { delete static_cast<T*>(p); }});
+    return *static_cast<T*>(blocks_[id].get());
+  }
+
+ private:
+  struct DeleteScratch {
+    void (*destroy)(void*) = nullptr;
+    void operator()(void* p) const { destroy(p); }
+  };
+  using BlockScratch = std::unique_ptr<void, DeleteScratch>;
+  static size_t next_block_scratch_id() {
+    static std::atomic<size_t> next{0};
+    return next++;
+  }
+  template <class T>
+  static size_t block_scratch_id() {
+    static const size_t id = next_block_scratch_id();
+    return id;
+  }
+  std::vector<BlockScratch> blocks_;
 };
 
 // A pass split between two backends (-ngl): the stage's layers from

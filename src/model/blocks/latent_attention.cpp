@@ -61,8 +61,8 @@ void per_head_matmul(std::span<const kernels::WeightView> w, size_t rows, size_t
   auto& backend = ctx.backend;
   const size_t n_head = w.size();
   if (rows == 1) {
-    auto& products = buf.moe_products;
-    auto& inputs = buf.moe_inputs;
+    auto& products = buf.products;
+    auto& inputs = buf.product_inputs;
     products.clear();
     inputs.clear();
     for (size_t h = 0; h < n_head; ++h) {

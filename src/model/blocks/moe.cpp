@@ -15,6 +15,23 @@ namespace cortiq {
 
 namespace {
 
+// The block's working memory in a pass's buffers (ForwardBuffers::of).
+struct MoeScratch {
+  // Router scores [rows][n_expert] (where the backend computes them) and
+  // their host copy that routing reads; routing weights (host, and where
+  // the backend scales by them) and chosen experts [rows][k].
+  std::vector<float> scores, probs, weights, slot_weights;
+  std::vector<int32_t> chosen;
+  // The weighted outputs of every slot [rows][k][width]; one expert's
+  // gathered rows and outputs; the slots that chose the expert at hand and
+  // the input rows they read.
+  std::vector<float> slots, in, out;
+  std::vector<int32_t> members, rows;
+  std::vector<float> shared_gate;            // [rows]: the shared expert's gates
+  std::vector<float> latent_in, latent_out;  // [rows][latent width] (MoeTensors::latent)
+  std::vector<float> weighted_in;            // [rows * k][n_embd]: Llama 4's weighted inputs
+};
+
 // llama.cpp's LLAMA_MAX_EXPERTS.
 constexpr int64_t kMaxExperts = 1024;
 
@@ -161,7 +178,7 @@ void one_row_experts(const MoeWeights& w, const ModelHParams& hp, ForwardContext
   const auto n_embd = static_cast<size_t>(w.width);
   const Tensor gate = ctx.backend.scratch(buf.gate, k * n_ff);
   const Tensor up = ctx.backend.scratch(buf.up, k * n_ff);
-  std::vector<MatmulProduct>& products = buf.moe_products;
+  std::vector<MatmulProduct>& products = buf.products;
   products.clear();
   for (size_t j = 0; j < k; ++j) {
     const auto e = static_cast<size_t>(chosen[j]);
@@ -171,7 +188,7 @@ void one_row_experts(const MoeWeights& w, const ModelHParams& hp, ForwardContext
   }
   ctx.backend.matmul_shared_input(products, in, 1);
   // Then every down projection, each of its own activation, in one call.
-  std::vector<ConstTensor>& acts = buf.moe_inputs;
+  std::vector<ConstTensor>& acts = buf.product_inputs;
   acts.clear();
   products.clear();
   for (size_t j = 0; j < k; ++j) {
@@ -195,11 +212,12 @@ void grouped_experts(const MoeWeights& w, const ModelHParams& hp, ForwardContext
                      std::span<const int32_t> chosen, ConstTensor in, Tensor slots,
                      bool input_per_slot) {
   auto& buf = ctx.buffers;
+  auto& own = buf.of<MoeScratch>();
   const auto k = static_cast<size_t>(hp.n_expert_used);
   const auto n_embd = static_cast<size_t>(w.width);
   const auto n_ff = static_cast<size_t>(hp.n_ff_expert);
-  auto& members = buf.moe_members;
-  auto& input_rows = buf.moe_rows;
+  auto& members = own.members;
+  auto& input_rows = own.rows;
   for (size_t e = 0; e < static_cast<size_t>(hp.n_expert); ++e) {
     members_of(chosen, static_cast<int32_t>(e), members);
     if (members.empty()) continue;
@@ -208,7 +226,7 @@ void grouped_experts(const MoeWeights& w, const ModelHParams& hp, ForwardContext
     for (size_t i = 0; i < m; ++i) {
       input_rows[i] = input_per_slot ? members[i] : members[i] / static_cast<int32_t>(k);
     }
-    const Tensor x = ctx.backend.scratch(buf.moe_in, m * n_embd);
+    const Tensor x = ctx.backend.scratch(own.in, m * n_embd);
     ctx.backend.gather_rows(in, input_rows, x, n_embd);
     const Tensor gate = ctx.backend.scratch(buf.gate, m * n_ff);
     const Tensor up = ctx.backend.scratch(buf.up, m * n_ff);
@@ -221,7 +239,7 @@ void grouped_experts(const MoeWeights& w, const ModelHParams& hp, ForwardContext
       ctx.backend.matmul(w.up[e], x, n, up, hp.n_ff_expert);
     }
     const ConstTensor act = expert_activation(w, e, gate, up, n_ff, ctx.backend);
-    const Tensor y = ctx.backend.scratch(buf.moe_out, m * n_embd);
+    const Tensor y = ctx.backend.scratch(own.out, m * n_embd);
     ctx.backend.matmul(w.down[e], act, n, y, w.width);
     scale_down(w, e, y, n_embd, ctx.backend);
     ctx.backend.scatter_rows(y, slots, members, n_embd);
@@ -242,7 +260,7 @@ Tensor shared_expert_gates(const MoeWeights& w, const ModelHParams& hp, int64_t 
       .data = reinterpret_cast<const std::byte*>(w.shared_router.data()),
       .name = "ffn_gate_inp_shexp.weight"};
   const Tensor gates =
-      ctx.backend.scratch(ctx.buffers.moe_shared_gate, static_cast<size_t>(n_rows));
+      ctx.backend.scratch(ctx.buffers.of<MoeScratch>().shared_gate, static_cast<size_t>(n_rows));
   ctx.backend.matmul(router, in, n_rows, gates, 1);
   ctx.backend.unary(UnaryOp::silu_ratio, gates);
   return gates;
@@ -454,7 +472,7 @@ void MoeWeights::visit(TensorVisitor& v, const ModelHParams& hp, int64_t layer, 
 
 void moe_ffn(const MoeWeights& w, const ModelHParams& hp, int64_t layer, int64_t n_rows,
              ForwardContext& ctx, ConstTensor in, Tensor out, ConstTensor router_in) {
-  auto& buf = ctx.buffers;
+  auto& buf = ctx.buffers.of<MoeScratch>();
   Backend& backend = ctx.backend;
   const auto rows = static_cast<size_t>(n_rows);
   const auto n_expert = static_cast<size_t>(hp.n_expert);
@@ -463,19 +481,19 @@ void moe_ffn(const MoeWeights& w, const ModelHParams& hp, int64_t layer, int64_t
 
   // The router's scores come to the host, which routes: a device waits
   // here for the layer's work so far, once per MoE layer.
-  const Tensor scores = backend.scratch(buf.moe_scores, rows * n_expert);
+  const Tensor scores = backend.scratch(buf.scores, rows * n_expert);
   backend.matmul(w.router, router_in.empty() ? in : router_in, n_rows, scores, hp.n_expert);
   backend.add_bias_rows(scores, w.router_bias);
-  const auto probs = ForwardBuffers::take(buf.moe_probs, rows * n_expert);
+  const auto probs = ForwardBuffers::take(buf.probs, rows * n_expert);
   backend.copy_to_host(scores, probs);
-  auto& chosen = buf.moe_chosen;
+  auto& chosen = buf.chosen;
   chosen.resize(rows * k);
-  const auto weights = ForwardBuffers::take(buf.moe_weights, rows * k);
+  const auto weights = ForwardBuffers::take(buf.weights, rows * k);
   for (size_t r = 0; r < rows; ++r) {
     route(probs.subspan(r * n_expert, n_expert), hp.router, std::span(chosen).subspan(r * k, k),
           weights.subspan(r * k, k), w.selection_bias);
   }
-  const Tensor slot_weights = backend.scratch(buf.moe_slot_weights, rows * k);
+  const Tensor slot_weights = backend.scratch(buf.slot_weights, rows * k);
   backend.copy_from_host(weights, slot_weights);
 
   // Nemotron 3 Super's experts read and sum in a latent width.
@@ -483,18 +501,18 @@ void moe_ffn(const MoeWeights& w, const ModelHParams& hp, int64_t layer, int64_t
   const auto width = static_cast<size_t>(w.width);
   ConstTensor expert_in = in;
   if (latent) {
-    const Tensor down = backend.scratch(buf.moe_latent_in, rows * width);
+    const Tensor down = backend.scratch(buf.latent_in, rows * width);
     backend.matmul(w.latent_down, in, n_rows, down, w.width);
     expert_in = down;
   }
   // Slot r * k + j gets row r's output of its j-th expert times weight
   // r * k + j.
-  const Tensor slots = backend.scratch(buf.moe_slots, rows * k * width);
+  const Tensor slots = backend.scratch(buf.slots, rows * k * width);
   if (w.weights_before_experts) {
     // Llama 4 (llama.cpp's weight_before_ffn): each slot's expert reads
     // its row times its weight, and its output is not weighed again.
-    const Tensor inputs = backend.scratch(buf.moe_weighted_in, rows * k * width);
-    auto& slot_rows = buf.moe_rows;
+    const Tensor inputs = backend.scratch(buf.weighted_in, rows * k * width);
+    auto& slot_rows = buf.rows;
     slot_rows.resize(rows * k);
     for (size_t slot = 0; slot < rows * k; ++slot) slot_rows[slot] = static_cast<int32_t>(slot / k);
     backend.gather_rows(expert_in, slot_rows, inputs, width);
@@ -510,13 +528,13 @@ void moe_ffn(const MoeWeights& w, const ModelHParams& hp, int64_t layer, int64_t
   }
   // The slots in order, as llama.cpp folds them: ((s0 + s1) + s2) + ...
   const Tensor sums =
-      latent ? backend.scratch(buf.moe_latent_out, rows * width) : out.first(rows * n_embd);
+      latent ? backend.scratch(buf.latent_out, rows * width) : out.first(rows * n_embd);
   backend.sum_row_groups(slots, k, sums, width);
   if (latent) backend.matmul(w.latent_up, sums, n_rows, out, hp.n_embd);
 
   if (w.shared_expert == SharedExpert::none) return;
   // out += shared_ffn(x), gated (Qwen2-MoE) by sigmoid(shared_router . x).
-  const Tensor shared = backend.scratch(buf.moe_out, rows * n_embd);
+  const Tensor shared = backend.scratch(buf.out, rows * n_embd);
   const FfnActivation shared_activation =
       w.activation == ExpertActivation::relu_sqr ? FfnActivation::relu_sqr : FfnActivation::swiglu;
   ffn(w.shared, shared_activation, hp, layer, n_rows, ctx, in, shared);
