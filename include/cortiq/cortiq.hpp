@@ -506,8 +506,9 @@ class Session {
   std::unique_ptr<ForwardBuffers> buffers_;
   std::vector<float> last_logits_;  // n_vocab: logits after the last forwarded token
   // decode_loop's rows of a pass and, with drafts, their logits.
-  std::vector<TokenId> step_ids_;
-  std::vector<float> step_logits_;
+  std::vector<TokenId> pass_ids_;
+  std::vector<float> pass_logits_;
+  bool refed_ = false;  // refeed() ran (since decode_loop last cleared it)
   std::vector<BatchRow> rows_;
   // generate()'s decode phase: its passes forward generated rows (what a
   // fault injected at "decode" rather than "prefill" fails).

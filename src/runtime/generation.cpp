@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <exception>
+#include <new>
 #include <utility>
 
 #include "base/error.hpp"
@@ -133,7 +134,9 @@ bool Generation::reached_max() const {
 }
 
 GenerationRows Generation::next_rows() {
-  if (finished_) throw Error("the generation has finished");
+  if (finished_ || tokens_.empty()) {
+    throw Error("a generation's next rows follow a token it took and did not finish after");
+  }
   forwarded_owed_ = std::exchange(owed_, {});
   if (!drafts_.empty()) {
     if (cache_.has_state()) {
@@ -194,6 +197,8 @@ void Generation::plan_drafts() {
   context.push_back(tokens_.back());
   try {
     drafts_ = propose_drafts(*rules_.drafter, context, request, sampler_.params(), draft_q_);
+  } catch (const std::bad_alloc&) {
+    throw;  // out of memory stays what it is (the C API's status says so)
   } catch (const std::exception& error) {
     throw Error(std::string("drafting failed: ") + error.what());
   }
@@ -209,6 +214,7 @@ void Generation::stop_drafting() {
 
 void Generation::cancel() {
   if (finished_) return;
+  if (in_flight_) throw Error("a generation is cancelled between passes, not during one");
   keep_going_ = false;  // nothing more is released
   finish(FinishReason::cancelled, 0);
 }

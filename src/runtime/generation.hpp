@@ -73,10 +73,11 @@ class GenerationHost {
   // A token's text, in order: the token `id`, tokens()[index]; or, with id
   // kNoToken and index npos, what the decoder and the stop matcher held
   // back to the end (only when not empty). A token's text may be empty
-  // (held back). Returning false cancels the generation.
+  // (held back). Returning false cancels the generation (what it returns
+  // for the text at the end changes nothing).
   virtual bool release(TokenId id, size_t index, std::string_view text) = 0;
-  // The sequence's cache keeps its first `rows` rows (forwarding them again
-  // where it can no longer cut there).
+  // The sequence's cache keeps its first `rows` rows (a host whose cache
+  // can no longer cut there forwards them again).
   virtual void cut(int64_t rows) = 0;
   // At the finish: rows of the context the cache does not hold yet (a
   // rejected round of a model with recurrent state owed them), for a host
@@ -98,9 +99,10 @@ struct GenerationRows {
 
 class Generation {
  public:
-  // The prompt is in the cache (sequence `seq`) but its last row, whose
-  // logits the first take() receives. Throws cortiq::Error for invalid
-  // sampling values.
+  // Before the prompt's prefill, or after it: the first take() receives the
+  // logits of the prompt's last row, the whole prompt then in the cache
+  // (sequence `seq`). Throws cortiq::Error for invalid sampling values, a
+  // grammar or loop-stop parameters it cannot use.
   Generation(const Model& model, KvCache& cache, int32_t seq, GenerationRules rules,
              std::span<const TokenId> prompt, GenerationHost& host);
 
@@ -113,8 +115,9 @@ class Generation {
   // The rows the next pass forwards (only while !finished()). With drafts
   // and recurrent state, the state is checkpointed here.
   GenerationRows next_rows();
-  // Ends the generation as cancelled between passes, without releasing
-  // what is held back (the server's cancelled requests).
+  // Ends the generation as cancelled between passes (not while next_rows()'
+  // rows are out), without releasing what is held back (the server's
+  // cancelled requests).
   void cancel();
   // Drafting stops for the rest of the generation (a drafter that failed
   // outside take(): the tokens never rest on a drafter).

@@ -5,7 +5,6 @@
 #include <limits>
 #include <optional>
 
-#include "backends/scratch.hpp"
 #include "base/error.hpp"
 #include "base/strings.hpp"
 #include "base/timer.hpp"
@@ -123,6 +122,7 @@ void Session::cut_history(int64_t rows) {
 }
 
 void Session::refeed(std::span<const TokenId> ids) {
+  refed_ = true;
   // Not cancellable: whoever cut the history counts on getting it back.
   const size_t chunk = chunk_rows(0);
   for (size_t start = 0; start < ids.size(); start += chunk) {
@@ -452,15 +452,20 @@ void Session::decode_loop(Generation& generation, GenerateResult& result) {
   generation.take(last_logits_, 1);
   while (!generation.finished()) {
     const GenerationRows rows = generation.next_rows();
-    step_ids_.assign(rows.owed.begin(), rows.owed.end());
-    step_ids_.push_back(rows.next);
-    step_ids_.insert(step_ids_.end(), rows.drafts.begin(), rows.drafts.end());
-    const std::span<float> logits = rows.drafts.empty()
-                                        ? std::span<float>(last_logits_)
-                                        : grow_scratch(step_logits_, rows.wanted() * n_vocab);
-    forward_rows(step_ids_, rows.owed.size(), logits, RowOutput::logits);
+    pass_ids_.assign(rows.owed.begin(), rows.owed.end());
+    pass_ids_.push_back(rows.next);
+    pass_ids_.insert(pass_ids_.end(), rows.drafts.begin(), rows.drafts.end());
+    std::span<float> logits = last_logits_;
+    if (!rows.drafts.empty()) {
+      pass_logits_.resize(rows.wanted() * n_vocab);
+      logits = pass_logits_;
+    }
+    forward_rows(pass_ids_, rows.owed.size(), logits, RowOutput::logits);
+    refed_ = false;
     generation.take(logits, rows.wanted());
-    if (logits.data() != last_logits_.data()) {
+    // The row the last token came from, unless the finish cut the history
+    // and forwarded it again (the rows a cut takes back give the logits).
+    if (logits.data() != last_logits_.data() && !(generation.finished() && refed_)) {
       const auto row = logits.subspan(generation.last_row() * n_vocab, n_vocab);
       std::ranges::copy(row, last_logits_.begin());
     }

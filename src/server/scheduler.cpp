@@ -137,6 +137,10 @@ struct Scheduler::Sequence final : GenerationHost {
     generation.emplace(model, cache, slot, std::move(rules), job.prompt, *this);
   }
 
+  // The generation hosts on this object: it stays where it is.
+  Sequence(const Sequence&) = delete;
+  Sequence& operator=(const Sequence&) = delete;
+
   int64_t final_length() const { return static_cast<int64_t>(job.prompt.size()) + job.max_tokens; }
 
   bool release(TokenId id, size_t index, std::string_view text) override {
@@ -675,16 +679,21 @@ void Scheduler::handle_rows(Sequence& seq, std::span<const float> logits, size_t
   Generation& generation = *seq.generation;
   const size_t tokens_before = generation.tokens().size();
   const int64_t accepted_before = generation.speculation().accepted;
+  std::optional<std::string> failure;
   try {
     generation.take(logits, n_rows);
   } catch (const std::exception& error) {
     // e.g. logit_bias banned every token, a grammar's dead end, a drafter's failure
-    fail(seq, error.what());
-    return;
+    failure = error.what();
   }
+  // What was sampled and streamed counts, whatever ended the step.
   metrics_.add_generated_tokens(static_cast<int64_t>(generation.tokens().size() - tokens_before));
   metrics_.add_drafts(0, generation.speculation().accepted - accepted_before);
-  if (generation.finished()) finish(seq, choice_end(generation.finish_reason()));
+  if (failure) {
+    fail(seq, *failure);
+  } else if (generation.finished()) {
+    finish(seq, choice_end(generation.finish_reason()));
+  }
 }
 
 void Scheduler::finish(Sequence& seq, ChoiceEnd end) {

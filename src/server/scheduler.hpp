@@ -13,8 +13,10 @@
 // computed. Batch invariance makes this exact: a row's keys, values and
 // logits do not depend on what else was in its batch, so a seeded request
 // gives the same tokens alone, under load, with or without a cache hit —
-// the tokens Session::generate gives for the same sampling parameters: each
-// sequence is a Generation (runtime/generation.hpp), the loop Session runs.
+// the tokens Session::generate gives for the same sampling parameters (and
+// GenerateOptions::penalize_prompt false: the server's penalties count the
+// generated tokens only); each sequence is a Generation
+// (runtime/generation.hpp), the loop Session runs.
 //
 // A model with recurrent state shares a prefix only up to a block boundary
 // where the cache kept a snapshot of the state (KvCache::save_prefix_state).
