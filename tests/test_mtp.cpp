@@ -123,7 +123,9 @@ TEST(MtpDrafter, CandidatesMatchLlamaCppDraftMtp) {
       EXPECT_NEAR(got[k].p, want[k].p, 1.5e-3) << "candidate " << k;  // printed to 3 decimals
     }
     // A near tie may come in either order (the third's rival is not logged).
-    if (std::abs(want[1].p - want[2].p) > 2e-3) EXPECT_EQ(got[1].id, want[1].id);
+    if (std::abs(want[1].p - want[2].p) > 2e-3) {
+      EXPECT_EQ(got[1].id, want[1].id);
+    }
   }
   EXPECT_EQ(r.speculative.accepted, 0);
 }
@@ -160,7 +162,9 @@ TEST(MtpDrafter, SpeculativeDecodingGivesThePlainTokens) {
       EXPECT_GT(got.speculative.drafted, 0);
       EXPECT_TRUE(std::ranges::equal(session.history(), plain.history()));
       EXPECT_TRUE(same_floats(session.last_logits(), plain.last_logits()));
-      if (turn == 1) EXPECT_GT(got.cached_tokens, 0);
+      if (turn == 1) {
+        EXPECT_GT(got.cached_tokens, 0);
+      }
       prompt.insert(prompt.end(), want.tokens.begin(), want.tokens.end());
       prompt.insert(prompt.end(), {33, 44});
     }

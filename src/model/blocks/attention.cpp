@@ -288,11 +288,8 @@ void project_qkv(const AttentionWeights& w, const ModelHParams& hp, const LayerS
     ctx.backend.rms_norm_rows(k, {}, hp.rms_eps, k, dim);
   }
   // The queries times the temperature (Llama 4: the unrotated layers').
-  const auto& temp = hp.attn_temperature;
-  if (temp.scale != 0.0f && (rope == nullptr || !temp.unrotated_layers_only)) {
-    for (size_t r = 0; r < rows; ++r) {
-      ctx.backend.scale(q.subspan(r * qw, qw), attention_temperature(hp, pass.rows[r].pos));
-    }
+  if (rope == nullptr || !hp.attn_temperature.unrotated_layers_only) {
+    scale_by_temperature(hp, pass.rows, ctx, q, qw);
   }
   // Gemma scales the queries (ggml_scale after RoPE), not the scores.
   if (hp.scale_queries) ctx.backend.scale(q, hp.kq_scale(layer));
@@ -319,6 +316,14 @@ void attend(const ModelHParams& hp, const LayerSpec& layer, int64_t il, const At
 }
 
 }  // namespace
+
+void scale_by_temperature(const ModelHParams& hp, std::span<const BatchRow> rows,
+                          ForwardContext& ctx, Tensor q, size_t width) {
+  if (hp.attn_temperature.scale == 0.0f) return;
+  for (size_t r = 0; r < rows.size(); ++r) {
+    ctx.backend.scale(q.subspan(r * width, width), attention_temperature(hp, rows[r].pos));
+  }
+}
 
 float attention_temperature(const ModelHParams& hp, int32_t pos) {
   const auto& temp = hp.attn_temperature;

@@ -175,6 +175,10 @@ void attention(const AttentionWeights& w, const ModelHParams& hp, int64_t layer,
 // query at position `pos`, computed as llama.cpp's llm_graph_input_attn_temp
 // (float position, double logarithm); 1 when the model has none.
 float attention_temperature(const ModelHParams& hp, int32_t pos);
+// Each row's queries (q [rows][width]) times its position's attention
+// temperature, when the model has one (as llama.cpp multiplies its Qcur).
+void scale_by_temperature(const ModelHParams& hp, std::span<const BatchRow> rows,
+                          ForwardContext& ctx, Tensor q, size_t width);
 
 // The attention of attention(), for queries already projected and rotated
 // whose keys and values are in the cache: q [rows][q width] -> out

@@ -142,17 +142,6 @@ void absorbed_queries_and_cache(const LatentAttentionWeights& w, const ModelHPar
   backend.copy_rows(q.subspan(nope), qk, qa.subspan(kv_rank), row, rope, rows * n_head);
 }
 
-// Mistral Large 3: each row's queries (q [rows][width]) times its
-// position's attention temperature, after RoPE (and, absorbed, in latent
-// space), as llama.cpp multiplies its Qcur.
-void apply_temperature(const ModelHParams& hp, const AttentionPass& pass, ForwardContext& ctx,
-                       Tensor q, size_t width) {
-  if (hp.attn_temperature.scale == 0.0f) return;
-  for (size_t r = 0; r < pass.rows.size(); ++r) {
-    ctx.backend.scale(q.subspan(r * width, width), attention_temperature(hp, pass.rows[r].pos));
-  }
-}
-
 }  // namespace
 
 void LatentAttentionWeights::visit(TensorVisitor& v, const ModelHParams& hp, int64_t layer) {
@@ -212,13 +201,13 @@ void latent_attention(const LatentAttentionWeights& w, const ModelHParams& hp, i
   if (absorbed(hp)) {
     const Tensor qa = backend.scratch(buf.k, rows * n_head * kv_a_width);
     absorbed_queries_and_cache(w, hp, layer, pass, cache, ctx, q, kv_a, latent, qa);
-    apply_temperature(hp, pass, ctx, qa, n_head * kv_a_width);
+    scale_by_temperature(hp, pass.rows, ctx, qa, n_head * kv_a_width);  // Mistral Large 3
     const Tensor attn_latent = backend.scratch(buf.v, rows * n_head * kv_rank);
     attend_over_cache(hp, layer, pass, cache, ctx, qa, attn_latent);
     per_head_matmul(w.wv_b, rows, kv_rank, kv_rank, attn_latent, dv, attn, ctx);
   } else {
     expanded_keys_values(w, hp, layer, pass, cache, ctx, q, kv_a, latent);
-    apply_temperature(hp, pass, ctx, q, n_head * qk);
+    scale_by_temperature(hp, pass.rows, ctx, q, n_head * qk);  // Mistral Large 3
     attend_over_cache(hp, layer, pass, cache, ctx, q, attn);
   }
   const Tensor out_rows = out.first(rows * static_cast<size_t>(hp.n_embd));
