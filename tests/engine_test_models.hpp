@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "cortiq/cortiq.hpp"
-#include "model/random_model.hpp"
+#include "model/gen_model/random_model.hpp"
 
 namespace cortiq::test {
 

@@ -4,7 +4,7 @@
 #include "formats/gguf/gguf_file.hpp"
 #include "formats/gguf/gguf_writer.hpp"
 #include "json_syntax.hpp"
-#include "model/builtin_vocab.hpp"
+#include "model/gen_model/builtin_vocab.hpp"
 #include "test_support.hpp"
 
 namespace cortiq {

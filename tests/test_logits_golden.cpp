@@ -18,7 +18,7 @@
 
 #include "cortiq/cortiq.hpp"
 #include "model/family.hpp"
-#include "model/random_model.hpp"
+#include "model/gen_model/random_model.hpp"
 #include "test_support.hpp"
 
 namespace cortiq {

@@ -17,8 +17,8 @@
 #include "gguf_test_files.hpp"
 #include "model/blocks/moe.hpp"
 #include "model/family.hpp"
+#include "model/gen_model/random_model.hpp"
 #include "model/hparams.hpp"
-#include "model/random_model.hpp"
 #include "test_support.hpp"
 
 namespace cortiq {

@@ -4,8 +4,8 @@
 
 #include <map>
 
-#include "model/arch_spec.hpp"
 #include "model/family.hpp"
+#include "model/gen_model/arch_spec.hpp"
 
 namespace cortiq {
 namespace {

@@ -1,5 +1,5 @@
 #include "model/family.hpp"
-#include "model/random_model.hpp"
+#include "model/gen_model/random_model.hpp"
 
 #include <gtest/gtest.h>
 
@@ -8,7 +8,7 @@
 
 #include "base/error.hpp"
 #include "formats/gguf/gguf_file.hpp"
-#include "model/builtin_vocab.hpp"
+#include "model/gen_model/builtin_vocab.hpp"
 #include "test_support.hpp"
 
 namespace cortiq {

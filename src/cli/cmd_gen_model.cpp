@@ -8,7 +8,7 @@
 #include "cli/args.hpp"
 #include "cli/commands.hpp"
 #include "model/family.hpp"
-#include "model/random_model.hpp"
+#include "model/gen_model/random_model.hpp"
 
 namespace cortiq::cli {
 

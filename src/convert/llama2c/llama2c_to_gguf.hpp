@@ -30,8 +30,8 @@
 #include <string_view>
 
 #include "convert/llama2c/llama2c_checkpoint.hpp"
-#include "model/arch_spec.hpp"
-#include "model/builtin_vocab.hpp"
+#include "model/gen_model/arch_spec.hpp"
+#include "model/gen_model/builtin_vocab.hpp"
 #include "quant/quant_recipe.hpp"
 
 namespace cortiq::llama2c {

@@ -9,8 +9,8 @@
 #include "model/arch/arch.hpp"
 #include "model/arch/deepseek.hpp"
 #include "model/arch/family_support.hpp"
-#include "model/arch_spec.hpp"
 #include "model/blocks/moe.hpp"
+#include "model/gen_model/arch_spec.hpp"
 
 namespace cortiq {
 

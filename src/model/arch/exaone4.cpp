@@ -8,7 +8,7 @@
 
 #include "model/arch/arch.hpp"
 #include "model/arch/olmo2.hpp"
-#include "model/arch_spec.hpp"
+#include "model/gen_model/arch_spec.hpp"
 
 namespace cortiq {
 

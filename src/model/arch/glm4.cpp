@@ -26,11 +26,11 @@
 #include "kernels/cpu/norm.hpp"
 #include "model/arch/arch.hpp"
 #include "model/arch/family_support.hpp"
-#include "model/arch_spec.hpp"
 #include "model/blocks/attention.hpp"
 #include "model/blocks/embedding.hpp"
 #include "model/blocks/ffn.hpp"
 #include "model/decoder_model.hpp"
+#include "model/gen_model/arch_spec.hpp"
 #include "model/rope_setup.hpp"
 #include "model/weights.hpp"
 

@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "formats/gguf/gguf_file.hpp"
-#include "model/arch_spec.hpp"
 #include "model/decoder_model.hpp"
+#include "model/gen_model/arch_spec.hpp"
 #include "model/hparams.hpp"
 #include "model/tensor_table.hpp"
 #include "model/weights.hpp"

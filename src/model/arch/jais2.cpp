@@ -7,7 +7,7 @@
 
 #include "model/arch/arch.hpp"
 #include "model/arch/nemotron.hpp"
-#include "model/arch_spec.hpp"
+#include "model/gen_model/arch_spec.hpp"
 
 namespace cortiq {
 

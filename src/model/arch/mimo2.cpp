@@ -39,10 +39,10 @@
 #include "model/arch/arch.hpp"
 #include "model/arch/family_support.hpp"
 #include "model/arch/pre_norm_layer.hpp"
-#include "model/arch_spec.hpp"
 #include "model/blocks/moe.hpp"
 #include "model/blocks/nextn.hpp"
 #include "model/decoder_model.hpp"
+#include "model/gen_model/arch_spec.hpp"
 #include "model/rope_setup.hpp"
 #include "model/weights.hpp"
 

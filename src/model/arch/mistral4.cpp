@@ -9,7 +9,7 @@
 
 #include "model/arch/arch.hpp"
 #include "model/arch/deepseek.hpp"
-#include "model/arch_spec.hpp"
+#include "model/gen_model/arch_spec.hpp"
 
 namespace cortiq {
 

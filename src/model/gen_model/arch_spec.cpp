@@ -1,4 +1,4 @@
-#include "model/arch_spec.hpp"
+#include "model/gen_model/arch_spec.hpp"
 
 #include <algorithm>
 #include <limits>

@@ -1,4 +1,4 @@
-#include "model/builtin_vocab.hpp"
+#include "model/gen_model/builtin_vocab.hpp"
 
 #include <set>
 

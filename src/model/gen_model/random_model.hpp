@@ -23,7 +23,7 @@
 #include <string_view>
 #include <vector>
 
-#include "model/arch_spec.hpp"
+#include "model/gen_model/arch_spec.hpp"
 #include "quant/ggml_type.hpp"
 
 namespace cortiq {

@@ -1,4 +1,4 @@
-#include "model/random_model.hpp"
+#include "model/gen_model/random_model.hpp"
 
 #include <cmath>
 #include <cstring>
@@ -9,8 +9,8 @@
 #include "base/strings.hpp"
 #include "formats/gguf/gguf_file.hpp"
 #include "formats/gguf/gguf_writer.hpp"
-#include "model/builtin_vocab.hpp"
 #include "model/family.hpp"
+#include "model/gen_model/builtin_vocab.hpp"
 #include "quant/quant_recipe.hpp"
 #include "quant/quantize.hpp"
 #include "quant/quantize_model.hpp"
