@@ -40,8 +40,9 @@ Generation::Generation(const Model& model, KvCache& cache, int32_t seq, Generati
 
 void Generation::take(std::span<const float> logits, size_t n_rows) {
   const auto n_vocab = static_cast<size_t>(model_.n_vocab());
+  if (finished_) throw Error("the generation has finished");
   const size_t n_drafts = in_flight_ ? drafts_.size() : 0;
-  if (finished_ || n_rows != n_drafts + 1) {
+  if (n_rows != n_drafts + 1) {
     throw Error(strfmt("a generation takes the %zu wanted rows of its pass, not %zu", n_drafts + 1,
                        n_rows));
   }

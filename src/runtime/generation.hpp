@@ -134,8 +134,9 @@ class Generation {
   // Which of the last take()'s rows it read last: the row the last token
   // was sampled from, or the one it finished at.
   size_t last_row() const { return last_row_; }
-  // Whether the next pass carries drafts or owed rows (its rows may not stay).
-  bool speculating() const { return !drafts_.empty() || !owed_.empty(); }
+  // The drafter the generation drafts with (null: none, under a grammar,
+  // or since stop_drafting()).
+  Drafter* drafter() const { return rules_.drafter; }
 
  private:
   // The token from row j of the pass (the row after j kept drafts); none

@@ -346,7 +346,7 @@ GenerationRules generation_rules(const GenerateOptions& options, const Vocab& vo
   rules.confidence = options.confidence;
   rules.grammar = options.grammar;
   const SpeculativeOptions& spec = options.speculative;
-  rules.drafter = options.grammar ? nullptr : spec.drafter.get();
+  rules.drafter = spec.drafter.get();
   rules.draft_max = spec.draft_max;
   rules.draft_min = spec.draft_min;
   rules.same_draws = spec.same_draws;
@@ -398,7 +398,7 @@ GenerateResult Session::generate(std::span<const TokenId> prompt, const Generate
 
   result.prompt_tokens = static_cast<int64_t>(prompt.size());
   // A drafter that reads hidden states (MTP) sees the rows this call forwards.
-  Drafter* drafter = options.grammar ? nullptr : options.speculative.drafter.get();
+  Drafter* drafter = generation.drafter();
   observer_ = drafter && drafter->observes_hidden() ? drafter : nullptr;
   struct ObserverScope {
     Drafter*& observer;

@@ -117,7 +117,6 @@ struct Scheduler::Sequence final : GenerationHost {
         stream(std::move(s)),
         cache(cache_),
         slot(slot_),
-        drafter(job.grammar ? nullptr : drafter_),
         arrived(arrived_),
         admitted(Clock::now()) {
     GenerationRules rules;
@@ -128,7 +127,7 @@ struct Scheduler::Sequence final : GenerationHost {
     rules.stop = job.stop;
     rules.top_logprobs = job.top_logprobs;
     rules.grammar = job.grammar;
-    rules.drafter = drafter;
+    rules.drafter = drafter_;
     rules.draft_max = options.draft_max;
     rules.draft_min = options.draft_min;
     rules.same_draws = options.same_draws;
@@ -169,9 +168,6 @@ struct Scheduler::Sequence final : GenerationHost {
   std::shared_ptr<RequestStream> stream;
   KvCache& cache;
   int32_t slot;
-  // The slot's drafter when it drafts for this choice (it also observes
-  // the rows of an MTP drafter); null: none.
-  Drafter* drafter;
   std::optional<Generation> generation;
   std::string tail;        // the text held back to the end
   size_t prompt_done = 0;  // prompt tokens in the cache (attached or forwarded)
@@ -422,7 +418,8 @@ bool Scheduler::admit(Pending& pending) {
   if (need > cache.n_available_blocks() - outstanding_blocks()) return false;
   const int64_t attached = cache.attach_prefix(slot, attachable);
   engine_->slot_used[static_cast<size_t>(slot)] = true;
-  // Drafts are not checked against a grammar: with one, decoding is plain.
+  // A generation under a grammar drafts nothing (runtime/generation.hpp):
+  // no slot drafter is made for it.
   Drafter* drafter = nullptr;
   if (options_.drafter && !job.grammar) {
     auto& own = engine_->drafters[static_cast<size_t>(slot)];
@@ -549,8 +546,8 @@ void Scheduler::step() {
   int64_t prefill_rows = 0;
   for (auto& seq : active_) {
     if (!seq->decoding) continue;
-    seq->speculating = seq->generation->speculating();
     const GenerationRows next = seq->generation->next_rows();
+    seq->speculating = !next.drafts.empty() || !next.owed.empty();
     if (!next.drafts.empty()) {
       metrics_.add_drafts(static_cast<int64_t>(next.drafts.size()), 0);
       metrics_.add_draft_round();
@@ -628,15 +625,15 @@ void Scheduler::show_rows_to_drafters() {
     ids.clear();
     while (end < e.rows.size() && e.rows[end].seq == slot) ids.push_back(e.rows[end++].token);
     for (auto& seq : active_) {
-      if (seq->slot != slot || !seq->drafter) continue;
+      Drafter* drafter = seq->generation->drafter();
+      if (seq->slot != slot || !drafter) continue;
       try {
-        seq->drafter->observe(
+        drafter->observe(
             ids, e.rows[begin].pos,
             std::span<const float>(e.hidden).subspan(begin * width, (end - begin) * width));
       } catch (const std::exception& error) {
         // The output never rests on a drafter: this sequence goes on without.
         LOG_WARN("drafting stops for a sequence: %s", error.what());
-        seq->drafter = nullptr;
         seq->generation->stop_drafting();
       }
     }
